@@ -1,0 +1,75 @@
+/* backend/backend.h: the LMDB environment under quorum's state.
+ *
+ * One environment (a single data.mdb under <data-dir>/member/db, like
+ * etcd's member/snap/db) with named databases. Writes are grouped: one
+ * LMDB write transaction ("batch") spans every request applied in one loop
+ * pass and is committed once, so concurrent writes share one sync.
+ *
+ * Threading: batches are begun and committed on one thread. Read
+ * transactions (MDB_NOTLS) may be opened anywhere and any number of times,
+ * but never while the same thread holds the batch open.
+ *
+ * Caveats (as LMDB's own): a long-lived read transaction pins old pages and
+ * makes the file grow; end them promptly.
+ */
+#ifndef QUORUM_BACKEND_BACKEND_H
+#define QUORUM_BACKEND_BACKEND_H
+
+#include <lmdb.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct backend backend;
+
+enum backend_db {
+    BACKEND_DB_KEY,     /* revision key -> serialized mvccpb.KeyValue */
+    BACKEND_DB_META,    /* name -> value: consistent_index, compaction revisions, term */
+    BACKEND_DB_LEASE,   /* lease id -> lease record */
+    BACKEND_DB_AUTH,    /* auth state */
+    BACKEND_DB_MEMBERS, /* cluster membership */
+    BACKEND_DB__COUNT,
+};
+
+struct backend_options {
+    const char *dir;  /* directory holding data.mdb; created if missing */
+    size_t map_size;  /* LMDB map size: the most the file may grow to; 0 = 8 GiB */
+    bool no_sync;     /* commit without fsync (only when a WAL covers it) */
+};
+
+/* backend_open opens or creates the environment. Errors: -errno, QERR_STORAGE. */
+int backend_open(const struct backend_options *opts, backend **out);
+void backend_close(backend *be);
+
+MDB_env *backend_env(backend *be);
+MDB_dbi backend_dbi(backend *be, enum backend_db db);
+
+/* backend_batch_begin opens the write transaction; one at a time.
+ * Errors: -EBUSY if one is open, QERR_STORAGE. */
+int backend_batch_begin(backend *be);
+/* backend_batch_txn is the open write transaction (NULL if none). Valid
+ * until backend_batch_commit/abort. */
+MDB_txn *backend_batch_txn(backend *be);
+/* backend_batch_commit commits (and syncs, unless no_sync): durable on 0.
+ * Errors: QERR_STORAGE, QERR_NO_SPACE (map full). On error the batch is
+ * gone and the caller must treat the in-memory state built on it as lost. */
+int backend_batch_commit(backend *be);
+void backend_batch_abort(backend *be);
+
+/* backend_read_begin opens a read-only transaction; end it with
+ * backend_read_end. Errors: QERR_STORAGE. */
+int backend_read_begin(backend *be, MDB_txn **out);
+void backend_read_end(MDB_txn *txn);
+
+/* Meta values are 8-byte big-endian integers under a name. get answers
+ * -ENOENT when absent. put needs the batch open. txn may be NULL in get to
+ * read through a fresh read txn (or the batch when open). */
+int backend_meta_get(backend *be, MDB_txn *txn, const char *name, uint64_t *v);
+int backend_meta_put(backend *be, const char *name, uint64_t v);
+
+/* backend_size is the size of the database file in bytes; backend_size_in_use
+ * is the bytes of pages in use (what etcd reports as dbSizeInUse). */
+uint64_t backend_size(backend *be);
+uint64_t backend_size_in_use(backend *be);
+
+#endif

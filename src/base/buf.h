@@ -1,0 +1,38 @@
+/* base/buf.h: a growable byte buffer.
+ *
+ * A zeroed struct buf is an empty buffer. buf_* functions that grow return 0
+ * or -ENOMEM; on -ENOMEM the buffer is unchanged. |data| is owned by the
+ * buffer and moves when it grows: do not keep pointers into it across a call
+ * that appends. */
+#ifndef QUORUM_BASE_BUF_H
+#define QUORUM_BASE_BUF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct buf {
+    uint8_t *data;
+    size_t len;
+    size_t cap;
+};
+
+/* buf_reserve makes room for |n| more bytes without changing len. */
+int buf_reserve(struct buf *b, size_t n);
+int buf_append(struct buf *b, const void *p, size_t n);
+int buf_append_byte(struct buf *b, uint8_t c);
+/* buf_append_varint appends |v| as a protobuf base-128 varint. */
+int buf_append_varint(struct buf *b, uint64_t v);
+/* buf_consume drops the first |n| bytes (n <= len). */
+void buf_consume(struct buf *b, size_t n);
+void buf_reset(struct buf *b); /* len = 0, keeps memory */
+void buf_free(struct buf *b);  /* frees memory, back to empty */
+
+/* varint_size is the number of bytes buf_append_varint writes for |v|. */
+size_t varint_size(uint64_t v);
+/* varint_put writes |v| at |p| (room for 10 bytes) and returns the length. */
+size_t varint_put(uint8_t *p, uint64_t v);
+/* varint_get reads a varint from [p, end); returns bytes read, 0 if
+ * truncated or longer than 10 bytes. */
+size_t varint_get(const uint8_t *p, const uint8_t *end, uint64_t *v);
+
+#endif

@@ -1,0 +1,112 @@
+/* grpc/grpc.h: gRPC server over HTTP/2 cleartext (h2c with prior knowledge,
+ * as etcd serves its client port), nghttp2 on libuv TCP.
+ *
+ * This module moves bytes: it frames and unframes gRPC messages (the 5-byte
+ * length prefix), answers HTTP/2, and reports events through the method
+ * table. It never decodes protobuf; server/ does.
+ *
+ * Threading: everything runs on the loop thread passed to grpc_server_new.
+ *
+ * Life cycle of a call (one HTTP/2 stream), in the manner of libuv handles:
+ *   on_message*  ->  (server calls grpc_call_send*, then grpc_call_finish)
+ *   on_close, exactly once, last. After on_close returns the grpc_call
+ *   pointer is invalid; before it, it stays valid even after
+ *   grpc_call_finish (sending is then a no-op returning -EPIPE).
+ * on_close also comes when the peer resets the stream or the connection
+ * drops: a server that answers later (after a disk sync, after Raft commits)
+ * must forget the call in on_close.
+ */
+#ifndef QUORUM_GRPC_GRPC_H
+#define QUORUM_GRPC_GRPC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+typedef struct grpc_server grpc_server;
+typedef struct grpc_call grpc_call;
+
+enum grpc_method_kind {
+    GRPC_UNARY,
+    GRPC_SERVER_STREAMING,
+    GRPC_CLIENT_STREAMING,
+    GRPC_BIDI_STREAMING,
+};
+
+struct grpc_method {
+    const char *path; /* "/etcdserverpb.KV/Range" */
+    enum grpc_method_kind kind;
+    /* on_message: one complete request message arrived. |msg| is valid only
+     * during the callback. Unary and server-streaming methods get exactly one
+     * on_message (as soon as the message is complete; a second message is a
+     * protocol error the grpc layer answers itself). Required. */
+    void (*on_message)(grpc_call *call, const uint8_t *msg, size_t len);
+    /* on_half_close: the client ended its side of a client/bidi stream.
+     * Optional (may be NULL). */
+    void (*on_half_close)(grpc_call *call);
+    /* on_close: the call is over (see the life cycle above). Optional. */
+    void (*on_close)(grpc_call *call);
+};
+
+struct grpc_server_options {
+    /* largest request message accepted; a larger one is answered
+     * RESOURCE_EXHAUSTED "grpc: received message larger than max (N vs. M)"
+     * and the stream is closed. etcd: --max-request-bytes + 512 KiB. */
+    size_t max_recv_msg_size;
+    /* largest response message (larger sends fail with -EMSGSIZE). 0 = 2 GiB */
+    size_t max_send_msg_size;
+    /* HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; 0 = unlimited (etcd's default) */
+    uint32_t max_concurrent_streams;
+};
+
+/* grpc_server_new creates a server with |n| methods (the table and its
+ * strings must outlive the server). |data| is returned by
+ * grpc_call_server_data. Errors: -ENOMEM. */
+int grpc_server_new(uv_loop_t *loop, const struct grpc_method *methods, size_t n,
+                    const struct grpc_server_options *opts, void *data, grpc_server **out);
+
+/* grpc_server_listen binds and listens on |host|:|port| (numeric IPv4/IPv6
+ * address). Port 0 picks a free port; the chosen port is stored in
+ * *|bound_port| if not NULL. May be called more than once (several
+ * listeners). Errors: libuv's (negative errno), e.g. -EADDRINUSE. */
+int grpc_server_listen(grpc_server *srv, const char *host, int port, int *bound_port);
+
+/* grpc_server_close stops listening, resets every open call (each gets
+ * on_close), closes every connection, and calls |cb| when all handles are
+ * closed; the server is freed before |cb| runs. |cb| may be NULL. */
+void grpc_server_close(grpc_server *srv, void (*cb)(void *arg), void *arg);
+
+/* grpc_call_server_data returns the |data| given to grpc_server_new. */
+void *grpc_call_server_data(const grpc_call *call);
+
+/* per-call slot for the server's own state */
+void grpc_call_set_data(grpc_call *call, void *data);
+void *grpc_call_get_data(const grpc_call *call);
+
+/* grpc_call_path returns the method path; valid for the call's life. */
+const char *grpc_call_path(const grpc_call *call);
+
+/* grpc_call_metadata returns the value of request header |name| (lower
+ * case, e.g. "token" or "authorization") and its length in *|len|, or NULL.
+ * Valid for the call's life. */
+const char *grpc_call_metadata(const grpc_call *call, const char *name, size_t *len);
+
+/* grpc_call_send queues one response message (the bytes are copied; the
+ * 5-byte prefix is added here). The first send also sends the response
+ * HEADERS. Output is written before the loop next blocks for I/O; all frames
+ * of a connection queued in one loop pass go out in one write. Errors:
+ * -EPIPE (call finished or closing), -EMSGSIZE, -ENOMEM. */
+int grpc_call_send(grpc_call *call, const uint8_t *msg, size_t len);
+
+/* grpc_call_finish ends the call with |status| (enum grpc_status in
+ * base/err.h) and |message| (UTF-8, may be NULL; percent-encoded here),
+ * sent as trailers (trailers-only response when nothing was sent). on_close
+ * follows once the stream is closed. Errors: -EPIPE if already finished. */
+int grpc_call_finish(grpc_call *call, int status, const char *message);
+
+/* grpc_call_pending_bytes is how many response bytes of this call are queued
+ * but not yet written to the socket: a streaming producer (watch) uses it
+ * for backpressure. */
+size_t grpc_call_pending_bytes(const grpc_call *call);
+
+#endif

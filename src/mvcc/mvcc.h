@@ -1,0 +1,146 @@
+/* mvcc/mvcc.h: the multi-version key-value store.
+ *
+ * Every change takes a revision (main, sub): one main revision per write
+ * transaction that changes something, sub numbering the changes inside it.
+ * LMDB's BACKEND_DB_KEY maps the 17- or 18-byte revision key
+ *     8-byte big-endian main | '_' | 8-byte big-endian sub [| 't' on tombstones]
+ * to a serialized mvccpb.KeyValue (a tombstone stores only the key), so byte
+ * order is revision order. An in-memory index maps each user key to its
+ * generations (the revisions where it was created, modified and deleted),
+ * rebuilt from LMDB at open.
+ *
+ * A fresh store is at revision 1 (as etcd): the first change takes 2.
+ *
+ * Threading: one thread (the loop) owns the store.
+ *
+ * Failure model: an error from LMDB inside a batch leaves the in-memory
+ * index ahead of the disk; the caller must stop the process (etcd panics in
+ * the same place). Requests are validated (apply/) before they write, so
+ * semantic errors never happen half-way through a transaction.
+ */
+#ifndef QUORUM_MVCC_MVCC_H
+#define QUORUM_MVCC_MVCC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+
+typedef struct mvcc_store mvcc_store;
+typedef struct mvcc_txn mvcc_txn;
+typedef struct mvcc_read mvcc_read;
+
+/* A key-value at one revision, borrowed from the store: see each function
+ * for how long the pointers live. |raw| is the whole mvccpb.KeyValue as
+ * stored (fields key=1, create_revision=2, mod_revision=3, version=4,
+ * value=5, lease=6), so a response can copy it without re-encoding. */
+struct mvcc_kv {
+    const uint8_t *key;
+    size_t key_len;
+    const uint8_t *value;
+    size_t value_len;
+    int64_t create_revision;
+    int64_t mod_revision;
+    int64_t version;
+    int64_t lease;
+    const uint8_t *raw;
+    size_t raw_len;
+};
+
+/* Visitors get one kv at a time, in ascending key order. Return 0 to go on,
+ * non-zero to stop (that value is returned by the range call). */
+typedef int (*mvcc_kv_fn)(const struct mvcc_kv *kv, void *arg);
+
+struct mvcc_range_opts {
+    int64_t rev;     /* read at this revision; <= 0 = current */
+    int64_t limit;   /* at most this many kvs to the visitor; <= 0 = no limit */
+    bool count_only; /* no kvs to the visitor, only the count */
+};
+
+struct mvcc_range_result {
+    int64_t count; /* keys in the range at |rev|, regardless of limit */
+    int64_t rev;   /* the revision that was read (the current one for rev <= 0) */
+};
+
+/* Key ranges follow etcd: |end| NULL/empty = the single key |key|;
+ * end = "\0" (len 1) = every key >= key; otherwise [key, end). An empty
+ * |key| with end "\0" is every key. */
+
+/* mvcc_open opens the store on |be|, rebuilding the index from LMDB. The
+ * store borrows |be| until mvcc_close. Errors: -ENOMEM, QERR_STORAGE,
+ * QERR_CORRUPT (undecodable record). */
+int mvcc_open(backend *be, mvcc_store **out);
+void mvcc_close(mvcc_store *s);
+
+int64_t mvcc_rev(const mvcc_store *s);         /* current revision */
+int64_t mvcc_compact_rev(const mvcc_store *s); /* last compaction revision, 0 if none */
+
+/* Batches: begin/commit wrap backend_batch_begin/commit; every mvcc_txn and
+ * mvcc_compact happens inside one. */
+int mvcc_batch_begin(mvcc_store *s);
+int mvcc_batch_commit(mvcc_store *s);
+
+/* mvcc_txn_begin starts one write transaction (at most one revision) inside
+ * the open batch. Reads in it see its own earlier writes (etcd: a range
+ * after a put in the same Txn sees the put). Errors: -EBUSY (no batch, or a
+ * txn already open), -ENOMEM. */
+int mvcc_txn_begin(mvcc_store *s, mvcc_txn **out);
+
+/* Reads inside a write txn. Errors: QERR_COMPACTED (rev < compact rev),
+ * QERR_FUTURE_REV (rev > current), storage errors, or the visitor's value.
+ * kv pointers are valid only during the visitor call. */
+int mvcc_txn_range(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_t *end,
+                   size_t end_len, const struct mvcc_range_opts *opts, mvcc_kv_fn fn, void *arg,
+                   struct mvcc_range_result *res);
+
+/* mvcc_txn_put writes |key| = |value| with |lease| (0 = none). If the key
+ * exists, |prev_fn| (may be NULL) is called first with its current kv. */
+int mvcc_txn_put(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_t *value,
+                 size_t value_len, int64_t lease, mvcc_kv_fn prev_fn, void *arg);
+
+/* mvcc_txn_delete_range deletes every live key in the range, calling |fn|
+ * (may be NULL) with each one's kv before it goes; *|deleted| gets the
+ * number deleted. Deleting nothing is not an error and takes no revision. */
+int mvcc_txn_delete_range(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_t *end,
+                          size_t end_len, mvcc_kv_fn fn, void *arg, int64_t *deleted);
+
+/* mvcc_txn_end closes the txn and returns the store's revision after it:
+ * a new main revision if anything changed, else the current one. */
+int64_t mvcc_txn_end(mvcc_txn *t);
+
+/* Read transactions: a consistent view at the current revision, outside any
+ * batch. kv pointers stay valid until mvcc_read_end. */
+int mvcc_read_begin(mvcc_store *s, mvcc_read **out);
+int mvcc_read_range(mvcc_read *r, const uint8_t *key, size_t key_len, const uint8_t *end,
+                    size_t end_len, const struct mvcc_range_opts *opts, mvcc_kv_fn fn, void *arg,
+                    struct mvcc_range_result *res);
+void mvcc_read_end(mvcc_read *r);
+
+/* mvcc_compact drops, inside the open batch, every revision that no read at
+ * a revision >= |rev| can see: for each key, all revisions below its latest
+ * one at or below |rev|, and that one too if it is a tombstone. From then on
+ * reads below |rev| fail QERR_COMPACTED. Errors: QERR_COMPACTED
+ * (rev <= current compact rev), QERR_FUTURE_REV (rev > current). The
+ * compaction revision is recorded in BACKEND_DB_META. */
+int mvcc_compact(mvcc_store *s, int64_t rev);
+
+/* Change observer (for watch/): called once per change of a write txn, in
+ * sub-revision order, before mvcc_txn_end returns (all changes of one
+ * revision share its main revision; group them by mod_revision). For a put,
+ * |kv| is the new kv and |prev| the previous one or NULL; for a delete,
+ * |kv| is the tombstone (key, mod_revision = the deleting revision, all
+ * else zero) and |prev| the deleted kv. Pointers valid during the call.
+ * The batch is not yet committed when it runs: hold events until it is. */
+enum mvcc_event_type { MVCC_EVENT_PUT = 0, MVCC_EVENT_DELETE = 1 };
+typedef void (*mvcc_observer_fn)(enum mvcc_event_type type, const struct mvcc_kv *kv,
+                                 const struct mvcc_kv *prev, void *arg);
+void mvcc_set_observer(mvcc_store *s, mvcc_observer_fn fn, void *arg);
+
+/* mvcc_hash_kv hashes (crc32c) every revision key and value kept in LMDB
+ * with main revision in (compact rev, |rev|] (|rev| <= 0 = current), as
+ * etcd's HashKV does with crc32 Castagnoli; equal stores give equal hashes.
+ * Errors: QERR_COMPACTED, QERR_FUTURE_REV, storage errors. */
+int mvcc_hash_kv(mvcc_store *s, int64_t rev, uint32_t *hash, int64_t *compact_rev);
+
+#endif

@@ -1,0 +1,158 @@
+"""Start and stop quorum and etcd 3.4 for tests and benchmarks.
+
+Every process listens on 127.0.0.1 on ports picked free, lives in a fresh
+temp data dir, and is killed by its own PID (never by name). Run with
+/usr/bin/python3 (Debian's python3-etcd3 and python3-grpcio live there).
+
+    with Server("quorum") as s:      # or Server("etcd")
+        s.endpoint                   # "127.0.0.1:PORT"
+        s.etcdctl("put", "k", "v")   # runs etcdctl 3.4 against it
+"""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def quorum_binary():
+    """The quorum binary: $QUORUM_BIN, else build/src/server/quorum."""
+    b = os.environ.get("QUORUM_BIN") or os.path.join(ROOT, "build", "src", "server", "quorum")
+    if not os.path.exists(b):
+        raise RuntimeError("quorum binary not found at %s (build first or set QUORUM_BIN)" % b)
+    return b
+
+
+def etcd_binary():
+    b = shutil.which("etcd") or "/usr/bin/etcd"
+    if not os.path.exists(b):
+        raise RuntimeError("etcd not installed (apt-get install etcd-server)")
+    return b
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """One single-member server: kind is "quorum" or "etcd"."""
+
+    def __init__(self, kind, name="default", data_dir=None, extra_args=(), log=None):
+        self.kind = kind
+        self.name = name
+        self.own_dir = data_dir is None
+        self.tmp = tempfile.mkdtemp(prefix="%s-test-" % kind) if self.own_dir else None
+        self.data_dir = data_dir or os.path.join(self.tmp, name + "." + kind)
+        self.extra_args = list(extra_args)
+        self.client_port = free_port()
+        self.peer_port = free_port()
+        self.proc = None
+        self.log_path = log or os.path.join(self.tmp or os.path.dirname(self.data_dir),
+                                            "%s-%s.log" % (kind, name))
+
+    @property
+    def endpoint(self):
+        return "127.0.0.1:%d" % self.client_port
+
+    def args(self):
+        curl = "http://127.0.0.1:%d" % self.client_port
+        purl = "http://127.0.0.1:%d" % self.peer_port
+        binary = quorum_binary() if self.kind == "quorum" else etcd_binary()
+        return [binary, "--name", self.name, "--data-dir", self.data_dir,
+                "--listen-client-urls", curl, "--advertise-client-urls", curl,
+                "--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl,
+                "--initial-cluster", "%s=%s" % (self.name, purl)] + self.extra_args
+
+    def start(self, timeout=20.0):
+        env = dict(os.environ)
+        env.pop("ETCDCTL_API", None)
+        self.log_file = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.args(), stdout=self.log_file, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env=env)
+        self.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout=20.0):
+        deadline = time.time() + timeout
+        last = None
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("%s exited with %s; log:\n%s" % (self.kind, self.proc.returncode,
+                                                                   self.log_tail()))
+            r = self.etcdctl("endpoint", "health", check=False, timeout=5)
+            if r.returncode == 0:
+                return
+            last = r.stderr
+            time.sleep(0.1)
+        raise RuntimeError("%s not healthy after %.0fs: %s\n%s" % (self.kind, timeout, last,
+                                                                   self.log_tail()))
+
+    def log_tail(self, n=4000):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read()[-n:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def etcdctl(self, *args, check=True, timeout=30, input=None):
+        env = dict(os.environ, ETCDCTL_API="3")
+        r = subprocess.run(["etcdctl", "--endpoints", self.endpoint, "--command-timeout=10s"]
+                           + list(args), capture_output=True, text=True, env=env,
+                           timeout=timeout, input=input)
+        if check and r.returncode != 0:
+            raise RuntimeError("etcdctl %s failed (%d): %s" % (" ".join(args), r.returncode,
+                                                              r.stderr))
+        return r
+
+    def client(self):
+        import etcd3
+        return etcd3.client(host="127.0.0.1", port=self.client_port, timeout=10)
+
+    def kill(self, sig=signal.SIGKILL):
+        """Kill by PID (SIGKILL by default) and reap."""
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        if getattr(self, "log_file", None):
+            self.log_file.close()
+            self.log_file = None
+
+    def stop(self):
+        self.kill(signal.SIGTERM)
+
+    def rss_kib(self):
+        """Current resident set size (KiB) of the running process."""
+        with open("/proc/%d/status" % self.proc.pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return 0
+
+    def peak_rss_kib(self):
+        """Peak resident set size (VmHWM, KiB) of the running process."""
+        with open("/proc/%d/status" % self.proc.pid) as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+        return 0
+
+    def cleanup(self):
+        self.kill()
+        if self.own_dir and self.tmp:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.cleanup()

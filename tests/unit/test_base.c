@@ -1,0 +1,100 @@
+/* Unit tests for base/: the error table, buffers and varints, crc32c. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <string.h>
+
+#include "base/buf.h"
+#include "base/crc32c.h"
+#include "base/err.h"
+
+Test(err, etcd_texts_and_statuses)
+{
+    cr_assert_str_eq(q_strerror(QERR_COMPACTED),
+                     "etcdserver: mvcc: required revision has been compacted");
+    cr_assert_eq(q_err_grpc_status(QERR_COMPACTED), GRPC_STATUS_OUT_OF_RANGE);
+    cr_assert_str_eq(q_strerror(QERR_EMPTY_KEY), "etcdserver: key is not provided");
+    cr_assert_eq(q_err_grpc_status(QERR_LEASE_NOT_FOUND), GRPC_STATUS_NOT_FOUND);
+    cr_assert_eq(q_err_grpc_status(QERR_NO_LEADER), GRPC_STATUS_UNAVAILABLE);
+    cr_assert_eq(q_err_grpc_status(QERR_INVALID_SORT), GRPC_STATUS_INVALID_ARGUMENT);
+}
+
+Test(err, codes_are_distinct_negative_and_known)
+{
+    int codes[] = {
+#define C_(name, status, text) name,
+        QERR_TABLE(C_)
+#undef C_
+    };
+    size_t n = sizeof(codes) / sizeof(codes[0]);
+    cr_assert_eq(n, (size_t)QERR__COUNT);
+    for (size_t i = 0; i < n; i++) {
+        cr_assert(codes[i] < QERR_BASE);
+        cr_assert(q_is_qerr(codes[i]));
+        cr_assert_str_neq(q_strerror(codes[i]), "unknown error");
+        for (size_t j = i + 1; j < n; j++)
+            cr_assert_neq(codes[i], codes[j]);
+    }
+    cr_assert(!q_is_qerr(-ENOMEM));
+    cr_assert(!q_is_qerr(QERR_BASE - 1 - QERR__COUNT));
+}
+
+Test(err, errno_mapping)
+{
+    cr_assert_eq(q_err_grpc_status(-EINVAL), GRPC_STATUS_INVALID_ARGUMENT);
+    cr_assert_eq(q_err_grpc_status(-ENOMEM), GRPC_STATUS_RESOURCE_EXHAUSTED);
+    cr_assert_eq(q_err_grpc_status(-EIO), GRPC_STATUS_INTERNAL);
+    cr_assert_eq(q_err_grpc_status(0), GRPC_STATUS_OK);
+    cr_assert_str_eq(q_strerror(-ENOENT), strerror(ENOENT));
+}
+
+Test(buf, append_grow_consume)
+{
+    struct buf b = {0};
+    for (int i = 0; i < 1000; i++)
+        cr_assert_eq(buf_append_byte(&b, (uint8_t)i), 0);
+    cr_assert_eq(b.len, 1000);
+    cr_assert_geq(b.cap, 1000);
+    buf_consume(&b, 990);
+    cr_assert_eq(b.len, 10);
+    cr_assert_eq(b.data[0], (uint8_t)990);
+    buf_consume(&b, 50);
+    cr_assert_eq(b.len, 0);
+    buf_free(&b);
+    cr_assert_null(b.data);
+}
+
+Test(buf, varint_round_trip_and_bounds)
+{
+    uint64_t vals[] = {0, 1, 127, 128, 300, 16383, 16384, UINT32_MAX, INT64_MAX, UINT64_MAX};
+    for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
+        uint8_t p[10];
+        size_t n = varint_put(p, vals[i]);
+        cr_assert_eq(n, varint_size(vals[i]));
+        uint64_t v = 0;
+        cr_assert_eq(varint_get(p, p + n, &v), n);
+        cr_assert_eq(v, vals[i]);
+        if (n > 1) /* truncated */
+            cr_assert_eq(varint_get(p, p + n - 1, &v), 0);
+    }
+    uint8_t over[11];
+    memset(over, 0xff, sizeof(over));
+    uint64_t v;
+    cr_assert_eq(varint_get(over, over + 11, &v), 0, "an 11-byte varint is refused");
+    uint8_t p[300] = {0};
+    /* 300 as a varint is ac 02 */
+    p[0] = 0xac;
+    p[1] = 0x02;
+    cr_assert_eq(varint_get(p, p + 2, &v), 2);
+    cr_assert_eq(v, 300);
+}
+
+Test(crc32c, known_vectors)
+{
+    /* RFC 3720 B.4: 32 bytes of zeros -> 0x8a9136aa; "123456789" -> 0xe3069283 */
+    uint8_t zeros[32] = {0};
+    cr_assert_eq(crc32c_update(0, zeros, 32), 0x8a9136aau);
+    cr_assert_eq(crc32c_update(0, "123456789", 9), 0xe3069283u);
+    /* incremental == one shot */
+    uint32_t c = crc32c_update(0, "1234", 4);
+    cr_assert_eq(crc32c_update(c, "56789", 5), 0xe3069283u);
+}
