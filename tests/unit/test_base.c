@@ -1,6 +1,8 @@
 /* Unit tests for base/: the error table, buffers and varints, crc32c. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <stdio.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "base/buf.h"
@@ -97,4 +99,52 @@ Test(crc32c, known_vectors)
     /* incremental == one shot */
     uint32_t c = crc32c_update(0, "1234", 4);
     cr_assert_eq(crc32c_update(c, "56789", 5), 0xe3069283u);
+}
+
+#include "base/arena.h"
+#include "base/sha1.h"
+
+Test(arena, alloc_aligned_zeroed_and_big)
+{
+    struct arena a = {0};
+    for (int i = 0; i < 5000; i++) {
+        unsigned char *p = arena_alloc(&a, (size_t)(i % 37) + 1);
+        cr_assert_not_null(p);
+        cr_assert_eq((uintptr_t)p % _Alignof(max_align_t), 0);
+        for (int k = 0; k < i % 37 + 1; k++)
+            cr_assert_eq(p[k], 0);
+        memset(p, 0xab, (size_t)(i % 37) + 1);
+    }
+    char *big = arena_alloc(&a, 1 << 20);
+    cr_assert_not_null(big);
+    big[(1 << 20) - 1] = 1;
+    char *d = arena_dup(&a, "hello", 5);
+    cr_assert_eq(memcmp(d, "hello", 5), 0);
+    arena_reset(&a);
+    cr_assert_eq(a.used, 0);
+    cr_assert_not_null(arena_alloc(&a, 10));
+    arena_free(&a);
+    cr_assert_null(a.head);
+}
+
+static void hex(const uint8_t *d, char *out)
+{
+    for (int i = 0; i < 20; i++)
+        sprintf(out + 2 * i, "%02x", d[i]);
+}
+
+Test(sha1, fips_vectors)
+{
+    uint8_t d[20];
+    char h[41];
+    sha1("abc", 3, d);
+    hex(d, h);
+    cr_assert_str_eq(h, "a9993e364706816aba3e25717850c26c9cd0d89d");
+    sha1("", 0, d);
+    hex(d, h);
+    cr_assert_str_eq(h, "da39a3ee5e6b4b0d3255bfef95601890afd80709");
+    const char *m = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"; /* 56 bytes */
+    sha1(m, strlen(m), d);
+    hex(d, h);
+    cr_assert_str_eq(h, "84983e441c3bd26ebaae4aa1f95129e5e54670f1");
 }

@@ -1,0 +1,860 @@
+/* apply/apply.c: etcd's KV request semantics, restated in C.
+ *
+ * The shape follows etcd 3.4's applierV3backend (server/etcdserver/apply.go)
+ * and the request checks of its v3rpc layer (key.go), because clients see
+ * every detail: the header revision of a historical read is the current
+ * revision; a Txn evaluates every compare (nested ones too) against the
+ * state before it writes; nested TxnResponses carry an empty header; a Range
+ * fetches limit+1 kvs to tell |more|. */
+#include "apply/apply.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+
+/* A view reads either through a read transaction or through the write txn
+ * of the request being applied; |changed| tracks whether the latter wrote,
+ * which decides the revision its reads and responses report. */
+struct view {
+    const struct apply_env *env;
+    mvcc_read *rd;
+    mvcc_txn *tx;
+    int64_t begin_rev;
+    bool changed;
+};
+
+static int64_t view_rev(const struct view *v)
+{
+    return v->begin_rev + (v->changed ? 1 : 0);
+}
+
+static int view_range(struct view *v, const ProtobufCBinaryData *key, const ProtobufCBinaryData *end,
+                      const struct mvcc_range_opts *o, mvcc_kv_fn fn, void *arg,
+                      struct mvcc_range_result *res)
+{
+    if (v->tx != NULL)
+        return mvcc_txn_range(v->tx, key->data, key->len, end->data, end->len, o, fn, arg, res);
+    return mvcc_read_range(v->rd, key->data, key->len, end->data, end->len, o, fn, arg, res);
+}
+
+/* ---- kv lists copied into the arena ---- */
+
+struct kvlist {
+    struct arena *a;
+    Mvccpb__KeyValue **kvs;
+    size_t n, cap;
+};
+
+static Mvccpb__KeyValue *kv_copy(struct arena *a, const struct mvcc_kv *kv)
+{
+    Mvccpb__KeyValue *o = arena_alloc(a, sizeof(*o));
+    if (o == NULL)
+        return NULL;
+    mvccpb__key_value__init(o);
+    if (kv->key_len) {
+        o->key.data = arena_dup(a, kv->key, kv->key_len);
+        if (o->key.data == NULL)
+            return NULL;
+        o->key.len = kv->key_len;
+    }
+    if (kv->value_len) {
+        o->value.data = arena_dup(a, kv->value, kv->value_len);
+        if (o->value.data == NULL)
+            return NULL;
+        o->value.len = kv->value_len;
+    }
+    o->create_revision = kv->create_revision;
+    o->mod_revision = kv->mod_revision;
+    o->version = kv->version;
+    o->lease = kv->lease;
+    return o;
+}
+
+static int kvlist_push(struct kvlist *l, Mvccpb__KeyValue *kv)
+{
+    if (kv == NULL)
+        return -ENOMEM;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 8;
+        Mvccpb__KeyValue **p = arena_alloc(l->a, cap * sizeof(*p));
+        if (p == NULL)
+            return -ENOMEM;
+        if (l->n)
+            memcpy(p, l->kvs, l->n * sizeof(*p));
+        l->kvs = p;
+        l->cap = cap;
+    }
+    l->kvs[l->n++] = kv;
+    return 0;
+}
+
+static int collect(const struct mvcc_kv *kv, void *arg)
+{
+    struct kvlist *l = arg;
+    return kvlist_push(l, kv_copy(l->a, kv));
+}
+
+static Etcdserverpb__ResponseHeader *new_header(struct arena *a, int64_t rev)
+{
+    Etcdserverpb__ResponseHeader *h = arena_alloc(a, sizeof(*h));
+    if (h != NULL) {
+        etcdserverpb__response_header__init(h);
+        h->revision = rev;
+    }
+    return h;
+}
+
+/* ---- Range ---- */
+
+static int bytes_cmp(const ProtobufCBinaryData *x, const ProtobufCBinaryData *y)
+{
+    size_t n = x->len < y->len ? x->len : y->len;
+    int c = n ? memcmp(x->data, y->data, n) : 0;
+    if (c != 0)
+        return c;
+    return x->len < y->len ? -1 : x->len > y->len;
+}
+
+static int int_cmp(int64_t x, int64_t y)
+{
+    return x < y ? -1 : x > y;
+}
+
+static int kv_cmp(const Mvccpb__KeyValue *x, const Mvccpb__KeyValue *y, int target)
+{
+    switch (target) {
+    case ETCDSERVERPB__RANGE_REQUEST__SORT_TARGET__VERSION:
+        return int_cmp(x->version, y->version);
+    case ETCDSERVERPB__RANGE_REQUEST__SORT_TARGET__CREATE:
+        return int_cmp(x->create_revision, y->create_revision);
+    case ETCDSERVERPB__RANGE_REQUEST__SORT_TARGET__MOD:
+        return int_cmp(x->mod_revision, y->mod_revision);
+    case ETCDSERVERPB__RANGE_REQUEST__SORT_TARGET__VALUE:
+        return bytes_cmp(&x->value, &y->value);
+    default:
+        return bytes_cmp(&x->key, &y->key);
+    }
+}
+
+/* Stable merge sort: ties keep key order, as Go's sort does for small n. */
+static void sort_kvs(Mvccpb__KeyValue **v, Mvccpb__KeyValue **tmp, size_t n, int target, int dir)
+{
+    if (n < 2)
+        return;
+    size_t h = n / 2;
+    sort_kvs(v, tmp, h, target, dir);
+    sort_kvs(v + h, tmp, n - h, target, dir);
+    size_t i = 0, j = h, k = 0;
+    while (i < h && j < n) {
+        if (dir * kv_cmp(v[j], v[i], target) < 0)
+            tmp[k++] = v[j++];
+        else
+            tmp[k++] = v[i++];
+    }
+    while (i < h)
+        tmp[k++] = v[i++];
+    while (j < n)
+        tmp[k++] = v[j++];
+    memcpy(v, tmp, n * sizeof(*v));
+}
+
+static bool pruned(const Etcdserverpb__RangeRequest *r, const Mvccpb__KeyValue *kv)
+{
+    return (r->max_mod_revision != 0 && kv->mod_revision > r->max_mod_revision) ||
+           (r->min_mod_revision != 0 && kv->mod_revision < r->min_mod_revision) ||
+           (r->max_create_revision != 0 && kv->create_revision > r->max_create_revision) ||
+           (r->min_create_revision != 0 && kv->create_revision < r->min_create_revision);
+}
+
+static int range_view(struct view *v, const Etcdserverpb__RangeRequest *r, struct arena *a,
+                      Etcdserverpb__RangeResponse **out)
+{
+    Etcdserverpb__RangeResponse *resp = arena_alloc(a, sizeof(*resp));
+    if (resp == NULL)
+        return -ENOMEM;
+    etcdserverpb__range_response__init(resp);
+
+    int64_t limit = r->limit;
+    bool filtered = r->min_mod_revision || r->max_mod_revision || r->min_create_revision ||
+                    r->max_create_revision;
+    if (r->sort_order != ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__NONE || filtered)
+        limit = 0; /* fetch all; sort and cut afterwards */
+    if (limit > 0)
+        limit++; /* one more tells |more| */
+
+    struct mvcc_range_opts o = {.rev = r->revision, .limit = limit, .count_only = r->count_only};
+    struct mvcc_range_result res = {0};
+    struct kvlist l = {.a = a};
+    int rv = view_range(v, &r->key, &r->range_end, &o, collect, &l, &res);
+    if (rv != 0)
+        return rv;
+
+    if (filtered) {
+        size_t k = 0;
+        for (size_t i = 0; i < l.n; i++)
+            if (!pruned(r, l.kvs[i]))
+                l.kvs[k++] = l.kvs[i];
+        l.n = k;
+    }
+    int order = r->sort_order;
+    if (r->sort_target != ETCDSERVERPB__RANGE_REQUEST__SORT_TARGET__KEY &&
+        order == ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__NONE)
+        order = ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__ASCEND;
+    if (order != ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__NONE && l.n > 1) {
+        Mvccpb__KeyValue **tmp = arena_alloc(a, l.n * sizeof(*tmp));
+        if (tmp == NULL)
+            return -ENOMEM;
+        sort_kvs(l.kvs, tmp, l.n, r->sort_target,
+                 order == ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__DESCEND ? -1 : 1);
+    }
+    if (r->limit > 0 && l.n > (size_t)r->limit) {
+        l.n = (size_t)r->limit;
+        resp->more = 1;
+    }
+    if (r->keys_only)
+        for (size_t i = 0; i < l.n; i++)
+            l.kvs[i]->value = (ProtobufCBinaryData){0, NULL};
+
+    resp->header = new_header(a, view_rev(v));
+    if (resp->header == NULL)
+        return -ENOMEM;
+    resp->kvs = l.kvs;
+    resp->n_kvs = l.n;
+    resp->count = res.count;
+    *out = resp;
+    return 0;
+}
+
+int apply_range(const struct apply_env *env, mvcc_read *rd, const Etcdserverpb__RangeRequest *r,
+                struct arena *a, Etcdserverpb__RangeResponse **out)
+{
+    struct view v = {.env = env, .rd = rd, .begin_rev = mvcc_rev(env->kv)};
+    return range_view(&v, r, a, out);
+}
+
+/* ---- Put and DeleteRange inside a write txn ---- */
+
+static const ProtobufCBinaryData no_end = {0, NULL};
+
+static int put_view(struct view *v, const Etcdserverpb__PutRequest *r, struct arena *a,
+                    Etcdserverpb__PutResponse **out)
+{
+    Etcdserverpb__PutResponse *resp = arena_alloc(a, sizeof(*resp));
+    if (resp == NULL)
+        return -ENOMEM;
+    etcdserverpb__put_response__init(resp);
+
+    const uint8_t *val = r->value.data;
+    size_t val_len = r->value.len;
+    int64_t lease = r->lease;
+    if (r->ignore_value || r->ignore_lease || r->prev_kv) {
+        struct mvcc_range_opts o = {0};
+        struct mvcc_range_result res;
+        struct kvlist l = {.a = a};
+        int rv = view_range(v, &r->key, &no_end, &o, collect, &l, &res);
+        if (rv != 0)
+            return rv;
+        if ((r->ignore_value || r->ignore_lease) && l.n == 0)
+            return QERR_KEY_NOT_FOUND;
+        if (r->ignore_value) {
+            val = l.kvs[0]->value.data;
+            val_len = l.kvs[0]->value.len;
+        }
+        if (r->ignore_lease)
+            lease = l.kvs[0]->lease;
+        if (r->prev_kv && l.n)
+            resp->prev_kv = l.kvs[0];
+    }
+    int rv = mvcc_txn_put(v->tx, r->key.data, r->key.len, val, val_len, lease, NULL, NULL);
+    if (rv != 0)
+        return rv;
+    v->changed = true;
+    resp->header = new_header(a, view_rev(v));
+    if (resp->header == NULL)
+        return -ENOMEM;
+    *out = resp;
+    return 0;
+}
+
+static int delete_view(struct view *v, const Etcdserverpb__DeleteRangeRequest *r, struct arena *a,
+                       Etcdserverpb__DeleteRangeResponse **out)
+{
+    Etcdserverpb__DeleteRangeResponse *resp = arena_alloc(a, sizeof(*resp));
+    if (resp == NULL)
+        return -ENOMEM;
+    etcdserverpb__delete_range_response__init(resp);
+    if (r->prev_kv) {
+        struct mvcc_range_opts o = {0};
+        struct mvcc_range_result res;
+        struct kvlist l = {.a = a};
+        int rv = view_range(v, &r->key, &r->range_end, &o, collect, &l, &res);
+        if (rv != 0)
+            return rv;
+        resp->prev_kvs = l.kvs;
+        resp->n_prev_kvs = l.n;
+    }
+    int64_t deleted = 0;
+    int rv = mvcc_txn_delete_range(v->tx, r->key.data, r->key.len, r->range_end.data,
+                                   r->range_end.len, NULL, NULL, &deleted);
+    if (rv != 0)
+        return rv;
+    if (deleted > 0)
+        v->changed = true;
+    resp->deleted = deleted;
+    resp->header = new_header(a, view_rev(v));
+    if (resp->header == NULL)
+        return -ENOMEM;
+    *out = resp;
+    return 0;
+}
+
+static bool lease_exists(const struct apply_env *env, int64_t id)
+{
+    return env->lease_exists != NULL && env->lease_exists(id, env->lease_arg);
+}
+
+int apply_put(const struct apply_env *env, const Etcdserverpb__PutRequest *r, struct arena *a,
+              Etcdserverpb__PutResponse **out)
+{
+    if (r->lease != 0 && !lease_exists(env, r->lease))
+        return QERR_LEASE_NOT_FOUND;
+    struct view v = {.env = env, .begin_rev = mvcc_rev(env->kv)};
+    int rv = mvcc_txn_begin(env->kv, &v.tx);
+    if (rv != 0)
+        return rv;
+    rv = put_view(&v, r, a, out);
+    mvcc_txn_end(v.tx);
+    return rv;
+}
+
+int apply_delete_range(const struct apply_env *env, const Etcdserverpb__DeleteRangeRequest *r,
+                       struct arena *a, Etcdserverpb__DeleteRangeResponse **out)
+{
+    struct view v = {.env = env, .begin_rev = mvcc_rev(env->kv)};
+    int rv = mvcc_txn_begin(env->kv, &v.tx);
+    if (rv != 0)
+        return rv;
+    rv = delete_view(&v, r, a, out);
+    mvcc_txn_end(v.tx);
+    return rv;
+}
+
+/* ---- Txn ---- */
+
+struct path {
+    bool *b;
+    size_t n, cap;
+    struct arena *a;
+};
+
+static int path_push(struct path *p, bool x)
+{
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 16;
+        bool *b = arena_alloc(p->a, cap);
+        if (b == NULL)
+            return -ENOMEM;
+        if (p->n)
+            memcpy(b, p->b, p->n);
+        p->b = b;
+        p->cap = cap;
+    }
+    p->b[p->n++] = x;
+    return 0;
+}
+
+static bool compare_kv(const Etcdserverpb__Compare *c, const Mvccpb__KeyValue *kv)
+{
+    int result = 0;
+    int64_t want = 0;
+    switch (c->target) {
+    case ETCDSERVERPB__COMPARE__COMPARE_TARGET__VALUE: {
+        ProtobufCBinaryData v = {0, NULL};
+        if (c->target_union_case == ETCDSERVERPB__COMPARE__TARGET_UNION_VALUE)
+            v = c->value;
+        result = bytes_cmp(&kv->value, &v);
+        break;
+    }
+    case ETCDSERVERPB__COMPARE__COMPARE_TARGET__CREATE:
+        if (c->target_union_case == ETCDSERVERPB__COMPARE__TARGET_UNION_CREATE_REVISION)
+            want = c->create_revision;
+        result = int_cmp(kv->create_revision, want);
+        break;
+    case ETCDSERVERPB__COMPARE__COMPARE_TARGET__MOD:
+        if (c->target_union_case == ETCDSERVERPB__COMPARE__TARGET_UNION_MOD_REVISION)
+            want = c->mod_revision;
+        result = int_cmp(kv->mod_revision, want);
+        break;
+    case ETCDSERVERPB__COMPARE__COMPARE_TARGET__VERSION:
+        if (c->target_union_case == ETCDSERVERPB__COMPARE__TARGET_UNION_VERSION)
+            want = c->version;
+        result = int_cmp(kv->version, want);
+        break;
+    case ETCDSERVERPB__COMPARE__COMPARE_TARGET__LEASE:
+        if (c->target_union_case == ETCDSERVERPB__COMPARE__TARGET_UNION_LEASE)
+            want = c->lease;
+        result = int_cmp(kv->lease, want);
+        break;
+    default:
+        break;
+    }
+    switch (c->result) {
+    case ETCDSERVERPB__COMPARE__COMPARE_RESULT__EQUAL:
+        return result == 0;
+    case ETCDSERVERPB__COMPARE__COMPARE_RESULT__NOT_EQUAL:
+        return result != 0;
+    case ETCDSERVERPB__COMPARE__COMPARE_RESULT__GREATER:
+        return result > 0;
+    case ETCDSERVERPB__COMPARE__COMPARE_RESULT__LESS:
+        return result < 0;
+    default:
+        return true;
+    }
+}
+
+/* compare_one: every kv in the compare's range must satisfy it; an empty
+ * range compares a zero kv, except that a VALUE compare always fails (there
+ * is no way to name a missing value). A read error fails the compare. */
+static int compare_one(struct view *v, const Etcdserverpb__Compare *c, struct arena *a, bool *ok)
+{
+    struct mvcc_range_opts o = {0};
+    struct mvcc_range_result res;
+    struct kvlist l = {.a = a};
+    int rv = view_range(v, &c->key, &c->range_end, &o, collect, &l, &res);
+    if (rv == -ENOMEM)
+        return rv;
+    if (rv != 0) {
+        *ok = false;
+        return 0;
+    }
+    if (l.n == 0) {
+        Mvccpb__KeyValue zero;
+        mvccpb__key_value__init(&zero);
+        *ok = c->target != ETCDSERVERPB__COMPARE__COMPARE_TARGET__VALUE && compare_kv(c, &zero);
+        return 0;
+    }
+    *ok = true;
+    for (size_t i = 0; i < l.n && *ok; i++)
+        *ok = compare_kv(c, l.kvs[i]);
+    return 0;
+}
+
+/* txn_path evaluates the compares of |r| and of every nested txn on the
+ * branch taken, depth first, all before anything is written. */
+static int txn_path(struct view *v, const Etcdserverpb__TxnRequest *r, struct path *p)
+{
+    bool ok = true;
+    for (size_t i = 0; i < r->n_compare && ok; i++) {
+        int rv = compare_one(v, r->compare[i], p->a, &ok);
+        if (rv != 0)
+            return rv;
+    }
+    int rv = path_push(p, ok);
+    if (rv != 0)
+        return rv;
+    size_t n = ok ? r->n_success : r->n_failure;
+    Etcdserverpb__RequestOp **ops = ok ? r->success : r->failure;
+    for (size_t i = 0; i < n; i++) {
+        if (ops[i]->request_case != ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_TXN)
+            continue;
+        rv = txn_path(v, ops[i]->request_txn, p);
+        if (rv != 0)
+            return rv;
+    }
+    return 0;
+}
+
+enum check_kind { CHECK_PUT, CHECK_RANGE };
+
+static int check_op(struct view *v, const Etcdserverpb__RequestOp *op, enum check_kind kind,
+                    struct arena *a)
+{
+    if (kind == CHECK_PUT && op->request_case == ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT) {
+        const Etcdserverpb__PutRequest *r = op->request_put;
+        if (r->ignore_value || r->ignore_lease) {
+            struct mvcc_range_opts o = {0};
+            struct mvcc_range_result res = {0};
+            int rv = view_range(v, &r->key, &no_end, &o, NULL, NULL, &res);
+            if (rv != 0)
+                return rv;
+            if (res.count == 0)
+                return QERR_KEY_NOT_FOUND;
+        }
+        if (r->lease != 0 && !lease_exists(v->env, r->lease))
+            return QERR_LEASE_NOT_FOUND;
+    }
+    if (kind == CHECK_RANGE && op->request_case == ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE) {
+        int64_t rev = op->request_range->revision;
+        if (rev == 0)
+            return 0;
+        if (rev > view_rev(v))
+            return QERR_FUTURE_REV;
+        if (rev < mvcc_compact_rev(v->env->kv))
+            return QERR_COMPACTED;
+    }
+    (void)a;
+    return 0;
+}
+
+/* check_path runs |kind| over the ops on the path taken, as etcd's
+ * checkRequests; |*pi| walks the path in the order txn_path wrote it. */
+static int check_path(struct view *v, const Etcdserverpb__TxnRequest *r, const struct path *p,
+                      size_t *pi, enum check_kind kind, struct arena *a)
+{
+    bool ok = p->b[(*pi)++];
+    size_t n = ok ? r->n_success : r->n_failure;
+    Etcdserverpb__RequestOp **ops = ok ? r->success : r->failure;
+    for (size_t i = 0; i < n; i++) {
+        int rv;
+        if (ops[i]->request_case == ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_TXN)
+            rv = check_path(v, ops[i]->request_txn, p, pi, kind, a);
+        else
+            rv = check_op(v, ops[i], kind, a);
+        if (rv != 0)
+            return rv;
+    }
+    return 0;
+}
+
+static int txn_exec(struct view *v, const Etcdserverpb__TxnRequest *r, const struct path *p,
+                    size_t *pi, struct arena *a, Etcdserverpb__TxnResponse **out)
+{
+    bool ok = p->b[(*pi)++];
+    size_t n = ok ? r->n_success : r->n_failure;
+    Etcdserverpb__RequestOp **ops = ok ? r->success : r->failure;
+
+    Etcdserverpb__TxnResponse *resp = arena_alloc(a, sizeof(*resp));
+    Etcdserverpb__ResponseOp **rops = arena_alloc(a, (n ? n : 1) * sizeof(*rops));
+    if (resp == NULL || rops == NULL)
+        return -ENOMEM;
+    etcdserverpb__txn_response__init(resp);
+    resp->header = new_header(a, 0);
+    if (resp->header == NULL)
+        return -ENOMEM;
+    resp->succeeded = ok;
+    resp->responses = rops;
+    resp->n_responses = n;
+    for (size_t i = 0; i < n; i++) {
+        Etcdserverpb__ResponseOp *ro = arena_alloc(a, sizeof(*ro));
+        if (ro == NULL)
+            return -ENOMEM;
+        etcdserverpb__response_op__init(ro);
+        rops[i] = ro;
+        int rv = 0;
+        switch (ops[i]->request_case) {
+        case ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE:
+            ro->response_case = ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_RANGE;
+            rv = range_view(v, ops[i]->request_range, a, &ro->response_range);
+            break;
+        case ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT:
+            ro->response_case = ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_PUT;
+            rv = put_view(v, ops[i]->request_put, a, &ro->response_put);
+            break;
+        case ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE:
+            ro->response_case = ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_DELETE_RANGE;
+            rv = delete_view(v, ops[i]->request_delete_range, a, &ro->response_delete_range);
+            break;
+        case ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_TXN:
+            ro->response_case = ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_TXN;
+            rv = txn_exec(v, ops[i]->request_txn, p, pi, a, &ro->response_txn);
+            break;
+        default:
+            break; /* refused by apply_check_txn */
+        }
+        if (rv != 0)
+            return rv;
+    }
+    *out = resp;
+    return 0;
+}
+
+static int txn_view(struct view *v, const Etcdserverpb__TxnRequest *r, bool write, struct arena *a,
+                    Etcdserverpb__TxnResponse **out)
+{
+    struct path p = {.a = a};
+    int rv = txn_path(v, r, &p);
+    size_t pi = 0;
+    if (rv == 0 && write)
+        rv = check_path(v, r, &p, &pi, CHECK_PUT, a);
+    pi = 0;
+    if (rv == 0)
+        rv = check_path(v, r, &p, &pi, CHECK_RANGE, a);
+    pi = 0;
+    if (rv == 0)
+        rv = txn_exec(v, r, &p, &pi, a, out);
+    return rv;
+}
+
+int apply_txn_read(const struct apply_env *env, mvcc_read *rd, const Etcdserverpb__TxnRequest *r,
+                   struct arena *a, Etcdserverpb__TxnResponse **out)
+{
+    struct view v = {.env = env, .rd = rd, .begin_rev = mvcc_rev(env->kv)};
+    int rv = txn_view(&v, r, false, a, out);
+    if (rv == 0)
+        (*out)->header->revision = view_rev(&v);
+    return rv;
+}
+
+int apply_txn(const struct apply_env *env, const Etcdserverpb__TxnRequest *r, struct arena *a,
+              Etcdserverpb__TxnResponse **out)
+{
+    struct view v = {.env = env, .begin_rev = mvcc_rev(env->kv)};
+    int rv = mvcc_txn_begin(env->kv, &v.tx);
+    if (rv != 0)
+        return rv;
+    rv = txn_view(&v, r, !apply_txn_is_read_only(r), a, out);
+    int64_t rev = mvcc_txn_end(v.tx);
+    if (rv == 0)
+        (*out)->header->revision = rev;
+    return rv;
+}
+
+int apply_compact(const struct apply_env *env, const Etcdserverpb__CompactionRequest *r,
+                  struct arena *a, Etcdserverpb__CompactionResponse **out)
+{
+    int rv = mvcc_compact(env->kv, r->revision);
+    if (rv != 0)
+        return rv;
+    Etcdserverpb__CompactionResponse *resp = arena_alloc(a, sizeof(*resp));
+    if (resp == NULL)
+        return -ENOMEM;
+    etcdserverpb__compaction_response__init(resp);
+    resp->header = new_header(a, mvcc_rev(env->kv));
+    if (resp->header == NULL)
+        return -ENOMEM;
+    *out = resp;
+    return 0;
+}
+
+/* ---- checks (etcd's v3rpc layer) ---- */
+
+int apply_check_range(const Etcdserverpb__RangeRequest *r)
+{
+    if (r->key.len == 0)
+        return QERR_EMPTY_KEY;
+    if ((unsigned)r->sort_order > ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__DESCEND ||
+        (unsigned)r->sort_target > ETCDSERVERPB__RANGE_REQUEST__SORT_TARGET__VALUE)
+        return QERR_INVALID_SORT;
+    return 0;
+}
+
+int apply_check_put(const Etcdserverpb__PutRequest *r)
+{
+    if (r->key.len == 0)
+        return QERR_EMPTY_KEY;
+    if (r->ignore_value && r->value.len != 0)
+        return QERR_VALUE_PROVIDED;
+    if (r->ignore_lease && r->lease != 0)
+        return QERR_LEASE_PROVIDED;
+    return 0;
+}
+
+int apply_check_delete_range(const Etcdserverpb__DeleteRangeRequest *r)
+{
+    return r->key.len == 0 ? QERR_EMPTY_KEY : 0;
+}
+
+static int check_request_op(const Etcdserverpb__RequestOp *op, size_t max_ops);
+
+static int check_txn_ops(const Etcdserverpb__TxnRequest *r, size_t max_ops)
+{
+    size_t opc = r->n_compare;
+    if (opc < r->n_success)
+        opc = r->n_success;
+    if (opc < r->n_failure)
+        opc = r->n_failure;
+    if (opc > max_ops)
+        return QERR_TOO_MANY_OPS;
+    for (size_t i = 0; i < r->n_compare; i++)
+        if (r->compare[i]->key.len == 0)
+            return QERR_EMPTY_KEY;
+    for (size_t i = 0; i < r->n_success; i++) {
+        int rv = check_request_op(r->success[i], max_ops);
+        if (rv != 0)
+            return rv;
+    }
+    for (size_t i = 0; i < r->n_failure; i++) {
+        int rv = check_request_op(r->failure[i], max_ops);
+        if (rv != 0)
+            return rv;
+    }
+    return 0;
+}
+
+static int check_request_op(const Etcdserverpb__RequestOp *op, size_t max_ops)
+{
+    switch (op->request_case) {
+    case ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE:
+        return apply_check_range(op->request_range);
+    case ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT:
+        return apply_check_put(op->request_put);
+    case ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE:
+        return apply_check_delete_range(op->request_delete_range);
+    case ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_TXN:
+        return check_txn_ops(op->request_txn, max_ops);
+    default:
+        return QERR_KEY_NOT_FOUND; /* an empty op, as etcd answers */
+    }
+}
+
+/* Duplicate-key detection, etcd's checkIntervals: a put may not share its
+ * key with another put or fall inside a delete of the same branch, across
+ * nesting levels; the then- and else-branches of one nested txn may put the
+ * same key (only one of them runs). Delete ranges compare as byte strings,
+ * so a from-key delete (range_end "\0") overlaps nothing, as in etcd. */
+struct keyset {
+    const ProtobufCBinaryData **k;
+    size_t n, cap;
+};
+struct ivset {
+    const ProtobufCBinaryData **begin, **end; /* end NULL: the point begin */
+    size_t n, cap;
+};
+
+static bool key_eq(const ProtobufCBinaryData *x, const ProtobufCBinaryData *y)
+{
+    return x->len == y->len && (x->len == 0 || memcmp(x->data, y->data, x->len) == 0);
+}
+
+static bool keyset_has(const struct keyset *s, const ProtobufCBinaryData *k)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (key_eq(s->k[i], k))
+            return true;
+    return false;
+}
+
+static int keyset_add(struct keyset *s, const ProtobufCBinaryData *k)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 16;
+        const ProtobufCBinaryData **p = realloc(s->k, cap * sizeof(*p));
+        if (p == NULL)
+            return -ENOMEM;
+        s->k = p;
+        s->cap = cap;
+    }
+    s->k[s->n++] = k;
+    return 0;
+}
+
+static int ivset_add(struct ivset *s, const ProtobufCBinaryData *b, const ProtobufCBinaryData *e)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 16;
+        const ProtobufCBinaryData **pb = realloc(s->begin, cap * sizeof(*pb));
+        if (pb == NULL)
+            return -ENOMEM;
+        s->begin = pb;
+        const ProtobufCBinaryData **pe = realloc(s->end, cap * sizeof(*pe));
+        if (pe == NULL)
+            return -ENOMEM;
+        s->end = pe;
+        s->cap = cap;
+    }
+    s->begin[s->n] = b;
+    s->end[s->n] = e;
+    s->n++;
+    return 0;
+}
+
+static bool ivset_hits(const struct ivset *s, const ProtobufCBinaryData *k)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        if (s->end[i] == NULL) {
+            if (key_eq(s->begin[i], k))
+                return true;
+        } else if (bytes_cmp(s->begin[i], k) <= 0 && bytes_cmp(k, s->end[i]) < 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static void sets_free(struct keyset *p, struct ivset *d)
+{
+    free(p->k);
+    free(d->begin);
+    free(d->end);
+    memset(p, 0, sizeof(*p));
+    memset(d, 0, sizeof(*d));
+}
+
+static int check_intervals(Etcdserverpb__RequestOp **ops, size_t n, struct keyset *puts,
+                           struct ivset *dels)
+{
+    int rv = 0;
+    for (size_t i = 0; i < n && rv == 0; i++) {
+        if (ops[i]->request_case != ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE)
+            continue;
+        const Etcdserverpb__DeleteRangeRequest *d = ops[i]->request_delete_range;
+        rv = ivset_add(dels, &d->key, d->range_end.len ? &d->range_end : NULL);
+    }
+    for (size_t i = 0; i < n && rv == 0; i++) {
+        if (ops[i]->request_case != ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_TXN)
+            continue;
+        const Etcdserverpb__TxnRequest *t = ops[i]->request_txn;
+        struct keyset pthen = {0}, pelse = {0};
+        struct ivset dthen = {0}, delse = {0};
+        rv = check_intervals(t->success, t->n_success, &pthen, &dthen);
+        if (rv == 0)
+            rv = check_intervals(t->failure, t->n_failure, &pelse, &delse);
+        for (size_t k = 0; rv == 0 && k < pthen.n; k++) {
+            if (keyset_has(puts, pthen.k[k]) || ivset_hits(dels, pthen.k[k]))
+                rv = QERR_DUPLICATE_KEY;
+            else
+                rv = keyset_add(puts, pthen.k[k]);
+        }
+        for (size_t k = 0; rv == 0 && k < pelse.n; k++) {
+            if ((keyset_has(puts, pelse.k[k]) && !keyset_has(&pthen, pelse.k[k])) ||
+                ivset_hits(dels, pelse.k[k]))
+                rv = QERR_DUPLICATE_KEY;
+            else
+                rv = keyset_add(puts, pelse.k[k]);
+        }
+        for (size_t k = 0; rv == 0 && k < dthen.n; k++)
+            rv = ivset_add(dels, dthen.begin[k], dthen.end[k]);
+        for (size_t k = 0; rv == 0 && k < delse.n; k++)
+            rv = ivset_add(dels, delse.begin[k], delse.end[k]);
+        sets_free(&pthen, &dthen);
+        sets_free(&pelse, &delse);
+    }
+    for (size_t i = 0; i < n && rv == 0; i++) {
+        if (ops[i]->request_case != ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT)
+            continue;
+        const ProtobufCBinaryData *k = &ops[i]->request_put->key;
+        if (keyset_has(puts, k) || ivset_hits(dels, k))
+            rv = QERR_DUPLICATE_KEY;
+        else
+            rv = keyset_add(puts, k);
+    }
+    return rv;
+}
+
+int apply_check_txn(const Etcdserverpb__TxnRequest *r, size_t max_txn_ops)
+{
+    int rv = check_txn_ops(r, max_txn_ops);
+    if (rv != 0)
+        return rv;
+    struct keyset puts = {0};
+    struct ivset dels = {0};
+    rv = check_intervals(r->success, r->n_success, &puts, &dels);
+    sets_free(&puts, &dels);
+    if (rv == 0)
+        rv = check_intervals(r->failure, r->n_failure, &puts, &dels);
+    sets_free(&puts, &dels);
+    return rv;
+}
+
+bool apply_txn_is_read_only(const Etcdserverpb__TxnRequest *r)
+{
+    for (size_t i = 0; i < r->n_success; i++)
+        if (r->success[i]->request_case != ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE)
+            return false;
+    for (size_t i = 0; i < r->n_failure; i++)
+        if (r->failure[i]->request_case != ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE)
+            return false;
+    return true;
+}

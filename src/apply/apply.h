@@ -1,0 +1,73 @@
+/* apply/apply.h: etcd's KV request semantics on top of mvcc/.
+ *
+ * Two halves, as in etcd:
+ *  - checks (etcd's v3rpc layer): what is wrong with a request whatever the
+ *    state (empty key, too many txn ops, duplicate keys in a txn, a value
+ *    given with ignore_value). The server runs them before a request is
+ *    queued for the log; they need no store.
+ *  - appliers (etcd's applierV3backend): a request against the store's
+ *    state. Reads run on a read view; writes inside the open batch, one
+ *    mvcc write txn (at most one revision) per request.
+ *
+ * Responses and everything they point to are allocated from the caller's
+ * arena and live until the caller resets it. The appliers set
+ * header->revision only; the server fills cluster_id, member_id and
+ * raft_term of the top-level header.
+ *
+ * Known difference from etcd: sorting is stable. etcd sorts with Go's
+ * sort.Sort, which is stable (insertion sort) for up to 12 kvs and
+ * unspecified for ties beyond that.
+ */
+#ifndef QUORUM_APPLY_APPLY_H
+#define QUORUM_APPLY_APPLY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/arena.h"
+#include "mvcc/mvcc.h"
+#include "rpc.pb-c.h"
+
+struct apply_env {
+    mvcc_store *kv;
+    /* lease_exists answers whether lease |id| is granted; NULL = no lease
+     * exists (every lease is NOT_FOUND) */
+    bool (*lease_exists)(int64_t id, void *arg);
+    void *lease_arg;
+};
+
+/* Checks. Errors: QERR_EMPTY_KEY, QERR_VALUE_PROVIDED, QERR_LEASE_PROVIDED,
+ * QERR_TOO_MANY_OPS, QERR_DUPLICATE_KEY, QERR_KEY_NOT_FOUND (an empty
+ * RequestOp, as etcd answers). */
+int apply_check_range(const Etcdserverpb__RangeRequest *r);
+int apply_check_put(const Etcdserverpb__PutRequest *r);
+int apply_check_delete_range(const Etcdserverpb__DeleteRangeRequest *r);
+int apply_check_txn(const Etcdserverpb__TxnRequest *r, size_t max_txn_ops);
+
+/* apply_txn_is_read_only: every op of both branches is a Range (a nested
+ * txn counts as a write, as in etcd). Read-only txns are served as reads. */
+bool apply_txn_is_read_only(const Etcdserverpb__TxnRequest *r);
+
+/* Reads on a read view (outside any batch). Errors: QERR_COMPACTED,
+ * QERR_FUTURE_REV, -ENOMEM, storage errors. */
+int apply_range(const struct apply_env *env, mvcc_read *rd, const Etcdserverpb__RangeRequest *r,
+                struct arena *a, Etcdserverpb__RangeResponse **out);
+int apply_txn_read(const struct apply_env *env, mvcc_read *rd, const Etcdserverpb__TxnRequest *r,
+                   struct arena *a, Etcdserverpb__TxnResponse **out);
+
+/* Writes, inside the open batch (mvcc_batch_begin). On error nothing was
+ * written. Errors: QERR_KEY_NOT_FOUND (ignore_value/ignore_lease on a
+ * missing key), QERR_LEASE_NOT_FOUND, QERR_COMPACTED, QERR_FUTURE_REV,
+ * -ENOMEM, storage errors (fatal: see mvcc.h). */
+int apply_put(const struct apply_env *env, const Etcdserverpb__PutRequest *r, struct arena *a,
+              Etcdserverpb__PutResponse **out);
+int apply_delete_range(const struct apply_env *env, const Etcdserverpb__DeleteRangeRequest *r,
+                       struct arena *a, Etcdserverpb__DeleteRangeResponse **out);
+/* apply_txn serves any txn inside a batch (read-only ones too). */
+int apply_txn(const struct apply_env *env, const Etcdserverpb__TxnRequest *r, struct arena *a,
+              Etcdserverpb__TxnResponse **out);
+int apply_compact(const struct apply_env *env, const Etcdserverpb__CompactionRequest *r,
+                  struct arena *a, Etcdserverpb__CompactionResponse **out);
+
+#endif

@@ -1,0 +1,286 @@
+/* server/config.c: flag parsing with etcd's names and defaults. */
+#include "server/config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define QUORUM_VERSION "0.1.0"
+#define ETCD_API_VERSION "3.4"
+
+int config_parse_urls(const char *s, struct url *out, size_t max, size_t *n, char *err,
+                      size_t errlen)
+{
+    *n = 0;
+    char tmp[4096];
+    snprintf(tmp, sizeof(tmp), "%s", s);
+    char *save = NULL;
+    for (char *u = strtok_r(tmp, ",", &save); u != NULL; u = strtok_r(NULL, ",", &save)) {
+        if (*n == max) {
+            snprintf(err, errlen, "too many URLs in %s", s);
+            return -EINVAL;
+        }
+        if (strncmp(u, "https://", 8) == 0) {
+            snprintf(err, errlen, "%s: TLS is not supported yet; use http://", u);
+            return -EINVAL;
+        }
+        if (strncmp(u, "http://", 7) != 0) {
+            snprintf(err, errlen, "URL scheme must be http: %s", u);
+            return -EINVAL;
+        }
+        const char *hp = u + 7;
+        struct url *o = &out[*n];
+        const char *colon;
+        char host[256];
+        if (*hp == '[') {
+            const char *rb = strchr(hp, ']');
+            if (rb == NULL || rb[1] != ':') {
+                snprintf(err, errlen, "bad URL %s", u);
+                return -EINVAL;
+            }
+            snprintf(host, sizeof(host), "%.*s", (int)(rb - hp - 1), hp + 1);
+            colon = rb + 1;
+        } else {
+            colon = strrchr(hp, ':');
+            if (colon == NULL) {
+                snprintf(err, errlen, "URL address does not have the form \"host:port\": %s", u);
+                return -EINVAL;
+            }
+            snprintf(host, sizeof(host), "%.*s", (int)(colon - hp), hp);
+        }
+        char *end;
+        long port = strtol(colon + 1, &end, 10);
+        if ((*end != '\0' && *end != '/') || port < 0 || port > 65535) {
+            snprintf(err, errlen, "bad port in URL %s", u);
+            return -EINVAL;
+        }
+        if (strcmp(host, "localhost") == 0)
+            snprintf(host, sizeof(host), "127.0.0.1");
+        snprintf(o->host, sizeof(o->host), "%s", host[0] ? host : "0.0.0.0");
+        o->port = (int)port;
+        snprintf(o->text, sizeof(o->text), "http://%.*s", (int)(sizeof(o->text) - 8), hp);
+        char *slash = strchr(o->text + 7, '/');
+        if (slash != NULL)
+            *slash = '\0';
+        (*n)++;
+    }
+    if (*n == 0) {
+        snprintf(err, errlen, "empty URL list");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static int parse_cluster(struct config *c, const char *s, char *err, size_t errlen)
+{
+    char tmp[8192];
+    snprintf(tmp, sizeof(tmp), "%s", s);
+    c->n_initial_cluster = 0;
+    char *save = NULL;
+    for (char *kv = strtok_r(tmp, ",", &save); kv != NULL; kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '=');
+        if (eq == NULL) {
+            snprintf(err, errlen, "--initial-cluster: %s is not name=url", kv);
+            return -EINVAL;
+        }
+        *eq = '\0';
+        struct member_cfg *m = NULL;
+        for (size_t i = 0; i < c->n_initial_cluster; i++)
+            if (strcmp(c->initial_cluster[i].name, kv) == 0)
+                m = &c->initial_cluster[i];
+        if (m == NULL) {
+            if (c->n_initial_cluster == CONFIG_MAX_MEMBERS) {
+                snprintf(err, errlen, "--initial-cluster: too many members");
+                return -EINVAL;
+            }
+            m = &c->initial_cluster[c->n_initial_cluster++];
+            memset(m, 0, sizeof(*m));
+            snprintf(m->name, sizeof(m->name), "%s", kv);
+        }
+        size_t n;
+        if (m->n_peer_urls == CONFIG_MAX_URLS ||
+            config_parse_urls(eq + 1, &m->peer_urls[m->n_peer_urls], 1, &n, err, errlen) != 0)
+            return -EINVAL;
+        m->n_peer_urls++;
+    }
+    return 0;
+}
+
+static void usage(void)
+{
+    printf("Usage: quorum [flags]\n"
+           "  A Raft-replicated key-value store that speaks etcd's v3 API.\n\n"
+           "  --name                          human-readable member name (default \"default\")\n"
+           "  --data-dir                      data directory (default \"${name}.quorum\")\n"
+           "  --listen-client-urls            URLs to serve clients on "
+           "(default http://localhost:2379)\n"
+           "  --advertise-client-urls         client URLs told to the cluster\n"
+           "  --listen-peer-urls              URLs to talk to peers on "
+           "(default http://localhost:2380)\n"
+           "  --initial-advertise-peer-urls   peer URLs told to the cluster\n"
+           "  --initial-cluster               name=peerURL,... for bootstrapping\n"
+           "  --initial-cluster-state         new | existing (default new)\n"
+           "  --initial-cluster-token         cluster token (default \"etcd-cluster\")\n"
+           "  --max-txn-ops                   most operations in one txn (default 128)\n"
+           "  --max-request-bytes             largest client request (default 1572864)\n"
+           "  --quota-backend-bytes           backend size alarm threshold (default 2 GiB)\n"
+           "  --heartbeat-interval            ms between heartbeats (default 100)\n"
+           "  --election-timeout              ms before an election (default 1000)\n"
+           "  --snapshot-count                applied entries per snapshot (default 100000)\n"
+           "  --log-level                     debug | info | warn | error (default info)\n"
+           "  --version                       print the version and exit\n");
+}
+
+enum ftype { F_STR, F_U64, F_URLS, F_CLUSTER, F_IGNORED_BOOL, F_IGNORED_STR };
+
+int config_parse(struct config *c, int argc, char **argv, char *err, size_t errlen)
+{
+    memset(c, 0, sizeof(*c));
+    const char *listen_client = "http://localhost:2379";
+    const char *advertise_client = NULL;
+    const char *listen_peer = "http://localhost:2380";
+    const char *advertise_peer = "http://localhost:2380";
+    const char *cluster = NULL;
+    snprintf(c->name, sizeof(c->name), "default");
+    snprintf(c->initial_cluster_state, sizeof(c->initial_cluster_state), "new");
+    snprintf(c->initial_cluster_token, sizeof(c->initial_cluster_token), "etcd-cluster");
+    snprintf(c->log_level, sizeof(c->log_level), "info");
+    c->max_txn_ops = 128;
+    c->max_request_bytes = 1572864;
+    c->quota_backend_bytes = 2ull << 30;
+    c->heartbeat_ms = 100;
+    c->election_ms = 1000;
+    c->snapshot_count = 100000;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] != '-') {
+            snprintf(err, errlen, "'%s' is not a valid flag", a);
+            return -EINVAL;
+        }
+        a += (a[1] == '-') ? 2 : 1;
+        char name[128];
+        const char *val = NULL;
+        const char *eq = strchr(a, '=');
+        if (eq != NULL) {
+            snprintf(name, sizeof(name), "%.*s", (int)(eq - a), a);
+            val = eq + 1;
+        } else {
+            snprintf(name, sizeof(name), "%s", a);
+        }
+        if (strcmp(name, "help") == 0 || strcmp(name, "h") == 0) {
+            usage();
+            return 1;
+        }
+        if (strcmp(name, "version") == 0) {
+            printf("quorum Version: %s\netcd API Version: %s\n", QUORUM_VERSION, ETCD_API_VERSION);
+            return 1;
+        }
+        struct {
+            const char *name;
+            enum ftype t;
+            void *dst;
+            size_t len;
+        } flags[] = {
+            {"name", F_STR, c->name, sizeof(c->name)},
+            {"data-dir", F_STR, c->data_dir, sizeof(c->data_dir)},
+            {"listen-client-urls", F_URLS, &listen_client, 0},
+            {"advertise-client-urls", F_URLS, &advertise_client, 0},
+            {"listen-peer-urls", F_URLS, &listen_peer, 0},
+            {"initial-advertise-peer-urls", F_URLS, &advertise_peer, 0},
+            {"initial-cluster", F_CLUSTER, &cluster, 0},
+            {"initial-cluster-state", F_STR, c->initial_cluster_state,
+             sizeof(c->initial_cluster_state)},
+            {"initial-cluster-token", F_STR, c->initial_cluster_token,
+             sizeof(c->initial_cluster_token)},
+            {"max-txn-ops", F_U64, &c->max_txn_ops, 0},
+            {"max-request-bytes", F_U64, &c->max_request_bytes, 0},
+            {"quota-backend-bytes", F_U64, &c->quota_backend_bytes, 0},
+            {"heartbeat-interval", F_U64, &c->heartbeat_ms, 0},
+            {"election-timeout", F_U64, &c->election_ms, 0},
+            {"snapshot-count", F_U64, &c->snapshot_count, 0},
+            {"log-level", F_STR, c->log_level, sizeof(c->log_level)},
+            /* accepted for etcd compatibility, no effect in quorum */
+            {"enable-pprof", F_IGNORED_BOOL, NULL, 0},
+            {"logger", F_IGNORED_STR, NULL, 0},
+            {"log-outputs", F_IGNORED_STR, NULL, 0},
+        };
+        size_t k;
+        for (k = 0; k < sizeof(flags) / sizeof(flags[0]); k++)
+            if (strcmp(flags[k].name, name) == 0)
+                break;
+        if (k == sizeof(flags) / sizeof(flags[0])) {
+            snprintf(err, errlen, "flag provided but not defined: -%s", name);
+            return -EINVAL;
+        }
+        if (flags[k].t == F_IGNORED_BOOL)
+            continue;
+        if (val == NULL) {
+            if (i + 1 >= argc) {
+                snprintf(err, errlen, "flag needs an argument: -%s", name);
+                return -EINVAL;
+            }
+            val = argv[++i];
+        }
+        switch (flags[k].t) {
+        case F_STR:
+            if (strlen(val) >= flags[k].len) {
+                snprintf(err, errlen, "--%s: value too long", name);
+                return -EINVAL;
+            }
+            snprintf(flags[k].dst, flags[k].len, "%s", val);
+            break;
+        case F_U64: {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(val, &end, 10);
+            if (errno || *end || val[0] == '-' || val[0] == '\0') {
+                snprintf(err, errlen, "invalid value \"%s\" for flag -%s", val, name);
+                return -EINVAL;
+            }
+            *(uint64_t *)flags[k].dst = v;
+            break;
+        }
+        case F_URLS:
+        case F_CLUSTER:
+            *(const char **)flags[k].dst = val;
+            break;
+        default:
+            break;
+        }
+    }
+    if (c->data_dir[0] == '\0')
+        snprintf(c->data_dir, sizeof(c->data_dir), "%s.quorum", c->name);
+    if (strcmp(c->initial_cluster_state, "new") != 0 &&
+        strcmp(c->initial_cluster_state, "existing") != 0) {
+        snprintf(err, errlen, "invalid value \"%s\" for flag -initial-cluster-state",
+                 c->initial_cluster_state);
+        return -EINVAL;
+    }
+    if (c->max_txn_ops == 0 || c->max_request_bytes == 0) {
+        snprintf(err, errlen, "--max-txn-ops and --max-request-bytes must be positive");
+        return -EINVAL;
+    }
+    if (config_parse_urls(listen_client, c->listen_client, CONFIG_MAX_URLS, &c->n_listen_client,
+                          err, errlen) ||
+        config_parse_urls(advertise_client ? advertise_client : listen_client,
+                          c->advertise_client, CONFIG_MAX_URLS, &c->n_advertise_client, err,
+                          errlen) ||
+        config_parse_urls(listen_peer, c->listen_peer, CONFIG_MAX_URLS, &c->n_listen_peer, err,
+                          errlen) ||
+        config_parse_urls(advertise_peer, c->advertise_peer, CONFIG_MAX_URLS,
+                          &c->n_advertise_peer, err, errlen))
+        return -EINVAL;
+    if (cluster == NULL) {
+        /* etcd's default: this member alone, at its advertised peer URLs */
+        c->n_initial_cluster = 1;
+        struct member_cfg *m = &c->initial_cluster[0];
+        snprintf(m->name, sizeof(m->name), "%s", c->name);
+        memcpy(m->peer_urls, c->advertise_peer, sizeof(m->peer_urls));
+        m->n_peer_urls = c->n_advertise_peer;
+    } else if (parse_cluster(c, cluster, err, errlen) != 0) {
+        return -EINVAL;
+    }
+    return 0;
+}

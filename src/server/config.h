@@ -1,0 +1,59 @@
+/* server/config.h: quorum's flags, named and defaulted as etcd's, so an etcd
+ * deployment script runs quorum by changing the binary name. */
+#ifndef QUORUM_SERVER_CONFIG_H
+#define QUORUM_SERVER_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CONFIG_MAX_URLS 8
+#define CONFIG_MAX_MEMBERS 16
+
+struct url {
+    char host[256]; /* numeric address to bind/dial ("127.0.0.1", "::1") */
+    int port;
+    char text[300]; /* as given, normalized: "http://127.0.0.1:2379" */
+};
+
+struct member_cfg {
+    char name[128];
+    struct url peer_urls[CONFIG_MAX_URLS];
+    size_t n_peer_urls;
+};
+
+struct config {
+    char name[128];
+    char data_dir[1024];
+    struct url listen_client[CONFIG_MAX_URLS];
+    size_t n_listen_client;
+    struct url advertise_client[CONFIG_MAX_URLS];
+    size_t n_advertise_client;
+    struct url listen_peer[CONFIG_MAX_URLS];
+    size_t n_listen_peer;
+    struct url advertise_peer[CONFIG_MAX_URLS];
+    size_t n_advertise_peer;
+    struct member_cfg initial_cluster[CONFIG_MAX_MEMBERS];
+    size_t n_initial_cluster;
+    char initial_cluster_state[16]; /* "new" | "existing" */
+    char initial_cluster_token[256];
+    uint64_t max_txn_ops;
+    uint64_t max_request_bytes;
+    uint64_t quota_backend_bytes;
+    uint64_t heartbeat_ms;
+    uint64_t election_ms;
+    uint64_t snapshot_count;
+    char log_level[16];
+};
+
+/* config_parse fills |c| from argv (Go flag syntax: -flag v, --flag v,
+ * --flag=v). On a bad flag it writes a one-line reason to |err| and returns
+ * -EINVAL. Returns 1 when --help or --version was answered (printed). */
+int config_parse(struct config *c, int argc, char **argv, char *err, size_t errlen);
+
+/* config_parse_urls parses a comma-separated URL list ("http://h:p,...");
+ * -EINVAL with a reason in |err| on a bad one. */
+int config_parse_urls(const char *s, struct url *out, size_t max, size_t *n, char *err,
+                      size_t errlen);
+
+#endif

@@ -1,0 +1,147 @@
+/* server/kv_service.c: /etcdserverpb.KV/ — Range, Put, DeleteRange, Txn,
+ * Compact. Reads are answered at once from a read transaction; writes are
+ * checked (etcd's v3rpc checks), then proposed to the log (server.h). */
+#include "server/server_int.h"
+
+#include <errno.h>
+
+#include "base/err.h"
+
+/* etcd refuses a proposal whose InternalRaftRequest (the request plus a
+ * header with a request id) exceeds --max-request-bytes; the wrapping adds
+ * about this many bytes to the request's own encoding. */
+#define PROPOSAL_OVERHEAD 16
+
+static bool too_large(struct server *s, size_t len)
+{
+    return len + PROPOSAL_OVERHEAD > s->cfg.max_request_bytes;
+}
+
+static void range_read(struct server *s, grpc_call *call, const Etcdserverpb__RangeRequest *r)
+{
+    mvcc_read *rd;
+    int rv = mvcc_read_begin(s->kv, &rd);
+    if (rv != 0) {
+        server_reply_error(call, rv);
+        return;
+    }
+    arena_reset(&s->arena);
+    Etcdserverpb__RangeResponse *resp = NULL;
+    rv = apply_range(&s->env, rd, r, &s->arena, &resp);
+    if (rv == 0) {
+        server_fill_header(s, resp->header);
+        server_reply(s, call, &resp->base);
+    } else {
+        server_reply_error(call, rv);
+    }
+    mvcc_read_end(rd);
+}
+
+static void on_range(grpc_call *call, const uint8_t *msg, size_t len)
+{
+    struct server *s = server_of(call);
+    Etcdserverpb__RangeRequest *r = (Etcdserverpb__RangeRequest *)server_unpack(
+        call, &etcdserverpb__range_request__descriptor, msg, len);
+    if (r == NULL)
+        return;
+    int rv = apply_check_range(r);
+    if (rv != 0)
+        server_reply_error(call, rv);
+    else
+        range_read(s, call, r);
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+}
+
+static void on_put(grpc_call *call, const uint8_t *msg, size_t len)
+{
+    struct server *s = server_of(call);
+    Etcdserverpb__PutRequest *r = (Etcdserverpb__PutRequest *)server_unpack(
+        call, &etcdserverpb__put_request__descriptor, msg, len);
+    if (r == NULL)
+        return;
+    int rv = apply_check_put(r);
+    if (rv == 0 && too_large(s, len))
+        rv = QERR_REQUEST_TOO_LARGE;
+    if (rv != 0) {
+        server_reply_error(call, rv);
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+        return;
+    }
+    server_propose(s, call, ENTRY_PUT, &r->base);
+}
+
+static void on_delete_range(grpc_call *call, const uint8_t *msg, size_t len)
+{
+    struct server *s = server_of(call);
+    Etcdserverpb__DeleteRangeRequest *r = (Etcdserverpb__DeleteRangeRequest *)server_unpack(
+        call, &etcdserverpb__delete_range_request__descriptor, msg, len);
+    if (r == NULL)
+        return;
+    int rv = apply_check_delete_range(r);
+    if (rv == 0 && too_large(s, len))
+        rv = QERR_REQUEST_TOO_LARGE;
+    if (rv != 0) {
+        server_reply_error(call, rv);
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+        return;
+    }
+    server_propose(s, call, ENTRY_DELETE_RANGE, &r->base);
+}
+
+static void on_txn(grpc_call *call, const uint8_t *msg, size_t len)
+{
+    struct server *s = server_of(call);
+    Etcdserverpb__TxnRequest *r = (Etcdserverpb__TxnRequest *)server_unpack(
+        call, &etcdserverpb__txn_request__descriptor, msg, len);
+    if (r == NULL)
+        return;
+    int rv = apply_check_txn(r, s->cfg.max_txn_ops);
+    if (rv != 0) {
+        server_reply_error(call, rv);
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+        return;
+    }
+    if (apply_txn_is_read_only(r)) {
+        mvcc_read *rd;
+        rv = mvcc_read_begin(s->kv, &rd);
+        if (rv == 0) {
+            arena_reset(&s->arena);
+            Etcdserverpb__TxnResponse *resp = NULL;
+            rv = apply_txn_read(&s->env, rd, r, &s->arena, &resp);
+            if (rv == 0) {
+                server_fill_header(s, resp->header);
+                server_reply(s, call, &resp->base);
+            }
+            mvcc_read_end(rd);
+        }
+        if (rv != 0)
+            server_reply_error(call, rv);
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+        return;
+    }
+    if (too_large(s, len)) {
+        server_reply_error(call, QERR_REQUEST_TOO_LARGE);
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+        return;
+    }
+    server_propose(s, call, ENTRY_TXN, &r->base);
+}
+
+static void on_compact(grpc_call *call, const uint8_t *msg, size_t len)
+{
+    struct server *s = server_of(call);
+    Etcdserverpb__CompactionRequest *r = (Etcdserverpb__CompactionRequest *)server_unpack(
+        call, &etcdserverpb__compaction_request__descriptor, msg, len);
+    if (r == NULL)
+        return;
+    server_propose(s, call, ENTRY_COMPACT, &r->base);
+}
+
+const struct grpc_method server_kv_methods[] = {
+    {"/etcdserverpb.KV/Range", GRPC_UNARY, on_range, NULL, NULL},
+    {"/etcdserverpb.KV/Put", GRPC_UNARY, on_put, NULL, NULL},
+    {"/etcdserverpb.KV/DeleteRange", GRPC_UNARY, on_delete_range, NULL, NULL},
+    {"/etcdserverpb.KV/Txn", GRPC_UNARY, on_txn, NULL, NULL},
+    {"/etcdserverpb.KV/Compact", GRPC_UNARY, on_compact, NULL, NULL},
+};
+const size_t server_kv_methods_n = sizeof(server_kv_methods) / sizeof(server_kv_methods[0]);

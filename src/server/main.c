@@ -1,0 +1,39 @@
+/* server/main.c: the quorum binary. */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <uv.h>
+
+#include "base/log.h"
+#include "server/config.h"
+#include "server/server.h"
+
+int main(int argc, char **argv)
+{
+    static struct config cfg;
+    char err[512] = "";
+    int rv = config_parse(&cfg, argc, argv, err, sizeof(err));
+    if (rv == 1)
+        return 0;
+    if (rv != 0) {
+        fprintf(stderr, "quorum: %s\n", err);
+        return 2;
+    }
+    if (strcmp(cfg.log_level, "debug") == 0)
+        log_set_level(LOG_DEBUG);
+    else if (strcmp(cfg.log_level, "warn") == 0)
+        log_set_level(LOG_WARN);
+    else if (strcmp(cfg.log_level, "error") == 0)
+        log_set_level(LOG_ERROR);
+    signal(SIGPIPE, SIG_IGN);
+
+    uv_loop_t *loop = uv_default_loop();
+    struct server *s;
+    rv = server_start(loop, &cfg, &s);
+    if (rv != 0)
+        return 1;
+    uv_run(loop, UV_RUN_DEFAULT);
+    uv_loop_close(loop);
+    log_info("server", "stopped");
+    return 0;
+}

@@ -1,0 +1,82 @@
+/* server/server_int.h: what the files of server/ share; nothing outside
+ * server/ includes it. */
+#ifndef QUORUM_SERVER_SERVER_INT_H
+#define QUORUM_SERVER_SERVER_INT_H
+
+#include <protobuf-c/protobuf-c.h>
+#include <stdbool.h>
+
+#include "apply/apply.h"
+#include "backend/backend.h"
+#include "base/arena.h"
+#include "base/buf.h"
+#include "grpc/grpc.h"
+#include "mvcc/mvcc.h"
+#include "rpc.pb-c.h"
+#include "server/server.h"
+
+enum entry_kind { ENTRY_PUT, ENTRY_DELETE_RANGE, ENTRY_TXN, ENTRY_COMPACT };
+
+/* One write waiting for the apply hook: the single-member "log entry". */
+struct entry {
+    struct entry *next;
+    grpc_call *call; /* NULL once the client went away */
+    enum entry_kind kind;
+    ProtobufCMessage *req; /* unpacked request, owned */
+    int err;               /* after apply: 0 or the error to answer */
+    struct buf out;        /* after apply: the packed response */
+};
+
+struct server {
+    uv_loop_t *loop;
+    struct config cfg;
+    backend *be;
+    mvcc_store *kv;
+    grpc_server *grpc;
+    struct apply_env env;
+    uv_check_t apply_hook;
+    uv_signal_t sigs[2];
+    struct entry *head, *tail; /* queued writes, oldest first */
+    uint64_t applied_index;    /* consistent index: entries applied */
+    uint64_t term;
+    uint64_t member_id;
+    uint64_t cluster_id;
+    struct arena arena;  /* per request (reads) or per entry (writes) */
+    struct buf scratch;  /* packing buffer for replies */
+    void (*stop_cb)(void *);
+    void *stop_arg;
+    int closing;
+};
+
+/* The service method tables (kv_service.c, maintenance_service.c,
+ * cluster_service.c). */
+extern const struct grpc_method server_kv_methods[];
+extern const size_t server_kv_methods_n;
+extern const struct grpc_method server_maintenance_methods[];
+extern const size_t server_maintenance_methods_n;
+extern const struct grpc_method server_cluster_methods[];
+extern const size_t server_cluster_methods_n;
+
+/* server_of returns the server behind a call. */
+struct server *server_of(grpc_call *call);
+
+/* server_fill_header sets cluster_id, member_id and raft_term of a
+ * top-level header, and the revision when it is 0 (as etcd's header.fill). */
+void server_fill_header(struct server *s, Etcdserverpb__ResponseHeader *h);
+
+/* server_reply packs |msg| into one response message and finishes the call
+ * OK; server_reply_error finishes it with |code|'s status and text. */
+void server_reply(struct server *s, grpc_call *call, const ProtobufCMessage *msg);
+void server_reply_error(grpc_call *call, int code);
+
+/* server_unpack decodes a request; on failure it answers INVALID_ARGUMENT
+ * and returns NULL. Free with protobuf_c_message_free_unpacked. */
+ProtobufCMessage *server_unpack(grpc_call *call, const ProtobufCMessageDescriptor *d,
+                                const uint8_t *msg, size_t len);
+
+/* server_propose queues a write entry (taking |req|) for the apply hook;
+ * the call is answered after the batch that applies it is durable. */
+void server_propose(struct server *s, grpc_call *call, enum entry_kind kind,
+                    ProtobufCMessage *req);
+
+#endif
