@@ -312,7 +312,7 @@ static int delete_view(struct view *v, const Etcdserverpb__DeleteRangeRequest *r
 
 static bool lease_exists(const struct apply_env *env, int64_t id)
 {
-    return env->lease_exists != NULL && env->lease_exists(id, env->lease_arg);
+    return env->leases != NULL && lessor_exists(env->leases, id);
 }
 
 int apply_put(const struct apply_env *env, const Etcdserverpb__PutRequest *r, struct arena *a,
@@ -857,4 +857,110 @@ bool apply_txn_is_read_only(const Etcdserverpb__TxnRequest *r)
         if (r->failure[i]->request_case != ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE)
             return false;
     return true;
+}
+
+/* ---- leases ---- */
+
+int apply_lease_grant(const struct apply_env *env, const Etcdserverpb__LeaseGrantRequest *r,
+                      struct arena *a, Etcdserverpb__LeaseGrantResponse **out)
+{
+    if (env->leases == NULL)
+        return -ENOTSUP;
+    int64_t granted = 0;
+    int rv = lessor_grant(env->leases, r->id, r->ttl, env->now_ms, &granted);
+    if (rv != 0)
+        return rv;
+    Etcdserverpb__LeaseGrantResponse *resp = arena_alloc(a, sizeof(*resp));
+    if (resp == NULL)
+        return -ENOMEM;
+    etcdserverpb__lease_grant_response__init(resp);
+    resp->header = new_header(a, mvcc_rev(env->kv));
+    if (resp->header == NULL)
+        return -ENOMEM;
+    resp->id = r->id;
+    resp->ttl = granted;
+    *out = resp;
+    return 0;
+}
+
+struct keylist {
+    struct arena *a;
+    ProtobufCBinaryData *k;
+    size_t n;
+    int err;
+};
+
+static void key_copy(const uint8_t *key, size_t len, void *arg)
+{
+    struct keylist *l = arg;
+    uint8_t *p = arena_dup(l->a, key, len);
+    if (p == NULL)
+        l->err = -ENOMEM;
+    l->k[l->n++] = (ProtobufCBinaryData){len, p};
+}
+
+static int key_order(const void *x, const void *y)
+{
+    return bytes_cmp(x, y);
+}
+
+int apply_lease_revoke(const struct apply_env *env, const Etcdserverpb__LeaseRevokeRequest *r,
+                       struct arena *a, Etcdserverpb__LeaseRevokeResponse **out)
+{
+    if (env->leases == NULL || !lessor_exists(env->leases, r->id))
+        return QERR_LEASE_NOT_FOUND;
+    long n = lessor_keys(env->leases, r->id, NULL, NULL);
+    struct keylist l = {.a = a, .k = arena_alloc(a, (size_t)(n > 0 ? n : 1) * sizeof(*l.k))};
+    if (l.k == NULL)
+        return -ENOMEM;
+    lessor_keys(env->leases, r->id, key_copy, &l);
+    if (l.err != 0)
+        return l.err;
+    qsort(l.k, l.n, sizeof(*l.k), key_order);
+    /* the deletions detach the keys through the store's observer */
+    mvcc_txn *tx;
+    int rv = mvcc_txn_begin(env->kv, &tx);
+    if (rv != 0)
+        return rv;
+    for (size_t i = 0; i < l.n && rv == 0; i++) {
+        int64_t deleted;
+        rv = mvcc_txn_delete_range(tx, l.k[i].data, l.k[i].len, NULL, 0, NULL, NULL, &deleted);
+    }
+    mvcc_txn_end(tx);
+    if (rv == 0)
+        rv = lessor_remove(env->leases, r->id);
+    if (rv != 0)
+        return rv;
+    Etcdserverpb__LeaseRevokeResponse *resp = arena_alloc(a, sizeof(*resp));
+    if (resp == NULL)
+        return -ENOMEM;
+    etcdserverpb__lease_revoke_response__init(resp);
+    resp->header = new_header(a, mvcc_rev(env->kv));
+    if (resp->header == NULL)
+        return -ENOMEM;
+    *out = resp;
+    return 0;
+}
+
+int apply_lease_checkpoint(const struct apply_env *env,
+                           const Etcdserverpb__LeaseCheckpointRequest *r, struct arena *a,
+                           Etcdserverpb__LeaseCheckpointResponse **out)
+{
+    if (env->leases == NULL)
+        return -ENOTSUP;
+    for (size_t i = 0; i < r->n_checkpoints; i++) {
+        int rv = lessor_checkpoint(env->leases, r->checkpoints[i]->id,
+                                   r->checkpoints[i]->remaining_ttl);
+        if (rv != 0)
+            return rv;
+    }
+    Etcdserverpb__LeaseCheckpointResponse *resp = arena_alloc(a, sizeof(*resp));
+    if (resp == NULL)
+        return -ENOMEM;
+    etcdserverpb__lease_checkpoint_response__init(resp);
+    resp->header = new_header(a, mvcc_rev(env->kv));
+    if (resp->header == NULL)
+        return -ENOMEM;
+    *out = resp;
+    return 0;
 }

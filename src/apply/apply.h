@@ -26,15 +26,14 @@
 #include <stdint.h>
 
 #include "base/arena.h"
+#include "lease/lessor.h"
 #include "mvcc/mvcc.h"
 #include "rpc.pb-c.h"
 
 struct apply_env {
     mvcc_store *kv;
-    /* lease_exists answers whether lease |id| is granted; NULL = no lease
-     * exists (every lease is NOT_FOUND) */
-    bool (*lease_exists)(int64_t id, void *arg);
-    void *lease_arg;
+    lessor *leases; /* NULL: no lease exists (every lease is NOT_FOUND) */
+    int64_t now_ms; /* monotonic time of the apply, for lease clocks */
 };
 
 /* Checks. Errors: QERR_EMPTY_KEY, QERR_VALUE_PROVIDED, QERR_LEASE_PROVIDED,
@@ -69,5 +68,18 @@ int apply_txn(const struct apply_env *env, const Etcdserverpb__TxnRequest *r, st
               Etcdserverpb__TxnResponse **out);
 int apply_compact(const struct apply_env *env, const Etcdserverpb__CompactionRequest *r,
                   struct arena *a, Etcdserverpb__CompactionResponse **out);
+
+/* Leases, inside the batch. grant needs r->id > 0 (the server picks one
+ * for id 0 before proposing, so every member applies the same id). revoke
+ * deletes every attached key in one revision (keys in byte order, one
+ * sub-revision each, as etcd), then the lease. Errors: QERR_LEASE_EXISTS,
+ * QERR_LEASE_TTL_TOO_LARGE, QERR_LEASE_NOT_FOUND, storage errors. */
+int apply_lease_grant(const struct apply_env *env, const Etcdserverpb__LeaseGrantRequest *r,
+                      struct arena *a, Etcdserverpb__LeaseGrantResponse **out);
+int apply_lease_revoke(const struct apply_env *env, const Etcdserverpb__LeaseRevokeRequest *r,
+                       struct arena *a, Etcdserverpb__LeaseRevokeResponse **out);
+int apply_lease_checkpoint(const struct apply_env *env,
+                           const Etcdserverpb__LeaseCheckpointRequest *r, struct arena *a,
+                           Etcdserverpb__LeaseCheckpointResponse **out);
 
 #endif

@@ -27,6 +27,7 @@ static void on_member_list(grpc_call *call, const uint8_t *msg, size_t len)
     Etcdserverpb__ResponseHeader h = ETCDSERVERPB__RESPONSE_HEADER__INIT;
     Etcdserverpb__MemberListResponse r = ETCDSERVERPB__MEMBER_LIST_RESPONSE__INIT;
     server_fill_header(s, &h);
+    h.revision = 0; /* etcd's Cluster service headers carry no revision */
     r.header = &h;
     r.members = members;
     r.n_members = 1;

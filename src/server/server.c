@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "base/err.h"
 #include "base/log.h"
@@ -141,7 +142,8 @@ void server_propose(struct server *s, grpc_call *call, enum entry_kind kind, Pro
     e->call = call;
     e->kind = kind;
     e->req = req;
-    grpc_call_set_data(call, e);
+    if (call != NULL)
+        grpc_call_set_data(call, e);
     if (s->tail)
         s->tail->next = e;
     else
@@ -149,9 +151,41 @@ void server_propose(struct server *s, grpc_call *call, enum entry_kind kind, Pro
     s->tail = e;
 }
 
+void server_propose_internal(struct server *s, enum entry_kind kind, const ProtobufCMessage *msg)
+{
+    /* a deep copy with protobuf-c's own allocation, freed like a request */
+    struct buf b = {0};
+    ProtobufCMessage *copy = NULL;
+    if (pack(&b, msg) == 0)
+        copy = protobuf_c_message_unpack(msg->descriptor, NULL, b.len, b.data);
+    buf_free(&b);
+    if (copy == NULL) {
+        log_error("server", "out of memory queueing an internal request");
+        return;
+    }
+    server_propose(s, NULL, kind, copy);
+}
+
+uint64_t server_next_id(struct server *s)
+{
+    s->id_suffix++;
+    return s->id_prefix | (s->id_suffix & ((1ull << 48) - 1));
+}
+
 /* apply_entry applies one entry inside the open batch and packs its reply.
  * A request error (a semantic one etcd also answers) is kept for the reply;
  * anything else means the store can no longer be trusted. */
+#define APPLY_CASE(KIND, FN, REQ_T, RESP_T)                                                       \
+    case KIND: {                                                                                   \
+        RESP_T *r = NULL;                                                                          \
+        rv = FN(&s->env, (const REQ_T *)e->req, &s->arena, &r);                                    \
+        if (rv == 0) {                                                                             \
+            resp = &r->base;                                                                       \
+            h = r->header;                                                                         \
+        }                                                                                          \
+        break;                                                                                     \
+    }
+
 static int apply_entry(struct server *s, struct entry *e)
 {
     ProtobufCMessage *resp = NULL;
@@ -159,43 +193,18 @@ static int apply_entry(struct server *s, struct entry *e)
     int rv;
     arena_reset(&s->arena);
     switch (e->kind) {
-    case ENTRY_PUT: {
-        Etcdserverpb__PutResponse *r = NULL;
-        rv = apply_put(&s->env, (Etcdserverpb__PutRequest *)e->req, &s->arena, &r);
-        if (rv == 0) {
-            resp = &r->base;
-            h = r->header;
-        }
-        break;
-    }
-    case ENTRY_DELETE_RANGE: {
-        Etcdserverpb__DeleteRangeResponse *r = NULL;
-        rv = apply_delete_range(&s->env, (Etcdserverpb__DeleteRangeRequest *)e->req, &s->arena,
-                                &r);
-        if (rv == 0) {
-            resp = &r->base;
-            h = r->header;
-        }
-        break;
-    }
-    case ENTRY_TXN: {
-        Etcdserverpb__TxnResponse *r = NULL;
-        rv = apply_txn(&s->env, (Etcdserverpb__TxnRequest *)e->req, &s->arena, &r);
-        if (rv == 0) {
-            resp = &r->base;
-            h = r->header;
-        }
-        break;
-    }
-    case ENTRY_COMPACT: {
-        Etcdserverpb__CompactionResponse *r = NULL;
-        rv = apply_compact(&s->env, (Etcdserverpb__CompactionRequest *)e->req, &s->arena, &r);
-        if (rv == 0) {
-            resp = &r->base;
-            h = r->header;
-        }
-        break;
-    }
+        APPLY_CASE(ENTRY_PUT, apply_put, Etcdserverpb__PutRequest, Etcdserverpb__PutResponse)
+        APPLY_CASE(ENTRY_DELETE_RANGE, apply_delete_range, Etcdserverpb__DeleteRangeRequest,
+                   Etcdserverpb__DeleteRangeResponse)
+        APPLY_CASE(ENTRY_TXN, apply_txn, Etcdserverpb__TxnRequest, Etcdserverpb__TxnResponse)
+        APPLY_CASE(ENTRY_COMPACT, apply_compact, Etcdserverpb__CompactionRequest,
+                   Etcdserverpb__CompactionResponse)
+        APPLY_CASE(ENTRY_LEASE_GRANT, apply_lease_grant, Etcdserverpb__LeaseGrantRequest,
+                   Etcdserverpb__LeaseGrantResponse)
+        APPLY_CASE(ENTRY_LEASE_REVOKE, apply_lease_revoke, Etcdserverpb__LeaseRevokeRequest,
+                   Etcdserverpb__LeaseRevokeResponse)
+        APPLY_CASE(ENTRY_LEASE_CHECKPOINT, apply_lease_checkpoint,
+                   Etcdserverpb__LeaseCheckpointRequest, Etcdserverpb__LeaseCheckpointResponse)
     default:
         rv = -EINVAL;
     }
@@ -208,6 +217,8 @@ static int apply_entry(struct server *s, struct entry *e)
         e->err = rv;
         return 0;
     }
+    if (e->call == NULL)
+        return 0; /* nobody to answer */
     server_fill_header(s, h);
     return pack(&e->out, resp);
 }
@@ -227,6 +238,7 @@ static void on_apply_hook(uv_check_t *h)
         return;
     s->head = s->tail = NULL;
 
+    s->env.now_ms = (int64_t)uv_now(s->loop);
     int rv = mvcc_batch_begin(s->kv);
     for (struct entry *e = list; e != NULL && rv == 0; e = e->next)
         rv = apply_entry(s, e);
@@ -254,6 +266,101 @@ static void on_apply_hook(uv_check_t *h)
         }
         free_entry(e);
     }
+}
+
+/* ---- leases ---- */
+
+/* The store's change observer keeps each lease's set of keys. */
+static void on_change(enum mvcc_event_type type, const struct mvcc_kv *kv,
+                      const struct mvcc_kv *prev, void *arg)
+{
+    struct server *s = arg;
+    if (prev != NULL && prev->lease != 0 &&
+        (type == MVCC_EVENT_DELETE || prev->lease != kv->lease))
+        lessor_detach(s->leases, prev->lease, prev->key, prev->key_len);
+    if (type == MVCC_EVENT_PUT && kv->lease != 0 &&
+        lessor_attach(s->leases, kv->lease, kv->key, kv->key_len) != 0)
+        log_warn("lease", "cannot attach a key to lease %016llx", (unsigned long long)kv->lease);
+}
+
+static int attach_existing(const struct mvcc_kv *kv, void *arg)
+{
+    struct server *s = arg;
+    if (kv->lease != 0 && lessor_attach(s->leases, kv->lease, kv->key, kv->key_len) != 0)
+        log_warn("lease", "key bound to a missing lease %016llx", (unsigned long long)kv->lease);
+    return 0;
+}
+
+/* how often the primary checkpoints the remaining TTL of a lease; a new
+ * primary (or a restart) can at worst give a lease this much extra time */
+#define LEASE_CHECKPOINT_INTERVAL_MS 5000
+#define LEASE_REVOKES_PER_TICK 100 /* 1000/s, etcd's leaseRevokeRate */
+#define LEASE_CHECKPOINTS_PER_ENTRY 1000
+
+static void on_lease_tick(uv_timer_t *t)
+{
+    struct server *s = t->data;
+    int64_t now = (int64_t)uv_now(s->loop);
+    int64_t ids[LEASE_REVOKES_PER_TICK];
+    size_t n = lessor_expired(s->leases, now, ids, LEASE_REVOKES_PER_TICK);
+    for (size_t i = 0; i < n; i++) {
+        Etcdserverpb__LeaseRevokeRequest r = ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
+        r.id = ids[i];
+        server_propose_internal(s, ENTRY_LEASE_REVOKE, &r.base);
+    }
+    if (now - s->last_checkpoint_ms < 1000)
+        return;
+    s->last_checkpoint_ms = now;
+    static int64_t cids[LEASE_CHECKPOINTS_PER_ENTRY], rem[LEASE_CHECKPOINTS_PER_ENTRY];
+    n = lessor_due_checkpoints(s->leases, now, LEASE_CHECKPOINT_INTERVAL_MS, cids, rem,
+                               LEASE_CHECKPOINTS_PER_ENTRY);
+    if (n == 0)
+        return;
+    Etcdserverpb__LeaseCheckpoint cps[LEASE_CHECKPOINTS_PER_ENTRY];
+    Etcdserverpb__LeaseCheckpoint *ptrs[LEASE_CHECKPOINTS_PER_ENTRY];
+    for (size_t i = 0; i < n; i++) {
+        etcdserverpb__lease_checkpoint__init(&cps[i]);
+        cps[i].id = cids[i];
+        cps[i].remaining_ttl = rem[i];
+        ptrs[i] = &cps[i];
+    }
+    Etcdserverpb__LeaseCheckpointRequest r = ETCDSERVERPB__LEASE_CHECKPOINT_REQUEST__INIT;
+    r.checkpoints = ptrs;
+    r.n_checkpoints = n;
+    server_propose_internal(s, ENTRY_LEASE_CHECKPOINT, &r.base);
+}
+
+static int open_leases(struct server *s)
+{
+    /* etcd's minimum TTL: 1.5 election timeouts in whole ticks, rounded up
+     * to seconds */
+    uint64_t hb = s->cfg.heartbeat_ms ? s->cfg.heartbeat_ms : 100;
+    uint64_t min_ms = (3 * (s->cfg.election_ms / hb) / 2) * hb;
+    int64_t min_ttl = (int64_t)((min_ms + 999) / 1000);
+    int rv = lessor_open(s->be, min_ttl, &s->leases);
+    if (rv != 0)
+        return rv;
+    s->env.leases = s->leases;
+    mvcc_read *rd;
+    rv = mvcc_read_begin(s->kv, &rd);
+    if (rv != 0)
+        return rv;
+    struct mvcc_range_opts o = {0};
+    struct mvcc_range_result res;
+    rv = mvcc_read_range(rd, (const uint8_t *)"", 0, (const uint8_t *)"", 1, &o, attach_existing,
+                         s, &res);
+    mvcc_read_end(rd);
+    if (rv != 0)
+        return rv;
+    mvcc_set_observer(s->kv, on_change, s);
+    /* the single member is the primary from the start */
+    lessor_promote(s->leases, (int64_t)uv_now(s->loop));
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t now_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    s->id_prefix = (s->member_id & 0xffff) << 48;
+    s->id_suffix = (now_ms & ((1ull << 40) - 1)) << 8;
+    return 0;
 }
 
 /* ---- start and stop ---- */
@@ -286,17 +393,18 @@ static void on_signal(uv_signal_t *h, int signum)
 static struct grpc_method *build_methods(size_t *n)
 {
     const struct grpc_method *tables[] = {server_kv_methods, server_maintenance_methods,
-                                          server_cluster_methods};
+                                          server_cluster_methods, server_lease_methods};
     size_t counts[] = {server_kv_methods_n, server_maintenance_methods_n,
-                       server_cluster_methods_n};
+                       server_cluster_methods_n, server_lease_methods_n};
+    const size_t ntables = sizeof(tables) / sizeof(tables[0]);
     size_t total = 0;
-    for (size_t i = 0; i < 3; i++)
+    for (size_t i = 0; i < ntables; i++)
         total += counts[i];
     struct grpc_method *m = calloc(total, sizeof(*m));
     if (m == NULL)
         return NULL;
     size_t k = 0;
-    for (size_t i = 0; i < 3; i++)
+    for (size_t i = 0; i < ntables; i++)
         for (size_t j = 0; j < counts[i]; j++) {
             m[k] = tables[i][j];
             if (m[k].on_close == NULL)
@@ -308,21 +416,21 @@ static struct grpc_method *build_methods(size_t *n)
 }
 
 static struct grpc_method *methods;
+static size_t n_methods;
 
 int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
 {
+    if (cfg->n_initial_cluster != 1) {
+        log_error("server", "--initial-cluster names %zu members: multi-member clusters need the "
+                            "replicated server, which is not built yet",
+                  cfg->n_initial_cluster);
+        return -EINVAL;
+    }
     struct server *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return -ENOMEM;
     s->loop = loop;
     s->cfg = *cfg;
-    if (cfg->n_initial_cluster != 1) {
-        log_error("server", "--initial-cluster names %zu members: multi-member clusters need the "
-                            "replicated server, which is not built yet",
-                  cfg->n_initial_cluster);
-        free(s);
-        return -EINVAL;
-    }
 
     /* ids as etcd: from the advertised peer URLs and the token */
     const char *urls[CONFIG_MAX_URLS];
@@ -332,29 +440,24 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
                                     cfg->initial_cluster_token);
     s->cluster_id = server_cluster_id(&s->member_id, 1);
 
+    const char *what = "create the data dir";
     char dir[1100];
     snprintf(dir, sizeof(dir), "%s/member/db", cfg->data_dir);
     int rv = mkdir_p(dir);
-    if (rv != 0) {
-        log_error("server", "cannot create data dir %s: %s", dir, q_strerror(rv));
-        free(s);
-        return rv;
-    }
+    if (rv != 0)
+        goto fail;
+    what = "open the store";
     uint64_t map = cfg->quota_backend_bytes * 2;
     if (map < (8ull << 30))
         map = 8ull << 30;
     struct backend_options bo = {.dir = dir, .map_size = (size_t)map, .no_sync = false};
-    rv = backend_open(&bo, &s->be);
-    if (rv == 0)
-        rv = mvcc_open(s->be, &s->kv);
-    if (rv != 0) {
-        log_error("server", "cannot open the store in %s: %s", dir, q_strerror(rv));
-        if (s->be)
-            backend_close(s->be);
-        free(s);
-        return rv;
-    }
+    if ((rv = backend_open(&bo, &s->be)) != 0 || (rv = mvcc_open(s->be, &s->kv)) != 0)
+        goto fail;
     s->env.kv = s->kv;
+    what = "open the leases";
+    if ((rv = open_leases(s)) != 0)
+        goto fail;
+
     uint64_t v = 0;
     if (backend_meta_get(s->be, NULL, "consistent_index", &v) == 0)
         s->applied_index = v;
@@ -364,42 +467,34 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
     if (backend_meta_get(s->be, NULL, "term", &v) == 0)
         s->term = v;
     s->term++;
-    if ((rv = mvcc_batch_begin(s->kv)) == 0 && (rv = backend_meta_put(s->be, "term", s->term)) == 0)
-        rv = mvcc_batch_commit(s->kv);
-    if (rv != 0) {
-        log_error("server", "cannot write the term: %s", q_strerror(rv));
-        mvcc_close(s->kv);
-        backend_close(s->be);
-        free(s);
-        return rv;
-    }
+    what = "write the term";
+    if ((rv = mvcc_batch_begin(s->kv)) != 0 || (rv = backend_meta_put(s->be, "term", s->term)) ||
+        (rv = mvcc_batch_commit(s->kv)) != 0)
+        goto fail;
 
-    size_t n_methods = 0;
+    what = "start the gRPC server";
     if (methods == NULL)
         methods = build_methods(&n_methods);
-    else
-        n_methods = server_kv_methods_n + server_maintenance_methods_n + server_cluster_methods_n;
     struct grpc_server_options go = {
         .max_recv_msg_size = cfg->max_request_bytes + 512 * 1024,
-        .max_send_msg_size = 0,
-        .max_concurrent_streams = 0,
     };
     rv = methods ? grpc_server_new(loop, methods, n_methods, &go, s, &s->grpc) : -ENOMEM;
-    for (size_t i = 0; rv == 0 && i < cfg->n_listen_client; i++) {
+    if (rv != 0)
+        goto fail;
+    for (size_t i = 0; i < cfg->n_listen_client; i++) {
         rv = grpc_server_listen(s->grpc, cfg->listen_client[i].host, cfg->listen_client[i].port,
                                 NULL);
-        if (rv != 0)
+        if (rv != 0) {
             log_error("server", "cannot listen on %s: %s", cfg->listen_client[i].text,
                       uv_strerror(rv));
+            what = "listen";
+            goto fail;
+        }
     }
-    if (rv != 0) {
-        if (s->grpc)
-            grpc_server_close(s->grpc, NULL, NULL);
-        mvcc_close(s->kv);
-        backend_close(s->be);
-        free(s);
-        return rv;
-    }
+
+    uv_timer_init(loop, &s->lease_tick);
+    s->lease_tick.data = s;
+    uv_timer_start(&s->lease_tick, on_lease_tick, 100, 100);
     uv_check_init(loop, &s->apply_hook);
     s->apply_hook.data = s;
     uv_check_start(&s->apply_hook, on_apply_hook);
@@ -416,6 +511,18 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
         log_info("server", "ready to serve client requests on %s", cfg->listen_client[i].text);
     *out = s;
     return 0;
+
+fail:
+    log_error("server", "cannot %s (data dir %s): %s", what, cfg->data_dir, q_strerror(rv));
+    if (s->grpc)
+        grpc_server_close(s->grpc, NULL, NULL); /* nothing was accepted yet */
+    lessor_close(s->leases);
+    if (s->kv)
+        mvcc_close(s->kv);
+    if (s->be)
+        backend_close(s->be);
+    free(s);
+    return rv;
 }
 
 static void on_handle_closed(uv_handle_t *h)
@@ -423,6 +530,7 @@ static void on_handle_closed(uv_handle_t *h)
     struct server *s = h->data;
     if (--s->closing > 0)
         return;
+    lessor_close(s->leases);
     mvcc_close(s->kv);
     backend_close(s->be);
     arena_free(&s->arena);
@@ -440,7 +548,8 @@ static void on_grpc_closed(void *arg)
     /* writes whose clients left are still applied: they may have been seen
      * as sent; the apply hook commits them before the store closes */
     on_apply_hook(&s->apply_hook);
-    s->closing = 3;
+    s->closing = 4;
+    uv_close((uv_handle_t *)&s->lease_tick, on_handle_closed);
     uv_close((uv_handle_t *)&s->apply_hook, on_handle_closed);
     uv_close((uv_handle_t *)&s->sigs[0], on_handle_closed);
     uv_close((uv_handle_t *)&s->sigs[1], on_handle_closed);

@@ -15,12 +15,20 @@
 #include "rpc.pb-c.h"
 #include "server/server.h"
 
-enum entry_kind { ENTRY_PUT, ENTRY_DELETE_RANGE, ENTRY_TXN, ENTRY_COMPACT };
+enum entry_kind {
+    ENTRY_PUT,
+    ENTRY_DELETE_RANGE,
+    ENTRY_TXN,
+    ENTRY_COMPACT,
+    ENTRY_LEASE_GRANT,
+    ENTRY_LEASE_REVOKE,
+    ENTRY_LEASE_CHECKPOINT,
+};
 
 /* One write waiting for the apply hook: the single-member "log entry". */
 struct entry {
     struct entry *next;
-    grpc_call *call; /* NULL once the client went away */
+    grpc_call *call; /* NULL once the client went away, or for the server's own */
     enum entry_kind kind;
     ProtobufCMessage *req; /* unpacked request, owned */
     int err;               /* after apply: 0 or the error to answer */
@@ -34,6 +42,10 @@ struct server {
     mvcc_store *kv;
     grpc_server *grpc;
     struct apply_env env;
+    lessor *leases;
+    uv_timer_t lease_tick;    /* expiry and checkpoints (primary only) */
+    int64_t last_checkpoint_ms;
+    uint64_t id_prefix, id_suffix; /* etcd's request id generator */
     uv_check_t apply_hook;
     uv_signal_t sigs[2];
     struct entry *head, *tail; /* queued writes, oldest first */
@@ -56,6 +68,17 @@ extern const struct grpc_method server_maintenance_methods[];
 extern const size_t server_maintenance_methods_n;
 extern const struct grpc_method server_cluster_methods[];
 extern const size_t server_cluster_methods_n;
+extern const struct grpc_method server_lease_methods[];
+extern const size_t server_lease_methods_n;
+
+/* server_next_id is etcd's idutil generator: the member id's low 16 bits,
+ * then 40 bits of the start time in ms and an 8-bit counter that carries
+ * into it; ids from one member never repeat. */
+uint64_t server_next_id(struct server *s);
+
+/* server_propose_internal queues a write the server itself makes (a lease
+ * revoke on expiry, a checkpoint): |msg| is copied. */
+void server_propose_internal(struct server *s, enum entry_kind kind, const ProtobufCMessage *msg);
 
 /* server_of returns the server behind a call. */
 struct server *server_of(grpc_call *call);
