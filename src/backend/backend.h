@@ -9,6 +9,11 @@
  * transactions (MDB_NOTLS) may be opened anywhere and any number of times,
  * but never while the same thread holds the batch open.
  *
+ * Layout: the environment is opened with MDB_NOSUBDIR on the file
+ * <dir>/data.mdb (lock file <dir>/data.mdb-lock), flags MDB_NOTLS (and
+ * MDB_NOSYNC when no_sync). Database names follow etcd's buckets: "key",
+ * "meta", "lease", "auth", "members".
+ *
  * Caveats (as LMDB's own): a long-lived read transaction pins old pages and
  * makes the file grow; end them promptly.
  */
@@ -32,9 +37,9 @@ enum backend_db {
 };
 
 struct backend_options {
-    const char *dir;  /* directory holding data.mdb; created if missing */
-    size_t map_size;  /* LMDB map size: the most the file may grow to; 0 = 8 GiB */
-    bool no_sync;     /* commit without fsync (only when a WAL covers it) */
+    const char *dir; /* directory holding data.mdb; created if missing */
+    size_t map_size; /* LMDB map size: the most the file may grow to; 0 = 8 GiB */
+    bool no_sync;    /* commit without fsync (only when a WAL covers it) */
 };
 
 /* backend_open opens or creates the environment. Errors: -errno, QERR_STORAGE. */
@@ -71,5 +76,11 @@ int backend_meta_put(backend *be, const char *name, uint64_t v);
  * is the bytes of pages in use (what etcd reports as dbSizeInUse). */
 uint64_t backend_size(backend *be);
 uint64_t backend_size_in_use(backend *be);
+
+/* backend_err maps an LMDB return code (from mdb_get/mdb_put/... on
+ * backend_batch_txn or a read txn) to quorum's: 0 for 0, QERR_NO_SPACE for
+ * MDB_MAP_FULL, -ENOMEM, -EBUSY, QERR_STORAGE for anything else. It does not
+ * map MDB_NOTFOUND specially: check for it before calling. */
+int backend_err(int rc);
 
 #endif

@@ -15,8 +15,10 @@
  *
  * Failure model: an error from LMDB inside a batch leaves the in-memory
  * index ahead of the disk; the caller must stop the process (etcd panics in
- * the same place). Requests are validated (apply/) before they write, so
- * semantic errors never happen half-way through a transaction.
+ * the same place) or drop the batch with mvcc_batch_abort, which rebuilds
+ * memory from the last commit (a failed mvcc_batch_commit does that
+ * itself). Requests are validated (apply/) before they write, so semantic
+ * errors never happen half-way through a transaction.
  */
 #ifndef QUORUM_MVCC_MVCC_H
 #define QUORUM_MVCC_MVCC_H
@@ -48,8 +50,13 @@ struct mvcc_kv {
     size_t raw_len;
 };
 
+/* What a change did to a key (observer, history). */
+enum mvcc_event_type { MVCC_EVENT_PUT = 0, MVCC_EVENT_DELETE = 1 };
+
 /* Visitors get one kv at a time, in ascending key order. Return 0 to go on,
- * non-zero to stop (that value is returned by the range call). */
+ * non-zero to stop (that value is returned by the range call, and the
+ * result's count is then partial). Visitors and observers must not call the
+ * store's write functions. */
 typedef int (*mvcc_kv_fn)(const struct mvcc_kv *kv, void *arg);
 
 struct mvcc_range_opts {
@@ -62,6 +69,8 @@ struct mvcc_range_result {
     int64_t count; /* keys in the range at |rev|, regardless of limit */
     int64_t rev;   /* the revision that was read (the current one for rev <= 0) */
 };
+/* (|opts| may be NULL = current revision, no limit; |res| may be NULL; |fn|
+ * may be NULL to only count.) */
 
 /* Key ranges follow etcd: |end| NULL/empty = the single key |key|;
  * end = "\0" (len 1) = every key >= key; otherwise [key, end). An empty
@@ -79,7 +88,17 @@ int64_t mvcc_compact_rev(const mvcc_store *s); /* last compaction revision, 0 if
 /* Batches: begin/commit wrap backend_batch_begin/commit; every mvcc_txn and
  * mvcc_compact happens inside one. */
 int mvcc_batch_begin(mvcc_store *s);
+/* mvcc_batch_commit: errors as backend_batch_commit, plus -EBUSY while a
+ * txn is open. A failed commit loses the batch; the store then rebuilds its
+ * index and revisions from the last commit (O(keys)), so it stays usable at
+ * the committed state. */
 int mvcc_batch_commit(mvcc_store *s);
+/* mvcc_batch_abort drops the open batch (if any) and rebuilds the index and
+ * revisions from the last commit, O(keys): the way back after an LMDB
+ * error such as QERR_NO_SPACE in a batch. Reads must not be open across it
+ * (their revision may no longer exist). Errors: as mvcc_open; on error the
+ * store is unusable and must be closed. */
+int mvcc_batch_abort(mvcc_store *s);
 
 /* mvcc_txn_begin starts one write transaction (at most one revision) inside
  * the open batch. Reads in it see its own earlier writes (etcd: a range
@@ -95,13 +114,18 @@ int mvcc_txn_range(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_
                    struct mvcc_range_result *res);
 
 /* mvcc_txn_put writes |key| = |value| with |lease| (0 = none). If the key
- * exists, |prev_fn| (may be NULL) is called first with its current kv. */
+ * exists, |prev_fn| (may be NULL) is called first with its current kv; a
+ * non-zero return from it cancels the put (nothing written) and is returned.
+ * Errors: -EBUSY (txn ended), QERR_EMPTY_KEY, QERR_NO_SPACE, storage errors. */
 int mvcc_txn_put(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_t *value,
                  size_t value_len, int64_t lease, mvcc_kv_fn prev_fn, void *arg);
 
 /* mvcc_txn_delete_range deletes every live key in the range, calling |fn|
  * (may be NULL) with each one's kv before it goes; *|deleted| gets the
- * number deleted. Deleting nothing is not an error and takes no revision. */
+ * number deleted. Deleting nothing is not an error and takes no revision.
+ * A non-zero return from |fn| stops there (that key stays) and is returned;
+ * keys deleted before it stay deleted. Errors: -EBUSY, QERR_NO_SPACE,
+ * storage errors. */
 int mvcc_txn_delete_range(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_t *end,
                           size_t end_len, mvcc_kv_fn fn, void *arg, int64_t *deleted);
 
@@ -110,12 +134,32 @@ int mvcc_txn_delete_range(mvcc_txn *t, const uint8_t *key, size_t key_len, const
 int64_t mvcc_txn_end(mvcc_txn *t);
 
 /* Read transactions: a consistent view at the current revision, outside any
- * batch. kv pointers stay valid until mvcc_read_end. */
+ * batch. kv pointers stay valid until mvcc_read_end. The view is the last
+ * committed batch: a read begun while a batch is open reads at the revision
+ * of the last mvcc_batch_commit, not at the uncommitted one. Ended read txns
+ * are reset and reused (mdb_txn_renew), so begin/end are cheap; a read must
+ * end before mvcc_close. Errors (begin): -ENOMEM, QERR_STORAGE. */
 int mvcc_read_begin(mvcc_store *s, mvcc_read **out);
 int mvcc_read_range(mvcc_read *r, const uint8_t *key, size_t key_len, const uint8_t *end,
                     size_t end_len, const struct mvcc_range_opts *opts, mvcc_kv_fn fn, void *arg,
                     struct mvcc_range_result *res);
 void mvcc_read_end(mvcc_read *r);
+
+/* mvcc_read_rev is the revision |r| reads at (the last committed one when
+ * it began): history beyond it is not in its snapshot, so a caller walking
+ * history up to "now" should stop there, not at mvcc_rev. */
+int64_t mvcc_read_rev(const mvcc_read *r);
+
+/* mvcc_read_history calls |fn| for every change kept in LMDB with main
+ * revision in [|from|, |to|], in revision order (main, then sub): a put
+ * with its kv as stored, a delete with the key and mod_revision = the
+ * deleting revision (everything else zero). kv pointers stay valid until
+ * mvcc_read_end. Stops when |fn| returns non-zero and returns that value.
+ * History below the compaction revision is partly gone: callers check
+ * mvcc_compact_rev first (watch/ does). Errors: storage errors,
+ * QERR_CORRUPT. */
+typedef int (*mvcc_history_fn)(enum mvcc_event_type type, const struct mvcc_kv *kv, void *arg);
+int mvcc_read_history(mvcc_read *r, int64_t from, int64_t to, mvcc_history_fn fn, void *arg);
 
 /* mvcc_compact drops, inside the open batch, every revision that no read at
  * a revision >= |rev| can see: for each key, all revisions below its latest
@@ -132,7 +176,6 @@ int mvcc_compact(mvcc_store *s, int64_t rev);
  * |kv| is the tombstone (key, mod_revision = the deleting revision, all
  * else zero) and |prev| the deleted kv. Pointers valid during the call.
  * The batch is not yet committed when it runs: hold events until it is. */
-enum mvcc_event_type { MVCC_EVENT_PUT = 0, MVCC_EVENT_DELETE = 1 };
 typedef void (*mvcc_observer_fn)(enum mvcc_event_type type, const struct mvcc_kv *kv,
                                  const struct mvcc_kv *prev, void *arg);
 void mvcc_set_observer(mvcc_store *s, mvcc_observer_fn fn, void *arg);
@@ -140,7 +183,19 @@ void mvcc_set_observer(mvcc_store *s, mvcc_observer_fn fn, void *arg);
 /* mvcc_hash_kv hashes (crc32c) every revision key and value kept in LMDB
  * with main revision in (compact rev, |rev|] (|rev| <= 0 = current), as
  * etcd's HashKV does with crc32 Castagnoli; equal stores give equal hashes.
- * Errors: QERR_COMPACTED, QERR_FUTURE_REV, storage errors. */
+ * Precisely as etcd 3.4 (mvcc/kvstore.go HashByRev): the crc starts over the
+ * bucket name "key", then takes each LMDB record (revision key, then value)
+ * in revision order up to |rev|; records at or below the compact revision
+ * (what the compaction kept) count only if a compaction at |rev| would keep
+ * them too, unless no key is live at |rev|. *|compact_rev| gets the compact
+ * revision. Reads through the open batch if there is one.
+ * Errors: QERR_COMPACTED (0 < rev <= compact rev, as etcd),
+ * QERR_FUTURE_REV, storage errors. */
 int mvcc_hash_kv(mvcc_store *s, int64_t rev, uint32_t *hash, int64_t *compact_rev);
+
+/* mvcc_index_bytes is the heap the in-memory key index holds (entries,
+ * tree nodes, separators; malloc's own overhead not counted), for metrics
+ * and benchmarks. O(keys). */
+size_t mvcc_index_bytes(const mvcc_store *s);
 
 #endif

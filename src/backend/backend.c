@@ -1,0 +1,291 @@
+/* backend/backend.c: the LMDB environment under quorum's state.
+ *
+ * One environment, opened with MDB_NOSUBDIR on <dir>/data.mdb (the lock
+ * file is <dir>/data.mdb-lock), MDB_NOTLS so read transactions are not tied
+ * to threads, and one named database per enum backend_db. Writes go through
+ * a single long write transaction (the batch) that the loop commits once
+ * per pass, so many requests share one sync. */
+#include "backend/backend.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/err.h"
+#include "base/log.h"
+
+#define DEFAULT_MAP_SIZE ((size_t)8 << 30)
+
+struct backend {
+    MDB_env *env;
+    MDB_dbi dbi[BACKEND_DB__COUNT];
+    MDB_txn *batch;
+    char *path; /* <dir>/data.mdb */
+};
+
+/* Names as etcd's bbolt buckets, so `mdb_stat -a` reads like `bbolt buckets`. */
+static const char *const db_names[BACKEND_DB__COUNT] = {
+    [BACKEND_DB_KEY] = "key",   [BACKEND_DB_META] = "meta",       [BACKEND_DB_LEASE] = "lease",
+    [BACKEND_DB_AUTH] = "auth", [BACKEND_DB_MEMBERS] = "members",
+};
+
+int backend_err(int rc)
+{
+    if (rc == 0)
+        return 0;
+    if (rc == MDB_MAP_FULL)
+        return QERR_NO_SPACE;
+    if (rc == ENOMEM)
+        return -ENOMEM;
+    if (rc == EBUSY)
+        return -EBUSY;
+    return QERR_STORAGE;
+}
+
+/* mkdir -p: the data directory may be several levels deep. */
+static int mkdirs(const char *dir)
+{
+    char tmp[PATH_MAX];
+    size_t n = strlen(dir);
+    if (n == 0 || n >= sizeof(tmp))
+        return -ENAMETOOLONG;
+    memcpy(tmp, dir, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (tmp[i] != '/' && tmp[i] != '\0')
+            continue;
+        char c = tmp[i];
+        tmp[i] = '\0';
+        if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
+            return -errno;
+        tmp[i] = c;
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return -errno;
+    if (!S_ISDIR(st.st_mode))
+        return -ENOTDIR;
+    return 0;
+}
+
+int backend_open(const struct backend_options *opts, backend **out)
+{
+    *out = NULL;
+    if (opts == NULL || opts->dir == NULL)
+        return -EINVAL;
+    int rv = mkdirs(opts->dir);
+    if (rv != 0)
+        return rv;
+    backend *be = calloc(1, sizeof(*be));
+    if (be == NULL)
+        return -ENOMEM;
+    if (asprintf(&be->path, "%s/data.mdb", opts->dir) < 0) {
+        be->path = NULL;
+        rv = -ENOMEM;
+        goto err_free;
+    }
+    int rc = mdb_env_create(&be->env);
+    if (rc != 0) {
+        rv = rc > 0 ? -rc : QERR_STORAGE;
+        goto err_free;
+    }
+    rc = mdb_env_set_maxdbs(be->env, BACKEND_DB__COUNT);
+    if (rc == 0)
+        rc = mdb_env_set_mapsize(be->env, opts->map_size ? opts->map_size : DEFAULT_MAP_SIZE);
+    if (rc == 0) {
+        unsigned flags = MDB_NOSUBDIR | MDB_NOTLS | (opts->no_sync ? MDB_NOSYNC : 0);
+        rc = mdb_env_open(be->env, be->path, flags, 0600);
+    }
+    if (rc != 0) {
+        log_error("backend", "cannot open %s: %s", be->path, mdb_strerror(rc));
+        rv = rc > 0 ? -rc : QERR_STORAGE;
+        goto err_env;
+    }
+    MDB_txn *txn;
+    rc = mdb_txn_begin(be->env, NULL, 0, &txn);
+    for (int i = 0; rc == 0 && i < BACKEND_DB__COUNT; i++)
+        rc = mdb_dbi_open(txn, db_names[i], MDB_CREATE, &be->dbi[i]);
+    if (rc == 0)
+        rc = mdb_txn_commit(txn);
+    else
+        mdb_txn_abort(txn);
+    if (rc != 0) {
+        log_error("backend", "cannot open databases in %s: %s", be->path, mdb_strerror(rc));
+        rv = backend_err(rc);
+        goto err_env;
+    }
+    *out = be;
+    return 0;
+
+err_env:
+    mdb_env_close(be->env);
+err_free:
+    free(be->path);
+    free(be);
+    return rv;
+}
+
+void backend_close(backend *be)
+{
+    if (be == NULL)
+        return;
+    if (be->batch != NULL)
+        mdb_txn_abort(be->batch);
+    mdb_env_close(be->env);
+    free(be->path);
+    free(be);
+}
+
+MDB_env *backend_env(backend *be)
+{
+    return be->env;
+}
+
+MDB_dbi backend_dbi(backend *be, enum backend_db db)
+{
+    return be->dbi[db];
+}
+
+int backend_batch_begin(backend *be)
+{
+    if (be->batch != NULL)
+        return -EBUSY;
+    int rc = mdb_txn_begin(be->env, NULL, 0, &be->batch);
+    if (rc != 0) {
+        be->batch = NULL;
+        log_error("backend", "batch begin: %s", mdb_strerror(rc));
+        return backend_err(rc);
+    }
+    return 0;
+}
+
+MDB_txn *backend_batch_txn(backend *be)
+{
+    return be->batch;
+}
+
+int backend_batch_commit(backend *be)
+{
+    if (be->batch == NULL)
+        return -EINVAL;
+    int rc = mdb_txn_commit(be->batch); /* frees the txn even on failure */
+    be->batch = NULL;
+    if (rc != 0) {
+        log_error("backend", "batch commit: %s", mdb_strerror(rc));
+        return backend_err(rc);
+    }
+    return 0;
+}
+
+void backend_batch_abort(backend *be)
+{
+    if (be->batch == NULL)
+        return;
+    mdb_txn_abort(be->batch);
+    be->batch = NULL;
+}
+
+int backend_read_begin(backend *be, MDB_txn **out)
+{
+    int rc = mdb_txn_begin(be->env, NULL, MDB_RDONLY, out);
+    if (rc != 0) {
+        *out = NULL;
+        log_error("backend", "read begin: %s", mdb_strerror(rc));
+        return rc == ENOMEM ? -ENOMEM : QERR_STORAGE;
+    }
+    return 0;
+}
+
+void backend_read_end(MDB_txn *txn)
+{
+    if (txn != NULL)
+        mdb_txn_abort(txn);
+}
+
+int backend_meta_get(backend *be, MDB_txn *txn, const char *name, uint64_t *v)
+{
+    MDB_txn *own = NULL;
+    if (txn == NULL)
+        txn = be->batch;
+    if (txn == NULL) {
+        int rv = backend_read_begin(be, &own);
+        if (rv != 0)
+            return rv;
+        txn = own;
+    }
+    MDB_val k = {strlen(name), (void *)name}, d;
+    int rc = mdb_get(txn, be->dbi[BACKEND_DB_META], &k, &d);
+    int rv = 0;
+    if (rc == MDB_NOTFOUND) {
+        rv = -ENOENT;
+    } else if (rc != 0) {
+        rv = backend_err(rc);
+    } else if (d.mv_size != 8) {
+        rv = QERR_CORRUPT;
+    } else {
+        const uint8_t *p = d.mv_data;
+        uint64_t x = 0;
+        for (int i = 0; i < 8; i++)
+            x = x << 8 | p[i];
+        *v = x;
+    }
+    backend_read_end(own);
+    return rv;
+}
+
+int backend_meta_put(backend *be, const char *name, uint64_t v)
+{
+    if (be->batch == NULL)
+        return -EBUSY;
+    uint8_t b[8];
+    for (int i = 7; i >= 0; i--, v >>= 8)
+        b[i] = (uint8_t)v;
+    MDB_val k = {strlen(name), (void *)name}, d = {8, b};
+    return backend_err(mdb_put(be->batch, be->dbi[BACKEND_DB_META], &k, &d, 0));
+}
+
+uint64_t backend_size(backend *be)
+{
+    struct stat st;
+    if (stat(be->path, &st) != 0)
+        return 0;
+    return (uint64_t)st.st_size;
+}
+
+/* Pages up to the high-water mark minus the pages on LMDB's freelist (the
+ * FREE_DBI, handle 0, read as mdb_stat -f does): what bbolt calls size
+ * minus free pages. */
+uint64_t backend_size_in_use(backend *be)
+{
+    MDB_envinfo info;
+    MDB_stat st;
+    if (mdb_env_info(be->env, &info) != 0 || mdb_env_stat(be->env, &st) != 0)
+        return 0;
+    uint64_t pages = (uint64_t)info.me_last_pgno + 1;
+    MDB_txn *txn;
+    if (backend_read_begin(be, &txn) != 0)
+        return pages * st.ms_psize;
+    /* The read txn sees the last committed state; take its high-water mark
+     * rather than the env info above, which may be newer. */
+    mdb_env_info(be->env, &info);
+    pages = (uint64_t)info.me_last_pgno + 1;
+    MDB_cursor *cur;
+    uint64_t free_pages = 0;
+    if (mdb_cursor_open(txn, 0, &cur) == 0) {
+        MDB_val k, d;
+        while (mdb_cursor_get(cur, &k, &d, MDB_NEXT) == 0) {
+            size_t cnt;
+            if (d.mv_size < sizeof(cnt))
+                continue;
+            memcpy(&cnt, d.mv_data, sizeof(cnt));
+            free_pages += cnt;
+        }
+        mdb_cursor_close(cur);
+    }
+    backend_read_end(txn);
+    if (free_pages > pages)
+        free_pages = pages;
+    return (pages - free_pages) * st.ms_psize;
+}

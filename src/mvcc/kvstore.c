@@ -1,0 +1,852 @@
+/* mvcc/kvstore.c: the store itself: revisions, write and read transactions,
+ * ranges, compaction, the index rebuild at open, and HashKV.
+ *
+ * LMDB's key database holds every retained revision (revision key ->
+ * mvccpb.KeyValue); the in-memory index (kindex.c) says which revision of
+ * a key a read at revision R must fetch. Writes go straight to both inside
+ * the backend's open batch, so a read later in the same write txn sees them
+ * (etcd's kvstore_txn.go does the same). */
+#include "mvcc/mvcc.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/buf.h"
+#include "base/crc32c.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "mvcc/mvcc_int.h"
+
+/* Meta names as etcd's (mvcc/kvstore.go). */
+#define META_SCHEDULED "scheduledCompactRev"
+#define META_FINISHED "finishedCompactRev"
+
+#define READ_SPARES 8
+
+struct mvcc_txn {
+    mvcc_store *s;
+    int64_t begin_rev;
+    uint32_t changes;
+    bool open;
+};
+
+/* Bytes a read txn must keep until it ends that LMDB does not hold for it
+ * (the encoded delete events of mvcc_read_history). */
+struct rd_chunk {
+    struct rd_chunk *next;
+    size_t used, cap;
+    uint8_t data[];
+};
+
+struct mvcc_read {
+    mvcc_store *s;
+    MDB_txn *txn;
+    int64_t rev;
+    struct rd_chunk *chunks;
+};
+
+struct mvcc_store {
+    backend *be;
+    MDB_dbi kdb;
+    struct kindex ix;
+    int64_t rev;           /* current, including changes not yet committed */
+    int64_t committed_rev; /* what a fresh LMDB read txn sees */
+    int64_t compact_rev;
+    struct mvcc_txn txn; /* one write txn at a time: no allocation per txn */
+    mvcc_observer_fn obs;
+    void *obs_arg;
+    struct buf enc;  /* the kv being written */
+    struct buf prev; /* copy of the kv being replaced (LMDB pages move under puts) */
+    struct buf aux;  /* tombstone event kv */
+    /* Ended read txns kept reset for reuse: mdb_txn_renew skips the
+     * allocation and reader-slot setup of a fresh mdb_txn_begin. */
+    mvcc_read *spare[READ_SPARES];
+    int nspare;
+};
+
+/* ---- open / close -------------------------------------------------------- */
+
+static int rebuild_index(mvcc_store *s)
+{
+    MDB_txn *txn;
+    int rv = backend_read_begin(s->be, &txn);
+    if (rv != 0)
+        return rv;
+    MDB_cursor *cur;
+    int rc = mdb_cursor_open(txn, s->kdb, &cur);
+    if (rc != 0) {
+        backend_read_end(txn);
+        return backend_err(rc);
+    }
+    int64_t last = 0;
+    MDB_val k, d;
+    for (rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
+        int64_t main = 0, sub = 0;
+        bool tomb;
+        struct mvcc_kv kv;
+        rv = mvcc_revkey_parse(k.mv_data, k.mv_size, &main, &sub, &tomb);
+        if (rv == 0)
+            rv = mvcc_kv_decode(d.mv_data, d.mv_size, &kv);
+        if (rv == 0 && (main <= 0 || sub < 0 || sub > UINT32_MAX))
+            rv = QERR_CORRUPT;
+        if (rv == 0) {
+            rv = kindex_append(&s->ix, kv.key, kv.key_len, main, (uint32_t)sub, tomb);
+            if (rv == -EINVAL)
+                rv = QERR_CORRUPT;
+        }
+        if (rv != 0) {
+            log_error("mvcc", "cannot index record %lld_%lld: %s", (long long)main, (long long)sub,
+                      q_strerror(rv));
+            break;
+        }
+        last = main;
+    }
+    if (rv == 0 && rc != MDB_NOTFOUND)
+        rv = backend_err(rc);
+    mdb_cursor_close(cur);
+    backend_read_end(txn);
+    if (rv == 0 && last > s->rev)
+        s->rev = last;
+    return rv;
+}
+
+/* load builds the in-memory state (index, revisions) from the last commit. */
+static int load(mvcc_store *s)
+{
+    s->rev = 1;
+    s->compact_rev = 0;
+    int rv = kindex_init(&s->ix);
+    if (rv != 0)
+        return rv;
+    uint64_t fin = 0, sched = 0;
+    MDB_txn *txn;
+    rv = backend_read_begin(s->be, &txn);
+    if (rv != 0)
+        return rv;
+    rv = backend_meta_get(s->be, txn, META_FINISHED, &fin);
+    if (rv == 0 || rv == -ENOENT)
+        rv = backend_meta_get(s->be, txn, META_SCHEDULED, &sched);
+    backend_read_end(txn);
+    if (rv == -ENOENT)
+        rv = 0;
+    if (rv == 0)
+        rv = rebuild_index(s);
+    if (rv != 0)
+        return rv;
+    /* Compaction is one LMDB txn with both marks, so they always agree; a
+     * difference would mean another writer touched the file. */
+    if (sched > fin)
+        log_warn("mvcc", "compaction at %llu scheduled but not finished (finished %llu)",
+                 (unsigned long long)sched, (unsigned long long)fin);
+    s->compact_rev = (int64_t)fin;
+    /* Everything up to a compaction may have been deleted (etcd restore). */
+    if (s->rev < s->compact_rev)
+        s->rev = s->compact_rev;
+    s->committed_rev = s->rev;
+    return 0;
+}
+
+int mvcc_open(backend *be, mvcc_store **out)
+{
+    *out = NULL;
+    mvcc_store *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return -ENOMEM;
+    s->be = be;
+    s->kdb = backend_dbi(be, BACKEND_DB_KEY);
+    s->txn.s = s;
+    int rv = load(s);
+    if (rv != 0) {
+        mvcc_close(s);
+        return rv;
+    }
+    *out = s;
+    return 0;
+}
+
+void mvcc_close(mvcc_store *s)
+{
+    if (s == NULL)
+        return;
+    while (s->nspare > 0) {
+        mvcc_read *r = s->spare[--s->nspare];
+        mdb_txn_abort(r->txn);
+        free(r);
+    }
+    kindex_free(&s->ix);
+    buf_free(&s->enc);
+    buf_free(&s->prev);
+    buf_free(&s->aux);
+    free(s);
+}
+
+int64_t mvcc_rev(const mvcc_store *s)
+{
+    return s->rev;
+}
+
+int64_t mvcc_compact_rev(const mvcc_store *s)
+{
+    return s->compact_rev;
+}
+
+void mvcc_set_observer(mvcc_store *s, mvcc_observer_fn fn, void *arg)
+{
+    s->obs = fn;
+    s->obs_arg = arg;
+}
+
+/* ---- batches ------------------------------------------------------------- */
+
+int mvcc_batch_begin(mvcc_store *s)
+{
+    return backend_batch_begin(s->be);
+}
+
+int mvcc_batch_abort(mvcc_store *s)
+{
+    backend_batch_abort(s->be);
+    s->txn.open = false;
+    s->txn.changes = 0;
+    /* The index has no undo log: rebuild it from what LMDB has. */
+    kindex_free(&s->ix);
+    int rv = load(s);
+    if (rv != 0)
+        log_error("mvcc", "reload after abort failed: %s", q_strerror(rv));
+    return rv;
+}
+
+int mvcc_batch_commit(mvcc_store *s)
+{
+    if (s->txn.open)
+        return -EBUSY;
+    int rv = backend_batch_commit(s->be);
+    if (rv == 0) {
+        s->committed_rev = s->rev;
+        return 0;
+    }
+    /* The batch is gone: bring memory back to what the disk has. */
+    kindex_free(&s->ix);
+    int rv2 = load(s);
+    if (rv2 != 0)
+        log_error("mvcc", "reload after failed commit failed: %s", q_strerror(rv2));
+    return rv;
+}
+
+/* ---- ranges -------------------------------------------------------------- */
+
+/* fetch reads the kv of revision |r| through |lt| (or |cur|, a cursor on
+ * the key database, if not NULL) into |kv|. */
+static int fetch(mvcc_store *s, MDB_txn *lt, MDB_cursor *cur, const struct kindex_rev *r,
+                 struct mvcc_kv *kv)
+{
+    uint8_t rk[MVCC_REVKEY_MAX];
+    MDB_val k = {mvcc_revkey_put(rk, r->main, r->sub, r->tomb), rk}, d;
+    /* A positioned cursor first checks its current leaf page, so keys
+     * written together are found without a descent from the root. */
+    int rc = cur ? mdb_cursor_get(cur, &k, &d, MDB_SET) : mdb_get(lt, s->kdb, &k, &d);
+    if (rc == MDB_NOTFOUND) {
+        /* The index names a revision LMDB does not have. */
+        log_error("mvcc", "revision %lld_%u missing from the key database", (long long)r->main,
+                  r->sub);
+        return QERR_CORRUPT;
+    }
+    if (rc != 0)
+        return backend_err(rc);
+    return mvcc_kv_decode(d.mv_data, d.mv_size, kv);
+}
+
+static bool is_from_key(const uint8_t *end, size_t end_len)
+{
+    return end_len == 1 && end[0] == 0;
+}
+
+static int do_range(mvcc_store *s, MDB_txn *lt, int64_t cur, const uint8_t *key, size_t key_len,
+                    const uint8_t *end, size_t end_len, const struct mvcc_range_opts *opts,
+                    mvcc_kv_fn fn, void *arg, struct mvcc_range_result *res)
+{
+    static const struct mvcc_range_opts none = {0};
+    struct mvcc_range_result dummy;
+    if (opts == NULL)
+        opts = &none;
+    if (res == NULL)
+        res = &dummy;
+    int64_t rev = opts->rev;
+    res->count = 0;
+    res->rev = cur;
+    if (rev > cur)
+        return QERR_FUTURE_REV;
+    if (rev <= 0)
+        rev = cur;
+    if (rev < s->compact_rev)
+        return QERR_COMPACTED;
+    res->rev = rev;
+    if (end == NULL)
+        end_len = 0;
+    if (key_len == 0 && end_len == 0)
+        return 0;
+
+    int64_t sent = 0;
+    bool want = !opts->count_only && fn != NULL;
+    MDB_cursor *mc = NULL;
+    int rv = 0;
+    struct kindex_iter it;
+    kindex_seek(&s->ix, key, key_len, &it);
+    bool unbounded = is_from_key(end, end_len);
+    for (struct kindex_entry *e; (e = kindex_iter_get(&it)) != NULL; kindex_iter_next(&it)) {
+        if (end_len == 0) {
+            if (e->klen != key_len || memcmp(e->key, key, key_len) != 0)
+                break;
+        } else if (!unbounded) {
+            size_t m = e->klen < end_len ? e->klen : end_len;
+            int c = m ? memcmp(e->key, end, m) : 0;
+            if (c > 0 || (c == 0 && e->klen >= end_len))
+                break;
+        }
+        const struct kindex_rev *r = kentry_at(e, rev);
+        if (r == NULL || r->tomb)
+            continue;
+        res->count++;
+        if (want && (opts->limit <= 0 || sent < opts->limit)) {
+            if (mc == NULL && end_len != 0 && mdb_cursor_open(lt, s->kdb, &mc) != 0)
+                mc = NULL; /* mdb_get works too, only slower */
+            struct mvcc_kv kv;
+            rv = fetch(s, lt, mc, r, &kv);
+            if (rv != 0)
+                break;
+            sent++;
+            rv = fn(&kv, arg);
+            if (rv != 0)
+                break;
+        }
+        if (end_len == 0)
+            break;
+    }
+    if (mc != NULL)
+        mdb_cursor_close(mc);
+    return rv;
+}
+
+/* ---- write txns ---------------------------------------------------------- */
+
+int mvcc_txn_begin(mvcc_store *s, mvcc_txn **out)
+{
+    *out = NULL;
+    if (backend_batch_txn(s->be) == NULL || s->txn.open)
+        return -EBUSY;
+    s->txn.begin_rev = s->rev;
+    s->txn.changes = 0;
+    s->txn.open = true;
+    *out = &s->txn;
+    return 0;
+}
+
+/* The revision reads in |t| see: its own writes once it has any. */
+static int64_t txn_read_rev(const mvcc_txn *t)
+{
+    return t->begin_rev + (t->changes > 0 ? 1 : 0);
+}
+
+int mvcc_txn_range(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_t *end,
+                   size_t end_len, const struct mvcc_range_opts *opts, mvcc_kv_fn fn, void *arg,
+                   struct mvcc_range_result *res)
+{
+    mvcc_store *s = t->s;
+    return do_range(s, backend_batch_txn(s->be), txn_read_rev(t), key, key_len, end, end_len, opts,
+                    fn, arg, res);
+}
+
+/* load_prev copies the live kv of |r| into s->prev and decodes it. */
+static int load_prev(mvcc_store *s, MDB_txn *lt, const struct kindex_rev *r, struct mvcc_kv *kv)
+{
+    struct mvcc_kv tmp;
+    int rv = fetch(s, lt, NULL, r, &tmp);
+    if (rv != 0)
+        return rv;
+    buf_reset(&s->prev);
+    rv = buf_append(&s->prev, tmp.raw, tmp.raw_len);
+    if (rv != 0)
+        return rv;
+    return mvcc_kv_decode(s->prev.data, s->prev.len, kv);
+}
+
+/* Revision keys only grow, so every write is an append: MDB_APPEND skips
+ * the search and fills pages completely. */
+static int write_rev(mvcc_store *s, MDB_txn *lt, int64_t main, uint32_t sub, bool tomb,
+                     const struct buf *val)
+{
+    uint8_t rk[MVCC_REVKEY_MAX];
+    MDB_val k = {mvcc_revkey_put(rk, main, sub, tomb), rk}, d = {val->len, val->data};
+    int rc = mdb_put(lt, s->kdb, &k, &d, MDB_APPEND);
+    if (rc == MDB_KEYEXIST) {
+        log_error("mvcc", "revision %lld_%u is not above the last one stored", (long long)main,
+                  sub);
+        return QERR_CORRUPT;
+    }
+    return backend_err(rc);
+}
+
+int mvcc_txn_put(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_t *value,
+                 size_t value_len, int64_t lease, mvcc_kv_fn prev_fn, void *arg)
+{
+    mvcc_store *s = t->s;
+    MDB_txn *lt = backend_batch_txn(s->be);
+    if (!t->open || lt == NULL)
+        return -EBUSY;
+    if (key_len == 0)
+        return QERR_EMPTY_KEY;
+    if (t->changes == UINT32_MAX)
+        return QERR_TOO_MANY_OPS;
+    int64_t rev = t->begin_rev + 1;
+    uint32_t sub = t->changes;
+    struct mvcc_kv prev, kv = {
+                             .key = key,
+                             .key_len = key_len,
+                             .value = value,
+                             .value_len = value_len,
+                             .create_revision = rev,
+                             .mod_revision = rev,
+                             .version = 1,
+                             .lease = lease,
+                         };
+    bool have_prev = false;
+    /* One descent serves both the lookup and the append below: nothing
+     * changes the index in between (callbacks must not write). */
+    struct kindex_slot slot;
+    struct kindex_entry *e = kindex_lookup(&s->ix, key, key_len, &slot);
+    if (e != NULL) {
+        const struct kindex_rev *last = &kentry_revs(e)[e->nrev - 1];
+        if (!last->tomb) {
+            int rv = load_prev(s, lt, last, &prev);
+            if (rv != 0)
+                return rv;
+            have_prev = true;
+            kv.create_revision = prev.create_revision;
+            kv.version = prev.version + 1;
+            if (prev_fn != NULL && (rv = prev_fn(&prev, arg)) != 0)
+                return rv;
+        }
+    }
+    buf_reset(&s->enc);
+    int rv = mvcc_kv_encode(&s->enc, &kv);
+    if (rv == 0)
+        rv = write_rev(s, lt, rev, sub, false, &s->enc);
+    if (rv == 0)
+        rv = kindex_slot_append(&s->ix, &slot, key, key_len, rev, sub, false);
+    if (rv != 0)
+        return rv;
+    t->changes++;
+    if (s->obs != NULL) {
+        kv.raw = s->enc.data;
+        kv.raw_len = s->enc.len;
+        s->obs(MVCC_EVENT_PUT, &kv, have_prev ? &prev : NULL, s->obs_arg);
+    }
+    return 0;
+}
+
+int mvcc_txn_delete_range(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_t *end,
+                          size_t end_len, mvcc_kv_fn fn, void *arg, int64_t *deleted)
+{
+    mvcc_store *s = t->s;
+    MDB_txn *lt = backend_batch_txn(s->be);
+    int64_t n = 0;
+    if (deleted != NULL)
+        *deleted = 0;
+    if (!t->open || lt == NULL)
+        return -EBUSY;
+    if (end == NULL)
+        end_len = 0;
+    if (key_len == 0 && end_len == 0)
+        return 0;
+    int64_t rrev = txn_read_rev(t), rev = t->begin_rev + 1;
+    bool unbounded = is_from_key(end, end_len);
+    struct kindex_iter it;
+    int rv = 0;
+    kindex_seek(&s->ix, key, key_len, &it);
+    /* Appending a tombstone reallocates the entry but never changes the
+     * tree's shape, so the iterator stays valid. */
+    for (struct kindex_entry *e; (e = kindex_iter_get(&it)) != NULL; kindex_iter_next(&it)) {
+        if (end_len == 0) {
+            if (e->klen != key_len || memcmp(e->key, key, key_len) != 0)
+                break;
+        } else if (!unbounded) {
+            size_t m = e->klen < end_len ? e->klen : end_len;
+            int c = m ? memcmp(e->key, end, m) : 0;
+            if (c > 0 || (c == 0 && e->klen >= end_len))
+                break;
+        }
+        const struct kindex_rev *r = kentry_at(e, rrev);
+        if (r == NULL || r->tomb)
+            continue;
+        if (t->changes == UINT32_MAX) {
+            rv = QERR_TOO_MANY_OPS;
+            break;
+        }
+        struct mvcc_kv prev;
+        rv = load_prev(s, lt, r, &prev);
+        if (rv != 0)
+            break;
+        if (fn != NULL && (rv = fn(&prev, arg)) != 0)
+            break;
+        uint32_t sub = t->changes;
+        /* The stored tombstone is a KeyValue with only the key. */
+        struct mvcc_kv tomb = {.key = prev.key, .key_len = prev.key_len};
+        buf_reset(&s->enc);
+        rv = mvcc_kv_encode(&s->enc, &tomb);
+        if (rv == 0)
+            rv = write_rev(s, lt, rev, sub, true, &s->enc);
+        if (rv == 0)
+            rv = kindex_iter_append(&it, rev, sub, true);
+        if (rv != 0)
+            break;
+        t->changes++;
+        n++;
+        if (s->obs != NULL) {
+            /* The event's kv carries the deleting revision, as etcd's. */
+            tomb.mod_revision = rev;
+            buf_reset(&s->aux);
+            rv = mvcc_kv_encode(&s->aux, &tomb);
+            if (rv != 0)
+                break;
+            tomb.raw = s->aux.data;
+            tomb.raw_len = s->aux.len;
+            s->obs(MVCC_EVENT_DELETE, &tomb, &prev, s->obs_arg);
+        }
+        if (end_len == 0)
+            break;
+    }
+    if (deleted != NULL)
+        *deleted = n;
+    return rv;
+}
+
+int64_t mvcc_txn_end(mvcc_txn *t)
+{
+    mvcc_store *s = t->s;
+    if (t->open && t->changes > 0)
+        s->rev = t->begin_rev + 1;
+    t->open = false;
+    t->changes = 0;
+    return s->rev;
+}
+
+/* ---- read txns ----------------------------------------------------------- */
+
+int mvcc_read_begin(mvcc_store *s, mvcc_read **out)
+{
+    *out = NULL;
+    mvcc_read *r = NULL;
+    while (r == NULL && s->nspare > 0) {
+        r = s->spare[--s->nspare];
+        if (mdb_txn_renew(r->txn) != 0) {
+            mdb_txn_abort(r->txn);
+            free(r);
+            r = NULL;
+        }
+    }
+    if (r == NULL) {
+        r = calloc(1, sizeof(*r));
+        if (r == NULL)
+            return -ENOMEM;
+        int rv = backend_read_begin(s->be, &r->txn);
+        if (rv != 0) {
+            free(r);
+            return rv;
+        }
+    }
+    r->s = s;
+    /* An LMDB read txn sees the last commit: read at that revision, not at
+     * one an open batch has reached but not yet committed. */
+    r->rev = s->committed_rev;
+    *out = r;
+    return 0;
+}
+
+int mvcc_read_range(mvcc_read *r, const uint8_t *key, size_t key_len, const uint8_t *end,
+                    size_t end_len, const struct mvcc_range_opts *opts, mvcc_kv_fn fn, void *arg,
+                    struct mvcc_range_result *res)
+{
+    return do_range(r->s, r->txn, r->rev, key, key_len, end, end_len, opts, fn, arg, res);
+}
+
+void mvcc_read_end(mvcc_read *r)
+{
+    if (r == NULL)
+        return;
+    while (r->chunks != NULL) {
+        struct rd_chunk *next = r->chunks->next;
+        free(r->chunks);
+        r->chunks = next;
+    }
+    mvcc_store *s = r->s;
+    if (s->nspare < READ_SPARES) {
+        mdb_txn_reset(r->txn); /* releases the snapshot now, as an abort would */
+        s->spare[s->nspare++] = r;
+        return;
+    }
+    backend_read_end(r->txn);
+    free(r);
+}
+
+int64_t mvcc_read_rev(const mvcc_read *r)
+{
+    return r->rev;
+}
+
+/* rd_alloc takes |n| bytes that live until mvcc_read_end. */
+static uint8_t *rd_alloc(mvcc_read *r, size_t n)
+{
+    struct rd_chunk *c = r->chunks;
+    if (c == NULL || c->cap - c->used < n) {
+        size_t cap = n > 4096 ? n : 4096;
+        c = malloc(sizeof(*c) + cap);
+        if (c == NULL)
+            return NULL;
+        c->used = 0;
+        c->cap = cap;
+        c->next = r->chunks;
+        r->chunks = c;
+    }
+    uint8_t *p = c->data + c->used;
+    c->used += n;
+    return p;
+}
+
+int mvcc_read_history(mvcc_read *r, int64_t from, int64_t to, mvcc_history_fn fn, void *arg)
+{
+    mvcc_store *s = r->s;
+    if (from < 1)
+        from = 1;
+    if (to < from)
+        return 0;
+    MDB_cursor *mc;
+    int rc = mdb_cursor_open(r->txn, s->kdb, &mc);
+    if (rc != 0)
+        return backend_err(rc);
+    uint8_t rk[MVCC_REVKEY_MAX];
+    MDB_val k = {mvcc_revkey_put(rk, from, 0, false), rk}, d;
+    int rv = 0;
+    for (rc = mdb_cursor_get(mc, &k, &d, MDB_SET_RANGE); rc == 0;
+         rc = mdb_cursor_get(mc, &k, &d, MDB_NEXT)) {
+        int64_t main, sub;
+        bool tomb;
+        struct mvcc_kv kv;
+        rv = mvcc_revkey_parse(k.mv_data, k.mv_size, &main, &sub, &tomb);
+        if (rv != 0 || main > to)
+            break;
+        rv = mvcc_kv_decode(d.mv_data, d.mv_size, &kv);
+        if (rv != 0)
+            break;
+        if (!tomb) {
+            rv = fn(MVCC_EVENT_PUT, &kv, arg);
+        } else {
+            /* The stored tombstone has only the key; the event carries the
+             * deleting revision too, as the observer's does. */
+            struct mvcc_kv ev = {.key = kv.key, .key_len = kv.key_len, .mod_revision = main};
+            size_t n = mvcc_kv_encoded_size(&ev);
+            uint8_t *raw = rd_alloc(r, n);
+            if (raw == NULL) {
+                rv = -ENOMEM;
+                break;
+            }
+            struct buf b = {raw, 0, n}; /* exactly n bytes: encode never grows it */
+            mvcc_kv_encode(&b, &ev);
+            ev.raw = raw;
+            ev.raw_len = n;
+            rv = fn(MVCC_EVENT_DELETE, &ev, arg);
+        }
+        if (rv != 0)
+            break;
+    }
+    if (rv == 0 && rc != 0 && rc != MDB_NOTFOUND)
+        rv = backend_err(rc);
+    mdb_cursor_close(mc);
+    return rv;
+}
+
+size_t mvcc_index_bytes(const mvcc_store *s)
+{
+    return kindex_mem_bytes(&s->ix) + sizeof(*s);
+}
+
+/* ---- compaction ---------------------------------------------------------- */
+
+/* Dropped revisions are gathered in runs, sorted, and deleted with one
+ * cursor walking forward: neighbours in a sorted run mostly share a leaf
+ * page, which the positioned cursor checks before descending from the
+ * root. Deleting in key (not revision) order took 7x as long (1M
+ * revisions: 3.7 s against 0.5 s). */
+#define COMPACT_RUN 65536
+
+struct compact_ctx {
+    mvcc_store *s;
+    MDB_txn *lt;
+    struct kindex_rev *run;
+    size_t n;
+    int64_t dropped;
+};
+
+static int rev_cmp(const void *a, const void *b)
+{
+    const struct kindex_rev *x = a, *y = b;
+    if (x->main != y->main)
+        return x->main < y->main ? -1 : 1;
+    return x->sub < y->sub ? -1 : x->sub > y->sub;
+}
+
+static int compact_flush(struct compact_ctx *c)
+{
+    if (c->n == 0)
+        return 0;
+    qsort(c->run, c->n, sizeof(c->run[0]), rev_cmp);
+    MDB_cursor *mc;
+    int rc = mdb_cursor_open(c->lt, c->s->kdb, &mc);
+    if (rc != 0)
+        return backend_err(rc);
+    for (size_t i = 0; i < c->n && rc == 0; i++) {
+        uint8_t rk[MVCC_REVKEY_MAX];
+        const struct kindex_rev *r = &c->run[i];
+        MDB_val k = {mvcc_revkey_put(rk, r->main, r->sub, r->tomb), rk}, d;
+        rc = mdb_cursor_get(mc, &k, &d, MDB_SET);
+        if (rc == 0) {
+            rc = mdb_cursor_del(mc, 0);
+            c->dropped++;
+        } else if (rc == MDB_NOTFOUND) {
+            rc = 0;
+        }
+    }
+    mdb_cursor_close(mc);
+    c->n = 0;
+    return backend_err(rc);
+}
+
+static int compact_drop(const uint8_t *key, size_t klen, const struct kindex_rev *revs, size_t n,
+                        void *arg)
+{
+    struct compact_ctx *c = arg;
+    for (size_t i = 0; i < n; i++) {
+        if (c->n == COMPACT_RUN) {
+            int rv = compact_flush(c);
+            if (rv != 0)
+                return rv;
+        }
+        c->run[c->n++] = revs[i];
+    }
+    return 0;
+}
+
+int mvcc_compact(mvcc_store *s, int64_t rev)
+{
+    MDB_txn *lt = backend_batch_txn(s->be);
+    if (lt == NULL || s->txn.open)
+        return -EBUSY;
+    if (rev <= s->compact_rev)
+        return QERR_COMPACTED;
+    if (rev > s->rev)
+        return QERR_FUTURE_REV;
+    int rv = backend_meta_put(s->be, META_SCHEDULED, (uint64_t)rev);
+    if (rv != 0)
+        return rv;
+    struct compact_ctx c = {.s = s, .lt = lt};
+    c.run = malloc(COMPACT_RUN * sizeof(c.run[0]));
+    if (c.run == NULL)
+        return -ENOMEM;
+    rv = kindex_compact(&s->ix, rev, compact_drop, &c);
+    if (rv == 0)
+        rv = compact_flush(&c);
+    free(c.run);
+    if (rv != 0)
+        return rv;
+    rv = backend_meta_put(s->be, META_FINISHED, (uint64_t)rev);
+    if (rv != 0)
+        return rv;
+    s->compact_rev = rev;
+    log_info("mvcc", "compacted at revision %lld: %lld revisions dropped", (long long)rev,
+             (long long)c.dropped);
+    return 0;
+}
+
+/* ---- hash ---------------------------------------------------------------- */
+
+/* kept_at tells whether revision (main, sub) of the key in |v| is what a
+ * compaction at |rev| would keep: the key's latest revision <= rev, unless
+ * that is a tombstone (etcd's keyIndex.keep). */
+static bool kept_at(mvcc_store *s, const MDB_val *v, int64_t rev, int64_t main, int64_t sub)
+{
+    struct mvcc_kv kv;
+    if (mvcc_kv_decode(v->mv_data, v->mv_size, &kv) != 0)
+        return false;
+    struct kindex_entry *e = kindex_get(&s->ix, kv.key, kv.key_len);
+    if (e == NULL)
+        return false;
+    const struct kindex_rev *r = kentry_at(e, rev);
+    return r != NULL && !r->tomb && r->main == main && r->sub == sub;
+}
+
+static bool any_kept(mvcc_store *s, int64_t rev)
+{
+    struct kindex_iter it;
+    kindex_seek(&s->ix, NULL, 0, &it);
+    for (struct kindex_entry *e; (e = kindex_iter_get(&it)) != NULL; kindex_iter_next(&it)) {
+        const struct kindex_rev *r = kentry_at(e, rev);
+        if (r != NULL && !r->tomb)
+            return true;
+    }
+    return false;
+}
+
+int mvcc_hash_kv(mvcc_store *s, int64_t rev, uint32_t *hash, int64_t *compact_rev)
+{
+    int64_t cur = s->rev, compact = s->compact_rev;
+    if (compact_rev != NULL)
+        *compact_rev = compact;
+    *hash = 0;
+    if (rev > 0 && rev <= compact)
+        return QERR_COMPACTED;
+    if (rev > cur)
+        return QERR_FUTURE_REV;
+    if (rev <= 0)
+        rev = cur;
+    MDB_txn *own = NULL, *lt = backend_batch_txn(s->be);
+    if (lt == NULL) {
+        int rv = backend_read_begin(s->be, &own);
+        if (rv != 0)
+            return rv;
+        lt = own;
+    }
+    MDB_cursor *cur_;
+    int rc = mdb_cursor_open(lt, s->kdb, &cur_);
+    if (rc != 0) {
+        backend_read_end(own);
+        return backend_err(rc);
+    }
+    bool has_keep = any_kept(s, rev);
+    uint32_t h = crc32c_update(0, "key", 3); /* etcd hashes the bucket name first */
+    MDB_val k, d;
+    int rv = 0;
+    for (rc = mdb_cursor_get(cur_, &k, &d, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(cur_, &k, &d, MDB_NEXT)) {
+        int64_t main, sub;
+        bool tomb;
+        rv = mvcc_revkey_parse(k.mv_data, k.mv_size, &main, &sub, &tomb);
+        if (rv != 0)
+            break;
+        if (main > rev)
+            break;
+        /* At or below the compaction only what it kept is left; count it
+         * if a compaction at |rev| would keep it too (etcd's rule). */
+        if (main <= compact && has_keep && !kept_at(s, &d, rev, main, sub))
+            continue;
+        h = crc32c_update(h, k.mv_data, k.mv_size);
+        h = crc32c_update(h, d.mv_data, d.mv_size);
+    }
+    if (rv == 0 && rc != 0 && rc != MDB_NOTFOUND)
+        rv = backend_err(rc);
+    mdb_cursor_close(cur_);
+    backend_read_end(own);
+    if (rv == 0)
+        *hash = h;
+    return rv;
+}

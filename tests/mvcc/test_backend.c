@@ -1,0 +1,156 @@
+/* Tests for backend/backend.c: the LMDB environment, batches, meta values
+ * and sizes, on a real data.mdb in a temp directory. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "backend/backend.h"
+#include "base/err.h"
+#include "tmpdir.h"
+
+static const char *dir;
+static backend *be;
+
+static void setup(void)
+{
+    dir = tmpdir_make();
+    cr_assert_not_null(dir);
+    struct backend_options o = {.dir = dir, .map_size = 64 << 20};
+    cr_assert_eq(backend_open(&o, &be), 0);
+}
+
+static void teardown(void)
+{
+    backend_close(be);
+    tmpdir_remove(dir);
+}
+
+TestSuite(backend, .init = setup, .fini = teardown);
+
+Test(backend, creates_data_file_and_databases)
+{
+    char p[256];
+    struct stat st;
+    snprintf(p, sizeof(p), "%s/data.mdb", dir);
+    cr_assert_eq(stat(p, &st), 0);
+    cr_assert(S_ISREG(st.st_mode));
+    cr_assert_not_null(backend_env(be));
+    for (int i = 0; i < BACKEND_DB__COUNT; i++)
+        for (int j = i + 1; j < BACKEND_DB__COUNT; j++)
+            cr_assert_neq(backend_dbi(be, i), backend_dbi(be, j));
+    cr_assert_gt(backend_size(be), 0);
+    cr_assert_gt(backend_size_in_use(be), 0);
+    cr_assert_leq(backend_size_in_use(be), backend_size(be));
+}
+
+Test(backend, nested_dir_is_created)
+{
+    char p[256];
+    snprintf(p, sizeof(p), "%s/member/db", dir);
+    backend *b2;
+    struct backend_options o = {.dir = p, .map_size = 1 << 20, .no_sync = true};
+    cr_assert_eq(backend_open(&o, &b2), 0);
+    backend_close(b2);
+    snprintf(p, sizeof(p), "%s/member/db/data.mdb", dir);
+    unlink(p);
+    snprintf(p, sizeof(p), "%s/member/db/data.mdb-lock", dir);
+    unlink(p);
+    snprintf(p, sizeof(p), "%s/member/db", dir);
+    rmdir(p);
+    snprintf(p, sizeof(p), "%s/member", dir);
+    rmdir(p);
+}
+
+Test(backend, batch_one_at_a_time_and_meta)
+{
+    uint64_t v = 0;
+    cr_assert_eq(backend_meta_get(be, NULL, "consistent_index", &v), -ENOENT);
+    cr_assert_eq(backend_meta_put(be, "consistent_index", 5), -EBUSY); /* no batch */
+    cr_assert_null(backend_batch_txn(be));
+    cr_assert_eq(backend_batch_begin(be), 0);
+    cr_assert_eq(backend_batch_begin(be), -EBUSY);
+    cr_assert_not_null(backend_batch_txn(be));
+    cr_assert_eq(backend_meta_put(be, "consistent_index", 0x0102030405060708ULL), 0);
+    /* NULL txn reads through the open batch */
+    cr_assert_eq(backend_meta_get(be, NULL, "consistent_index", &v), 0);
+    cr_assert_eq(v, 0x0102030405060708ULL);
+    cr_assert_eq(backend_batch_commit(be), 0);
+    cr_assert_null(backend_batch_txn(be));
+
+    MDB_txn *rt;
+    cr_assert_eq(backend_read_begin(be, &rt), 0);
+    v = 0;
+    cr_assert_eq(backend_meta_get(be, rt, "consistent_index", &v), 0);
+    cr_assert_eq(v, 0x0102030405060708ULL);
+    /* stored big-endian */
+    MDB_val k = {16, "consistent_index"}, d;
+    cr_assert_eq(mdb_get(rt, backend_dbi(be, BACKEND_DB_META), &k, &d), 0);
+    cr_assert_eq(d.mv_size, 8);
+    cr_assert_eq(((uint8_t *)d.mv_data)[0], 1);
+    cr_assert_eq(((uint8_t *)d.mv_data)[7], 8);
+    backend_read_end(rt);
+
+    /* an aborted batch leaves nothing */
+    cr_assert_eq(backend_batch_begin(be), 0);
+    cr_assert_eq(backend_meta_put(be, "term", 9), 0);
+    backend_batch_abort(be);
+    cr_assert_eq(backend_meta_get(be, NULL, "term", &v), -ENOENT);
+}
+
+Test(backend, map_full_is_no_space)
+{
+    backend_close(be);
+    tmpdir_remove(dir);
+    dir = tmpdir_make();
+    struct backend_options o = {.dir = dir, .map_size = 1 << 20};
+    cr_assert_eq(backend_open(&o, &be), 0);
+    cr_assert_eq(backend_batch_begin(be), 0);
+    static uint8_t val[4000];
+    int rv = 0;
+    for (int i = 0; i < 1000 && rv == 0; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "k%05d", i);
+        MDB_val k = {strlen(key), key}, d = {sizeof(val), val};
+        rv = backend_err(
+            mdb_put(backend_batch_txn(be), backend_dbi(be, BACKEND_DB_LEASE), &k, &d, 0));
+    }
+    cr_assert_eq(rv, QERR_NO_SPACE);
+    backend_batch_abort(be);
+}
+
+Test(backend, size_in_use_grows_with_data_and_survives_reopen)
+{
+    uint64_t before = backend_size_in_use(be);
+    cr_assert_eq(backend_batch_begin(be), 0);
+    static uint8_t val[1000];
+    for (int i = 0; i < 2000; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "k%05d", i);
+        MDB_val k = {strlen(key), key}, d = {sizeof(val), val};
+        cr_assert_eq(mdb_put(backend_batch_txn(be), backend_dbi(be, BACKEND_DB_LEASE), &k, &d, 0),
+                     0);
+    }
+    cr_assert_eq(backend_batch_commit(be), 0);
+    uint64_t after = backend_size_in_use(be);
+    cr_assert_gt(after, before + 1000 * 1000);
+    cr_assert_leq(after, backend_size(be));
+
+    /* delete it all: pages go to the freelist, in-use shrinks */
+    cr_assert_eq(backend_batch_begin(be), 0);
+    cr_assert_eq(mdb_drop(backend_batch_txn(be), backend_dbi(be, BACKEND_DB_LEASE), 0), 0);
+    cr_assert_eq(backend_batch_commit(be), 0);
+    /* LMDB frees pages one txn late: commit an empty one */
+    cr_assert_eq(backend_batch_begin(be), 0);
+    cr_assert_eq(backend_meta_put(be, "x", 1), 0);
+    cr_assert_eq(backend_batch_commit(be), 0);
+    cr_assert_lt(backend_size_in_use(be), after / 2);
+
+    backend_close(be);
+    struct backend_options o = {.dir = dir, .map_size = 64 << 20};
+    cr_assert_eq(backend_open(&o, &be), 0);
+    uint64_t v;
+    cr_assert_eq(backend_meta_get(be, NULL, "x", &v), 0);
+    cr_assert_eq(v, 1);
+}
