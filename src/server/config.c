@@ -128,11 +128,56 @@ static void usage(void)
            "  --heartbeat-interval            ms between heartbeats (default 100)\n"
            "  --election-timeout              ms before an election (default 1000)\n"
            "  --snapshot-count                applied entries per snapshot (default 100000)\n"
+           "  --experimental-watch-progress-notify-interval  progress notifications "
+           "(default 10m)\n"
+           "  --experimental-watch-progress-notify-interval\n"
+           "                                  interval of watch progress notifications "
+           "(default 10m)\n"
            "  --log-level                     debug | info | warn | error (default info)\n"
            "  --version                       print the version and exit\n");
 }
 
-enum ftype { F_STR, F_U64, F_URLS, F_CLUSTER, F_IGNORED_BOOL, F_IGNORED_STR };
+enum ftype { F_STR, F_U64, F_DURATION_MS, F_URLS, F_CLUSTER, F_IGNORED_BOOL, F_IGNORED_STR };
+
+/* parse_duration reads a Go duration ("10m", "1.5s", "300ms", "1h30m") in
+ * milliseconds; -EINVAL if malformed. */
+static int parse_duration(const char *v, uint64_t *ms)
+{
+    double total = 0;
+    const char *p = v;
+    if (*p == '\0')
+        return -EINVAL;
+    if (strcmp(p, "0") == 0) {
+        *ms = 0;
+        return 0;
+    }
+    while (*p) {
+        char *end;
+        double x = strtod(p, &end);
+        if (end == p || x < 0)
+            return -EINVAL;
+        p = end;
+        double unit;
+        if (strncmp(p, "ms", 2) == 0) {
+            unit = 1;
+            p += 2;
+        } else if (*p == 's') {
+            unit = 1000;
+            p++;
+        } else if (*p == 'm') {
+            unit = 60000;
+            p++;
+        } else if (*p == 'h') {
+            unit = 3600000;
+            p++;
+        } else {
+            return -EINVAL;
+        }
+        total += x * unit;
+    }
+    *ms = (uint64_t)total;
+    return 0;
+}
 
 int config_parse(struct config *c, int argc, char **argv, char *err, size_t errlen)
 {
@@ -152,6 +197,7 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
     c->heartbeat_ms = 100;
     c->election_ms = 1000;
     c->snapshot_count = 100000;
+    c->watch_progress_ms = 10 * 60 * 1000;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -201,6 +247,8 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
             {"election-timeout", F_U64, &c->election_ms, 0},
             {"snapshot-count", F_U64, &c->snapshot_count, 0},
             {"log-level", F_STR, c->log_level, sizeof(c->log_level)},
+            {"experimental-watch-progress-notify-interval", F_DURATION_MS, &c->watch_progress_ms,
+             0},
             /* accepted for etcd compatibility, no effect in quorum */
             {"enable-pprof", F_IGNORED_BOOL, NULL, 0},
             {"logger", F_IGNORED_STR, NULL, 0},
@@ -242,6 +290,13 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
             *(uint64_t *)flags[k].dst = v;
             break;
         }
+        case F_DURATION_MS:
+            if (parse_duration(val, flags[k].dst) != 0) {
+                snprintf(err, errlen, "invalid value \"%s\" for flag -%s: time: invalid duration",
+                         val, name);
+                return -EINVAL;
+            }
+            break;
         case F_URLS:
         case F_CLUSTER:
             *(const char **)flags[k].dst = val;

@@ -43,6 +43,7 @@ struct config {
     uint64_t heartbeat_ms;
     uint64_t election_ms;
     uint64_t snapshot_count;
+    uint64_t watch_progress_ms; /* --experimental-watch-progress-notify-interval */
     char log_level[16];
 };
 

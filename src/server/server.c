@@ -253,6 +253,8 @@ static void on_apply_hook(uv_check_t *h)
         log_error("server", "applying a batch failed: %s; stopping", q_strerror(rv));
         abort();
     }
+    watch_hub_commit(s->watches);
+    server_watch_kick(s);
     for (struct entry *e = list, *next; e != NULL; e = next) {
         next = e->next;
         if (e->call != NULL) {
@@ -275,6 +277,7 @@ static void on_change(enum mvcc_event_type type, const struct mvcc_kv *kv,
                       const struct mvcc_kv *prev, void *arg)
 {
     struct server *s = arg;
+    watch_hub_observe(type, kv, prev, s->watches);
     if (prev != NULL && prev->lease != 0 &&
         (type == MVCC_EVENT_DELETE || prev->lease != kv->lease))
         lessor_detach(s->leases, prev->lease, prev->key, prev->key_len);
@@ -363,6 +366,26 @@ static int open_leases(struct server *s)
     return 0;
 }
 
+/* ---- watches ---- */
+
+static void on_watch_sync(uv_timer_t *t)
+{
+    struct server *s = t->data;
+    if (!watch_hub_sync(s->watches))
+        uv_timer_stop(t);
+}
+
+void server_watch_kick(struct server *s)
+{
+    if (watch_hub_unsynced_count(s->watches) > 0 && !uv_is_active((uv_handle_t *)&s->watch_sync))
+        uv_timer_start(&s->watch_sync, on_watch_sync, 0, 10);
+}
+
+static void on_watch_progress(uv_timer_t *t)
+{
+    server_watch_progress(t->data);
+}
+
 /* ---- start and stop ---- */
 
 static int mkdir_p(const char *path)
@@ -393,9 +416,11 @@ static void on_signal(uv_signal_t *h, int signum)
 static struct grpc_method *build_methods(size_t *n)
 {
     const struct grpc_method *tables[] = {server_kv_methods, server_maintenance_methods,
-                                          server_cluster_methods, server_lease_methods};
+                                          server_cluster_methods, server_lease_methods,
+                                          server_watch_methods};
     size_t counts[] = {server_kv_methods_n, server_maintenance_methods_n,
-                       server_cluster_methods_n, server_lease_methods_n};
+                       server_cluster_methods_n, server_lease_methods_n,
+                       server_watch_methods_n};
     const size_t ntables = sizeof(tables) / sizeof(tables[0]);
     size_t total = 0;
     for (size_t i = 0; i < ntables; i++)
@@ -454,6 +479,9 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
     if ((rv = backend_open(&bo, &s->be)) != 0 || (rv = mvcc_open(s->be, &s->kv)) != 0)
         goto fail;
     s->env.kv = s->kv;
+    what = "open the watch hub";
+    if ((rv = watch_hub_new(s->kv, &s->watches)) != 0)
+        goto fail;
     what = "open the leases";
     if ((rv = open_leases(s)) != 0)
         goto fail;
@@ -492,6 +520,13 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
         }
     }
 
+    uv_timer_init(loop, &s->watch_sync);
+    s->watch_sync.data = s;
+    uv_timer_init(loop, &s->watch_progress);
+    s->watch_progress.data = s;
+    if (cfg->watch_progress_ms > 0)
+        uv_timer_start(&s->watch_progress, on_watch_progress, cfg->watch_progress_ms,
+                       cfg->watch_progress_ms);
     uv_timer_init(loop, &s->lease_tick);
     s->lease_tick.data = s;
     uv_timer_start(&s->lease_tick, on_lease_tick, 100, 100);
@@ -517,6 +552,7 @@ fail:
     if (s->grpc)
         grpc_server_close(s->grpc, NULL, NULL); /* nothing was accepted yet */
     lessor_close(s->leases);
+    watch_hub_free(s->watches);
     if (s->kv)
         mvcc_close(s->kv);
     if (s->be)
@@ -531,6 +567,7 @@ static void on_handle_closed(uv_handle_t *h)
     if (--s->closing > 0)
         return;
     lessor_close(s->leases);
+    watch_hub_free(s->watches);
     mvcc_close(s->kv);
     backend_close(s->be);
     arena_free(&s->arena);
@@ -548,7 +585,9 @@ static void on_grpc_closed(void *arg)
     /* writes whose clients left are still applied: they may have been seen
      * as sent; the apply hook commits them before the store closes */
     on_apply_hook(&s->apply_hook);
-    s->closing = 4;
+    s->closing = 6;
+    uv_close((uv_handle_t *)&s->watch_sync, on_handle_closed);
+    uv_close((uv_handle_t *)&s->watch_progress, on_handle_closed);
     uv_close((uv_handle_t *)&s->lease_tick, on_handle_closed);
     uv_close((uv_handle_t *)&s->apply_hook, on_handle_closed);
     uv_close((uv_handle_t *)&s->sigs[0], on_handle_closed);

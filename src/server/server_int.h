@@ -14,6 +14,7 @@
 #include "mvcc/mvcc.h"
 #include "rpc.pb-c.h"
 #include "server/server.h"
+#include "watch/watch.h"
 
 enum entry_kind {
     ENTRY_PUT,
@@ -43,6 +44,10 @@ struct server {
     grpc_server *grpc;
     struct apply_env env;
     lessor *leases;
+    watch_hub *watches;
+    struct wstream *wstreams; /* open Watch streams */
+    uv_timer_t watch_sync;    /* catch-up rounds while watchers are behind */
+    uv_timer_t watch_progress;
     uv_timer_t lease_tick;    /* expiry and checkpoints (primary only) */
     int64_t last_checkpoint_ms;
     uint64_t id_prefix, id_suffix; /* etcd's request id generator */
@@ -70,6 +75,14 @@ extern const struct grpc_method server_cluster_methods[];
 extern const size_t server_cluster_methods_n;
 extern const struct grpc_method server_lease_methods[];
 extern const size_t server_lease_methods_n;
+extern const struct grpc_method server_watch_methods[];
+extern const size_t server_watch_methods_n;
+
+/* server_watch_kick schedules catch-up for watchers that are behind. */
+void server_watch_kick(struct server *s);
+/* server_watch_progress sends a progress notification to every synced
+ * watcher that asked for them (watch_service.c). */
+void server_watch_progress(struct server *s);
 
 /* server_next_id is etcd's idutil generator: the member id's low 16 bits,
  * then 40 bits of the start time in ms and an 8-bit counter that carries

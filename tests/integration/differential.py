@@ -13,7 +13,8 @@ whole retained history (a range over all keys at every revision from the
 compaction revision to the current one).
 
     differential.py [--target quorum|etcd] [--seed S] [--seeds K] [--ops N]
-                    [--max-diffs M] [--exclude nested-txn|compact-le0]... [-v]
+                    [--restarts R] [--max-diffs M] [--exclude nested-txn|compact-le0]...
+                    [-v]
 
 Exit 0 and print "differential: N ops, 0 differences" when all agree; on the
 first difference print the seed, the op index, the request and both
@@ -34,6 +35,7 @@ import argparse
 import os
 import random
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -442,10 +444,34 @@ def history_requests(gen):
     return out
 
 
-def run_seed(seed, nops, target, verbose, max_diffs=1, exclude=()):
+def restart_all(servers):
+    """kill -9 every server, then start them again (in parallel: etcd takes
+    a second or two to elect itself) on the same data dirs and ports.
+    Returns a list of error texts, empty when all came back."""
+    for srv in servers:
+        srv.kill()
+    errors = [None] * len(servers)
+
+    def one(k):
+        try:
+            servers[k].start()
+        except Exception as e:  # noqa: BLE001
+            errors[k] = "%s did not restart after kill -9: %s" % (servers[k].kind, e)
+    threads = [threading.Thread(target=one, args=(k,)) for k in range(len(servers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return [e for e in errors if e]
+
+
+def run_seed(seed, nops, target, verbose, max_diffs=1, exclude=(), restarts=0):
     """Run one seed. Returns (ops_done, [difference texts]); stops at
     max_diffs differences. Differences after the first may be consequences
-    of it (the two stores may have diverged)."""
+    of it (the two stores may have diverged). With restarts > 0, both
+    servers are killed (-9) and restarted at that many points of the run
+    (chosen by their own generator, so the op stream does not change): the
+    requests after a restart check the recovered state."""
     ref = harness.Server("etcd", name="ref")
     tgt = harness.Server(target, name="tgt")
     diffs = []
@@ -457,10 +483,23 @@ def run_seed(seed, nops, target, verbose, max_diffs=1, exclude=()):
             raise SetupError(str(e))
         a, b = Side(ref), Side(tgt)
         gen = Gen(seed, exclude)
+        restart_at = set(random.Random(seed * 7919 + 1).sample(range(1, nops), restarts)) \
+            if 0 < restarts < nops else set()
         done = 0
         i = 0
         hist = None
         while True:
+            if i in restart_at:
+                a.close()
+                b.close()
+                errs = restart_all([ref, tgt])
+                if errs:
+                    text = "DIFFERENCE seed=%d op=%d: %s" % (seed, i, "\n".join(errs))
+                    print(text)
+                    return done, diffs + [text]
+                a, b = Side(ref), Side(tgt)
+                if verbose:
+                    print("#%d -- both servers killed (-9) and restarted" % i)
             if i < nops:
                 method, req = gen.next()
             else:
@@ -508,6 +547,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--seeds", type=int, default=3, help="run seeds seed .. seed+K-1")
     ap.add_argument("--ops", type=int, default=300)
+    ap.add_argument("--restarts", type=int, default=1,
+                    help="kill -9 and restart both servers at this many points of each seed")
     ap.add_argument("--max-diffs", type=int, default=1,
                     help="keep going until this many differences (later ones may be "
                          "consequences of earlier ones)")
@@ -522,7 +563,7 @@ def main():
     for seed in range(args.seed, args.seed + args.seeds):
         try:
             n, diffs = run_seed(seed, args.ops, args.target, args.verbose,
-                                args.max_diffs - ndiffs, args.exclude)
+                                args.max_diffs - ndiffs, args.exclude, args.restarts)
         except SetupError as e:
             print("differential: cannot start servers: %s" % e, file=sys.stderr)
             return 2

@@ -28,7 +28,7 @@ def wait_for(pred, timeout=30.0, step=0.05):
 
 class Leases(unittest.TestCase):
     def setUp(self):
-        self.server = Server("quorum").start()
+        self.server = Server(os.environ.get("TARGET", "quorum")).start()
         self.c = self.server.client()
         self.chan = grpc.insecure_channel(self.server.endpoint)
         self.lease = rpc_pb2_grpc.LeaseStub(self.chan)
@@ -107,6 +107,9 @@ class Leases(unittest.TestCase):
         ttl = self.lease.LeaseTimeToLive(rpc_pb2.LeaseTimeToLiveRequest(ID=g.ID))
         self.assertEqual(ttl.TTL, -1)
 
+    @unittest.skipIf(os.environ.get("TARGET") == "etcd",
+                     "quorum's guarantee beyond etcd: etcd 3.4 restarts every lease with its "
+                     "full TTL (this test fails there: 120 not less than 117)")
     def test_remaining_ttl_survives_restart(self):
         g = self.lease.LeaseGrant(rpc_pb2.LeaseGrantRequest(TTL=120))
         self.kv.Put(rpc_pb2.PutRequest(key=b"/keep", value=b"v", lease=g.ID))

@@ -1,0 +1,338 @@
+/* server/watch_service.c: /etcdserverpb.Watch/Watch, the bidirectional
+ * watch stream, in etcd's words (server/etcdserver/api/v3rpc/watch.go):
+ * create answers "created" with the header revision at creation, then
+ * events; watch_id 0 asks the server to pick one; cancel answers "canceled"
+ * only for a known id; a progress request is answered with watch_id -1; a
+ * compacted start revision is answered created, then canceled with
+ * compact_revision; prev_kv is the key at mod_revision - 1 (none for a
+ * creation); a watcher that asked for fragments gets responses over
+ * --max-request-bytes split at event boundaries. The stream stays open
+ * when the client half-closes it, as etcd's does. */
+#include "server/server_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/log.h"
+
+/* A stream with more than this queued is full: its watchers fall back to
+ * history and catch up when it drains (etcd's victim watchers). */
+#define STREAM_PENDING_LIMIT (4u << 20)
+
+struct wctx {
+    struct wstream *st;
+    watcher *w;
+    int64_t id;
+    bool prev_kv, fragment, progress;
+    struct wctx *next;
+};
+
+struct wstream {
+    struct server *s;
+    grpc_call *call;
+    struct wctx *watchers;
+    int64_t next_id;
+    struct wstream *prev, *next; /* in s->wstreams */
+};
+
+static void send_msg(struct wstream *st, const ProtobufCMessage *m)
+{
+    struct buf *b = &st->s->scratch;
+    size_t n = protobuf_c_message_get_packed_size(m);
+    buf_reset(b);
+    if (buf_reserve(b, n ? n : 1) != 0)
+        return;
+    b->len = protobuf_c_message_pack(m, b->data);
+    grpc_call_send(st->call, b->data, b->len);
+}
+
+/* header with an explicit revision (etcd leaves 0 in compaction notices) */
+static void header_at(struct server *s, Etcdserverpb__ResponseHeader *h, int64_t rev)
+{
+    etcdserverpb__response_header__init(h);
+    h->cluster_id = s->cluster_id;
+    h->member_id = s->member_id;
+    h->raft_term = s->term;
+    h->revision = rev;
+}
+
+static void send_ctrl(struct wstream *st, int64_t id, bool created, bool canceled,
+                      const char *reason, int64_t rev)
+{
+    Etcdserverpb__ResponseHeader h;
+    header_at(st->s, &h, rev);
+    Etcdserverpb__WatchResponse r = ETCDSERVERPB__WATCH_RESPONSE__INIT;
+    r.header = &h;
+    r.watch_id = id;
+    r.created = created;
+    r.canceled = canceled;
+    if (reason != NULL)
+        r.cancel_reason = (char *)reason;
+    send_msg(st, &r.base);
+}
+
+static void to_pb_kv(Mvccpb__KeyValue *o, const struct mvcc_kv *kv)
+{
+    mvccpb__key_value__init(o);
+    o->key = (ProtobufCBinaryData){kv->key_len, (uint8_t *)kv->key};
+    o->value = (ProtobufCBinaryData){kv->value_len, (uint8_t *)kv->value};
+    o->create_revision = kv->create_revision;
+    o->mod_revision = kv->mod_revision;
+    o->version = kv->version;
+    o->lease = kv->lease;
+}
+
+/* etcd's sendFragments: fill each response with events until adding one
+ * more would reach the limit (at least one event each); all but the last
+ * carry fragment = true. */
+static void send_events(struct wstream *st, Etcdserverpb__WatchResponse *r, Mvccpb__Event **evs,
+                        size_t n, bool fragment)
+{
+    size_t limit = st->s->cfg.max_request_bytes;
+    r->events = evs;
+    r->n_events = n;
+    if (!fragment || n < 2 || protobuf_c_message_get_packed_size(&r->base) < limit) {
+        send_msg(st, &r->base);
+        return;
+    }
+    size_t idx = 0;
+    while (idx < n) {
+        r->events = evs + idx;
+        r->n_events = 0;
+        r->fragment = 1;
+        while (idx + r->n_events < n) {
+            r->n_events++;
+            if (r->n_events > 1 && protobuf_c_message_get_packed_size(&r->base) >= limit) {
+                r->n_events--;
+                break;
+            }
+        }
+        idx += r->n_events;
+        if (idx == n)
+            r->fragment = 0;
+        send_msg(st, &r->base);
+    }
+}
+
+static int on_deliver(watcher *w, const struct watch_event *evs, size_t n, int64_t rev, void *arg)
+{
+    struct wctx *c = arg;
+    struct wstream *st = c->st;
+    (void)w;
+    if (grpc_call_pending_bytes(st->call) > STREAM_PENDING_LIMIT)
+        return -EAGAIN;
+    Mvccpb__Event *ev = calloc(n, sizeof(*ev));
+    Mvccpb__Event **ptrs = calloc(n, sizeof(*ptrs));
+    Mvccpb__KeyValue *kvs = calloc(2 * n, sizeof(*kvs));
+    if (ev == NULL || ptrs == NULL || kvs == NULL) {
+        free(ev);
+        free(ptrs);
+        free(kvs);
+        return -EAGAIN;
+    }
+    for (size_t i = 0; i < n; i++) {
+        mvccpb__event__init(&ev[i]);
+        ev[i].type = evs[i].type == MVCC_EVENT_DELETE ? MVCCPB__EVENT__EVENT_TYPE__DELETE
+                                                      : MVCCPB__EVENT__EVENT_TYPE__PUT;
+        to_pb_kv(&kvs[2 * i], &evs[i].kv);
+        ev[i].kv = &kvs[2 * i];
+        bool create = evs[i].type == MVCC_EVENT_PUT &&
+                      evs[i].kv.create_revision == evs[i].kv.mod_revision;
+        if (c->prev_kv && evs[i].has_prev && !create) {
+            to_pb_kv(&kvs[2 * i + 1], &evs[i].prev);
+            ev[i].prev_kv = &kvs[2 * i + 1];
+        }
+        ptrs[i] = &ev[i];
+    }
+    Etcdserverpb__ResponseHeader h;
+    header_at(st->s, &h, rev);
+    Etcdserverpb__WatchResponse r = ETCDSERVERPB__WATCH_RESPONSE__INIT;
+    r.header = &h;
+    r.watch_id = c->id;
+    send_events(st, &r, ptrs, n, c->fragment);
+    free(ev);
+    free(ptrs);
+    free(kvs);
+    return 0;
+}
+
+static void remove_ctx(struct wstream *st, struct wctx *c)
+{
+    for (struct wctx **p = &st->watchers; *p != NULL; p = &(*p)->next) {
+        if (*p == c) {
+            *p = c->next;
+            break;
+        }
+    }
+    free(c);
+}
+
+static void on_compacted(watcher *w, int64_t compact_rev, void *arg)
+{
+    struct wctx *c = arg;
+    struct wstream *st = c->st;
+    (void)w;
+    Etcdserverpb__ResponseHeader h;
+    header_at(st->s, &h, 0);
+    Etcdserverpb__WatchResponse r = ETCDSERVERPB__WATCH_RESPONSE__INIT;
+    r.header = &h;
+    r.watch_id = c->id;
+    r.canceled = 1;
+    r.compact_revision = compact_rev;
+    send_msg(st, &r.base);
+    remove_ctx(st, c); /* the hub frees the watcher itself */
+}
+
+static const struct watcher_ops watch_ops = {on_deliver, on_compacted};
+
+static struct wctx *find(struct wstream *st, int64_t id)
+{
+    for (struct wctx *c = st->watchers; c != NULL; c = c->next)
+        if (c->id == id)
+            return c;
+    return NULL;
+}
+
+static void create_watch(struct wstream *st, const Etcdserverpb__WatchCreateRequest *cr)
+{
+    struct server *s = st->s;
+    static const uint8_t zero = 0;
+    const uint8_t *key = cr->key.data, *end = cr->range_end.data;
+    size_t key_len = cr->key.len, end_len = cr->range_end.len;
+    if (key_len == 0) { /* "\0" is the smallest key */
+        key = &zero;
+        key_len = 1;
+    }
+    int64_t wsrev = mvcc_rev(s->kv);
+    int64_t start = cr->start_revision ? cr->start_revision : wsrev + 1;
+    const char *err = NULL;
+    int64_t id = cr->watch_id;
+    bool open_end = end_len == 1 && end[0] == 0;
+    if (end_len != 0 && !open_end) {
+        size_t m = key_len < end_len ? key_len : end_len;
+        int c = memcmp(key, end, m);
+        if (c > 0 || (c == 0 && key_len >= end_len))
+            err = "mvcc: watcher range is empty";
+    }
+    if (err == NULL && id == 0) {
+        while (find(st, st->next_id) != NULL)
+            st->next_id++;
+        id = st->next_id++;
+    } else if (err == NULL && find(st, id) != NULL) {
+        err = "mvcc: duplicate watch ID provided on the WatchStream";
+    }
+    struct wctx *c = NULL;
+    if (err == NULL && (c = calloc(1, sizeof(*c))) == NULL)
+        err = "etcdserver: out of memory";
+    if (err != NULL) {
+        send_ctrl(st, -1, true, true, err, wsrev);
+        return;
+    }
+    c->st = st;
+    c->id = id;
+    c->prev_kv = cr->prev_kv;
+    c->fragment = cr->fragment;
+    c->progress = cr->progress_notify;
+    unsigned filters = 0;
+    for (size_t i = 0; i < cr->n_filters; i++) {
+        if (cr->filters[i] == ETCDSERVERPB__WATCH_CREATE_REQUEST__FILTER_TYPE__NOPUT)
+            filters |= WATCH_FILTER_NOPUT;
+        else if (cr->filters[i] == ETCDSERVERPB__WATCH_CREATE_REQUEST__FILTER_TYPE__NODELETE)
+            filters |= WATCH_FILTER_NODELETE;
+    }
+    /* "created" goes out before any event of the watcher */
+    send_ctrl(st, id, true, false, NULL, wsrev);
+    if (watcher_new(s->watches, key, key_len, end, end_len, start, filters, &watch_ops, c,
+                    &c->w) != 0) {
+        send_ctrl(st, id, false, true, "etcdserver: out of memory", wsrev);
+        free(c);
+        return;
+    }
+    c->next = st->watchers;
+    st->watchers = c;
+    server_watch_kick(s);
+}
+
+static void on_watch_message(grpc_call *call, const uint8_t *msg, size_t len)
+{
+    struct wstream *st = grpc_call_get_data(call);
+    struct server *s = server_of(call);
+    if (st == NULL) {
+        st = calloc(1, sizeof(*st));
+        if (st == NULL) {
+            server_reply_error(call, -ENOMEM);
+            return;
+        }
+        st->s = s;
+        st->call = call;
+        st->next = s->wstreams;
+        if (s->wstreams)
+            s->wstreams->prev = st;
+        s->wstreams = st;
+        grpc_call_set_data(call, st);
+    }
+    Etcdserverpb__WatchRequest *r = (Etcdserverpb__WatchRequest *)protobuf_c_message_unpack(
+        &etcdserverpb__watch_request__descriptor, NULL, len, msg);
+    if (r == NULL) {
+        grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT,
+                         "grpc: error unmarshalling request: invalid message");
+        return;
+    }
+    switch (r->request_union_case) {
+    case ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST:
+        create_watch(st, r->create_request);
+        break;
+    case ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CANCEL_REQUEST: {
+        struct wctx *c = find(st, r->cancel_request->watch_id);
+        if (c != NULL) {
+            watcher_cancel(c->w);
+            int64_t id = c->id;
+            remove_ctx(st, c);
+            send_ctrl(st, id, false, true, NULL, mvcc_rev(s->kv));
+        }
+        break;
+    }
+    case ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_PROGRESS_REQUEST:
+        send_ctrl(st, -1, false, false, NULL, mvcc_rev(s->kv));
+        break;
+    default:
+        break;
+    }
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+}
+
+static void on_watch_close(grpc_call *call)
+{
+    struct wstream *st = grpc_call_get_data(call);
+    if (st == NULL)
+        return;
+    struct server *s = st->s;
+    while (st->watchers != NULL) {
+        struct wctx *c = st->watchers;
+        st->watchers = c->next;
+        watcher_cancel(c->w);
+        free(c);
+    }
+    if (st->prev)
+        st->prev->next = st->next;
+    else
+        s->wstreams = st->next;
+    if (st->next)
+        st->next->prev = st->prev;
+    free(st);
+}
+
+void server_watch_progress(struct server *s)
+{
+    int64_t rev = mvcc_rev(s->kv);
+    for (struct wstream *st = s->wstreams; st != NULL; st = st->next)
+        for (struct wctx *c = st->watchers; c != NULL; c = c->next)
+            if (c->progress && watcher_is_synced(c->w))
+                send_ctrl(st, c->id, false, false, NULL, rev);
+}
+
+const struct grpc_method server_watch_methods[] = {
+    {"/etcdserverpb.Watch/Watch", GRPC_BIDI_STREAMING, on_watch_message, NULL, on_watch_close},
+};
+const size_t server_watch_methods_n = sizeof(server_watch_methods) / sizeof(server_watch_methods[0]);
