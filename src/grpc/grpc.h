@@ -14,7 +14,55 @@
  *   grpc_call_finish (sending is then a no-op returning -EPIPE).
  * on_close also comes when the peer resets the stream or the connection
  * drops: a server that answers later (after a disk sync, after Raft commits)
- * must forget the call in on_close.
+ * must forget the call in on_close. on_close comes for every call whose
+ * method was found, even one that never got an on_message (the client reset
+ * it first); requests answered by the grpc layer itself (below) never reach
+ * the method table and get no callbacks.
+ *
+ * Answered by the grpc layer itself, with grpc-go's statuses and texts:
+ *   :method not POST         HTTP 405, INTERNAL
+ *   content-type not gRPC    HTTP 415, INVALID_ARGUMENT
+ *                            "invalid gRPC request content-type \"...\""
+ *   unknown path             UNIMPLEMENTED "unknown service S" /
+ *                            "unknown method M for service S" /
+ *                            "malformed method name: \"...\""
+ *   grpc-encoding not identity  UNIMPLEMENTED
+ *                            "grpc: Decompressor is not installed for ..."
+ *   message > max_recv       RESOURCE_EXHAUSTED "grpc: received message
+ *                            larger than max (N vs. M)"
+ *   compressed flag 1        INTERNAL "grpc: compressed flag set with
+ *                            identity or empty encoding" (no encoding is
+ *                            supported); other flag values: INTERNAL
+ *                            "grpc: received unexpected payload format N"
+ *   stream ends mid-message  INTERNAL "unexpected EOF"
+ *   unary / server-streaming call with no message or a second message:
+ *                            INTERNAL
+ *   more than 256 MiB held in partly received messages on one connection:
+ *                            RESOURCE_EXHAUSTED for the call that crosses it
+ * Input is consumed as it is processed (nghttp2's automatic WINDOW_UPDATE
+ * after each DATA chunk is decoded); only a message split across chunks is
+ * gathered, bounded by max_recv_msg_size per call and the limit above per
+ * connection. Our SETTINGS: initial stream window 1 MiB, connection window
+ * 16 MiB, max_concurrent_streams as configured.
+ * An HTTP/2 connection error (bad preface, bad frame) sends GOAWAY and
+ * closes that connection only. When our side of a stream has ended and the
+ * client is still sending, the stream is reset with NO_ERROR (as grpc-go
+ * does) so on_close comes without waiting for the client.
+ *
+ * When output is written: grpc_call_send / grpc_call_finish only queue. A
+ * uv_prepare handle (it runs once per loop pass, right before the loop
+ * blocks for I/O) serializes every connection that has new frames and
+ * issues one uv_write per connection (up to 1 MiB; the rest follows as soon
+ * as that write completes). While a connection's write is in flight its
+ * calls' output stays queued (grpc_call_pending_bytes). Reading from a
+ * connection pauses while more than 64 KiB of a write could not go into
+ * the socket, so a client that stops reading cannot make the server buffer
+ * its requests or their answers.
+ *
+ * Caveats: grpc_server_close may be called from any callback (a second
+ * call is ignored). Request metadata is kept for the first 64 non-pseudo
+ * headers of a request only. grpc-timeout is not enforced (the server's
+ * own request timeout applies).
  */
 #ifndef QUORUM_GRPC_GRPC_H
 #define QUORUM_GRPC_GRPC_H
@@ -51,7 +99,8 @@ struct grpc_method {
 struct grpc_server_options {
     /* largest request message accepted; a larger one is answered
      * RESOURCE_EXHAUSTED "grpc: received message larger than max (N vs. M)"
-     * and the stream is closed. etcd: --max-request-bytes + 512 KiB. */
+     * and the stream is closed. etcd: --max-request-bytes + 512 KiB.
+     * 0 = 4 MiB (grpc-go's default). */
     size_t max_recv_msg_size;
     /* largest response message (larger sends fail with -EMSGSIZE). 0 = 2 GiB */
     size_t max_send_msg_size;

@@ -1,0 +1,1311 @@
+/* grpc/server.c: the gRPC server proper. Listeners accept TCP connections;
+ * each connection owns an nghttp2 server session fed with the bytes read
+ * (nghttp2_session_mem_recv) and drained into one output buffer
+ * (nghttp2_session_mem_send) that goes out in a single uv_write. Each HTTP/2
+ * stream is a grpc_call; its request DATA runs through the framing decoder
+ * (frame.c) straight into the method's on_message.
+ *
+ * Output coalescing: anything that queues frames marks the connection
+ * dirty; a uv_prepare handle (run once per loop pass, just before the loop
+ * blocks for I/O) serializes every dirty connection and issues one write.
+ * While a write is in flight no more frames are taken from nghttp2: the
+ * response bytes wait in each call's queue, which is what
+ * grpc_call_pending_bytes reports, and nghttp2's flow control bounds the
+ * rest. When the socket is backed up, reading stops until the write
+ * completes, so a client that does not read cannot make us buffer.
+ *
+ * Life cycles follow libuv: connection memory is freed only in its close
+ * callback, the server's when its last handle is closed. nghttp2 sessions
+ * are never deleted from inside their own callbacks: a close requested
+ * there (in_session > 0) is carried out when the session call returns. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nghttp2/nghttp2.h>
+
+#include "base/err.h"
+#include "grpc/grpc_int.h"
+
+#define READ_BUF_SIZE (256 * 1024)
+#define FLUSH_MAX (1024 * 1024)        /* bytes serialized per write */
+#define WRITE_BACKLOG (64 * 1024)      /* unwritten bytes that stop reading */
+#define STREAM_WINDOW (1024 * 1024)    /* our SETTINGS_INITIAL_WINDOW_SIZE */
+#define CONN_WINDOW (16 * 1024 * 1024) /* our connection receive window */
+#define MAX_STORED_HEADERS 64
+/* memory all calls of one connection may hold in partly received messages;
+ * beyond it the call that grows it fails RESOURCE_EXHAUSTED */
+#define CONN_GATHER_MAX ((size_t)256 * 1024 * 1024)
+#define INLINE_HEADERS 8
+
+struct hdr {
+    nghttp2_rcbuf *name;
+    nghttp2_rcbuf *value;
+};
+
+struct grpc_call {
+    grpc_conn *conn;
+    int32_t stream_id;
+    const struct grpc_method *method; /* NULL until dispatched */
+    grpc_call *prev, *next;           /* conn->calls */
+    void *data;
+
+    struct grpc_decoder dec;
+    struct buf out; /* framed response messages not yet given to nghttp2 */
+    size_t out_off; /* first byte of |out| not yet given */
+
+    nghttp2_rcbuf *path;
+    nghttp2_rcbuf *http_method;
+    struct hdr *hdrs; /* hdr_inline or malloc'd */
+    size_t nhdrs, hdrs_cap;
+    struct hdr hdr_inline[INLINE_HEADERS];
+
+    int status; /* set by finish */
+    char *tmsg; /* percent-encoded grpc-message for the trailers */
+    size_t tmsg_len;
+
+    unsigned headers_sent : 1;
+    unsigned finished : 1; /* trailers decided; sends fail */
+    unsigned closed : 1;   /* on_close delivered */
+    unsigned got_message : 1;
+    unsigned deferred : 1; /* nghttp2 data item is deferred */
+};
+
+struct listener {
+    uv_tcp_t tcp;
+    grpc_server *srv;
+    struct listener *next;
+};
+
+struct grpc_conn {
+    grpc_server *srv;
+    uv_tcp_t tcp;
+    int is_mem;
+    nghttp2_session *sess;
+    grpc_conn *prev, *next;   /* srv->conns */
+    grpc_conn *dprev, *dnext; /* srv->dirty */
+    int dirty;
+    grpc_call *calls;
+    struct buf obuf; /* frames being gathered */
+    struct buf wbuf; /* frames being written */
+    uv_write_t wreq;
+    int writing;
+    int in_session; /* depth of nghttp2 calls on the stack */
+    int want_close; /* close once in_session drops to 0 */
+    int closed;     /* calls closed, session deleted */
+    int read_stopped;
+    int linked;    /* in srv->conns */
+    size_t gather; /* sum of the calls' decoder buffer capacities */
+};
+
+struct grpc_server {
+    uv_loop_t *loop;
+    const struct grpc_method *methods;
+    size_t n;
+    const struct grpc_method **sorted; /* by path, for binary search */
+    size_t max_recv;
+    size_t max_send;
+    uint32_t max_streams;
+    void *data;
+    struct listener *listeners;
+    grpc_conn *conns;
+    grpc_conn *dirty;
+    nghttp2_session_callbacks *cbs;
+    nghttp2_option *opt;
+    uv_prepare_t prepare;
+    uint8_t *rbuf;
+    int rbuf_busy;
+    int closing;
+    unsigned handles; /* open uv handles: listeners, socket conns, prepare */
+    void (*close_cb)(void *arg);
+    void *close_arg;
+};
+
+static void conn_close(grpc_conn *c);
+static void conn_flush(grpc_conn *c);
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b);
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b);
+
+/* ---- small helpers ---- */
+
+static int vec_eq(nghttp2_vec v, const char *s)
+{
+    size_t n = strlen(s);
+    return v.len == n && memcmp(v.base, s, n) == 0;
+}
+
+static nghttp2_vec rc_vec(nghttp2_rcbuf *rc)
+{
+    if (rc == NULL) {
+        nghttp2_vec v = {(uint8_t *)"", 0};
+        return v;
+    }
+    return nghttp2_rcbuf_get_buf(rc);
+}
+
+/* go_quote writes |v| quoted like Go's %q for the ASCII cases that matter
+ * (", \ and non-printable bytes escaped) into |out| of |cap| bytes. */
+static void go_quote(nghttp2_vec v, char *out, size_t cap)
+{
+    size_t o = 0;
+    if (cap < 8)
+        return;
+    out[o++] = '"';
+    for (size_t i = 0; i < v.len && o + 6 < cap; i++) {
+        unsigned char c = v.base[i];
+        if (c == '"' || c == '\\') {
+            out[o++] = '\\';
+            out[o++] = (char)c;
+        } else if (c < 0x20 || c >= 0x7f) {
+            o += (size_t)snprintf(out + o, cap - o, "\\x%02x", c);
+        } else {
+            out[o++] = (char)c;
+        }
+    }
+    out[o++] = '"';
+    out[o] = 0;
+}
+
+static void mark_dirty(grpc_conn *c)
+{
+    if (c->dirty || c->closed || c->is_mem)
+        return;
+    grpc_server *srv = c->srv;
+    c->dirty = 1;
+    c->dprev = NULL;
+    c->dnext = srv->dirty;
+    if (srv->dirty)
+        srv->dirty->dprev = c;
+    srv->dirty = c;
+}
+
+static void unmark_dirty(grpc_conn *c)
+{
+    if (!c->dirty)
+        return;
+    if (c->dprev)
+        c->dprev->dnext = c->dnext;
+    else
+        c->srv->dirty = c->dnext;
+    if (c->dnext)
+        c->dnext->dprev = c->dprev;
+    c->dirty = 0;
+    c->dprev = c->dnext = NULL;
+}
+
+static void maybe_free_server(grpc_server *srv)
+{
+    if (!srv->closing || srv->handles > 0)
+        return;
+    void (*cb)(void *) = srv->close_cb;
+    void *arg = srv->close_arg;
+    if (srv->cbs)
+        nghttp2_session_callbacks_del(srv->cbs);
+    if (srv->opt)
+        nghttp2_option_del(srv->opt);
+    free(srv->sorted);
+    free(srv->rbuf);
+    free(srv);
+    if (cb)
+        cb(arg);
+}
+
+/* ---- calls ---- */
+
+static grpc_call *call_new(grpc_conn *c, int32_t stream_id)
+{
+    grpc_call *call = calloc(1, sizeof(*call));
+    if (call == NULL)
+        return NULL;
+    call->conn = c;
+    call->stream_id = stream_id;
+    call->hdrs = call->hdr_inline;
+    call->hdrs_cap = INLINE_HEADERS;
+    grpc_decoder_init(&call->dec, c->srv->max_recv);
+    call->next = c->calls;
+    if (c->calls)
+        c->calls->prev = call;
+    c->calls = call;
+    return call;
+}
+
+/* call_destroy delivers on_close (if the call reached a method and has not
+ * had it yet) and frees the call. */
+static void call_destroy(grpc_call *call)
+{
+    grpc_conn *c = call->conn;
+    if (call->prev)
+        call->prev->next = call->next;
+    else
+        c->calls = call->next;
+    if (call->next)
+        call->next->prev = call->prev;
+    if (c->sess)
+        nghttp2_session_set_stream_user_data(c->sess, call->stream_id, NULL);
+    if (call->method && !call->closed) {
+        call->closed = 1;
+        call->finished = 1;
+        if (call->method->on_close)
+            call->method->on_close(call);
+    }
+    c->gather -= call->dec.msg.cap;
+    grpc_decoder_free(&call->dec);
+    buf_free(&call->out);
+    if (call->path)
+        nghttp2_rcbuf_decref(call->path);
+    if (call->http_method)
+        nghttp2_rcbuf_decref(call->http_method);
+    for (size_t i = 0; i < call->nhdrs; i++) {
+        nghttp2_rcbuf_decref(call->hdrs[i].name);
+        nghttp2_rcbuf_decref(call->hdrs[i].value);
+    }
+    if (call->hdrs != call->hdr_inline)
+        free(call->hdrs);
+    free(call->tmsg);
+    free(call);
+}
+
+static int header_add(grpc_call *call, nghttp2_rcbuf *name, nghttp2_rcbuf *value)
+{
+    if (call->nhdrs == call->hdrs_cap) {
+        if (call->hdrs_cap >= MAX_STORED_HEADERS)
+            return 0; /* beyond the cap headers are ignored */
+        size_t cap = call->hdrs_cap * 2;
+        struct hdr *h = malloc(cap * sizeof(*h));
+        if (h == NULL)
+            return -ENOMEM;
+        memcpy(h, call->hdrs, call->nhdrs * sizeof(*h));
+        if (call->hdrs != call->hdr_inline)
+            free(call->hdrs);
+        call->hdrs = h;
+        call->hdrs_cap = cap;
+    }
+    nghttp2_rcbuf_incref(name);
+    nghttp2_rcbuf_incref(value);
+    call->hdrs[call->nhdrs].name = name;
+    call->hdrs[call->nhdrs].value = value;
+    call->nhdrs++;
+    return 0;
+}
+
+static const nghttp2_rcbuf *header_find(const grpc_call *call, const char *name)
+{
+    for (size_t i = 0; i < call->nhdrs; i++)
+        if (vec_eq(nghttp2_rcbuf_get_buf(call->hdrs[i].name), name))
+            return call->hdrs[i].value;
+    return NULL;
+}
+
+#define NV_STATIC(n, v)                                                                            \
+    {                                                                                              \
+        (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, sizeof(v) - 1,                              \
+            NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE                           \
+    }
+
+static ssize_t data_read(nghttp2_session *sess, int32_t stream_id, uint8_t *buf, size_t length,
+                         uint32_t *flags, nghttp2_data_source *src, void *user);
+
+static int submit_trailers(grpc_call *call)
+{
+    char st[16];
+    int stlen = snprintf(st, sizeof(st), "%d", call->status);
+    nghttp2_nv nv[2] = {
+        {(uint8_t *)"grpc-status", (uint8_t *)st, 11, (size_t)stlen, NGHTTP2_NV_FLAG_NO_COPY_NAME},
+        {(uint8_t *)"grpc-message", (uint8_t *)call->tmsg, 12, call->tmsg_len,
+         NGHTTP2_NV_FLAG_NO_COPY_NAME},
+    };
+    int rv = nghttp2_submit_trailer(call->conn->sess, call->stream_id, nv, call->tmsg ? 2 : 1);
+    free(call->tmsg);
+    call->tmsg = NULL;
+    return rv;
+}
+
+/* respond_now sends a trailers-only response (HEADERS with END_STREAM)
+ * carrying |http_status|, |status| and the encoded |msg| (may be NULL). */
+static void respond_now(grpc_call *call, const char *http_status, int status, const char *msg,
+                        size_t msg_len)
+{
+    char st[16];
+    int stlen = snprintf(st, sizeof(st), "%d", status);
+    nghttp2_nv nv[4] = {
+        {(uint8_t *)":status", (uint8_t *)http_status, 7, strlen(http_status),
+         NGHTTP2_NV_FLAG_NO_COPY_NAME},
+        NV_STATIC("content-type", "application/grpc"),
+        {(uint8_t *)"grpc-status", (uint8_t *)st, 11, (size_t)stlen, NGHTTP2_NV_FLAG_NO_COPY_NAME},
+        {(uint8_t *)"grpc-message", (uint8_t *)msg, 12, msg_len, NGHTTP2_NV_FLAG_NO_COPY_NAME},
+    };
+    call->headers_sent = 1;
+    call->finished = 1;
+    if (nghttp2_submit_response(call->conn->sess, call->stream_id, nv, msg ? 4 : 3, NULL) != 0)
+        nghttp2_submit_rst_stream(call->conn->sess, NGHTTP2_FLAG_NONE, call->stream_id,
+                                  NGHTTP2_INTERNAL_ERROR);
+    mark_dirty(call->conn);
+}
+
+/* encode_message percent-encodes |message| into a new allocation stored in
+ * *out (NULL for an empty message). */
+static int encode_message(const char *message, char **out, size_t *out_len)
+{
+    *out = NULL;
+    *out_len = 0;
+    if (message == NULL || *message == 0)
+        return 0;
+    size_t n = strlen(message);
+    size_t elen = grpc_percent_encoded_len(message, n);
+    char *e = malloc(elen);
+    if (e == NULL)
+        return -ENOMEM;
+    *out_len = grpc_percent_encode(message, n, e);
+    *out = e;
+    return 0;
+}
+
+/* call_end is grpc_call_finish without the caller checks: the grpc layer
+ * uses it for errors it answers itself. */
+static int call_end(grpc_call *call, int status, const char *message)
+{
+    char *enc;
+    size_t enc_len;
+    int rv = encode_message(message, &enc, &enc_len);
+    if (rv != 0) {
+        enc = NULL;
+        enc_len = 0;
+    }
+    if (!call->headers_sent) {
+        respond_now(call, "200", status, enc, enc_len);
+        free(enc);
+        return 0;
+    }
+    call->finished = 1;
+    call->status = status;
+    call->tmsg = enc;
+    call->tmsg_len = enc_len;
+    if (call->deferred) {
+        call->deferred = 0;
+        nghttp2_session_resume_data(call->conn->sess, call->stream_id);
+    }
+    mark_dirty(call->conn);
+    return 0;
+}
+
+/* call_fail answers an error the grpc layer found on its own, with a
+ * printf-style message. */
+static void call_fail(grpc_call *call, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void call_fail(grpc_call *call, int status, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    if (call->finished)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    call_end(call, status, msg);
+}
+
+/* early_abort answers a request that never reaches a method, the way
+ * grpc-go's earlyAbortStream does: |http_status| plus a gRPC status. */
+static void early_abort(grpc_call *call, const char *http_status, int status, const char *msg)
+{
+    char *enc;
+    size_t enc_len;
+    if (encode_message(msg, &enc, &enc_len) != 0) {
+        enc = NULL;
+        enc_len = 0;
+    }
+    respond_now(call, http_status, status, enc, enc_len);
+    free(enc);
+}
+
+/* ---- method lookup ---- */
+
+static int path_cmp(const uint8_t *p, size_t n, const char *s)
+{
+    size_t sn = strlen(s);
+    int r = memcmp(p, s, n < sn ? n : sn);
+    if (r != 0)
+        return r;
+    return n < sn ? -1 : n > sn ? 1 : 0;
+}
+
+static const struct grpc_method *method_find(const grpc_server *srv, nghttp2_vec path)
+{
+    size_t lo = 0, hi = srv->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int r = path_cmp(path.base, path.len, srv->sorted[mid]->path);
+        if (r == 0)
+            return srv->sorted[mid];
+        if (r < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return NULL;
+}
+
+/* unknown_method answers a path that names no method with grpc-go's
+ * texts: "unknown service S" or "unknown method M for service S". */
+static void unknown_method(grpc_call *call, nghttp2_vec path)
+{
+    char msg[600];
+    const uint8_t *p = path.base;
+    size_t n = path.len;
+    if (n > 256)
+        n = 256; /* keep the message bounded */
+    if (n > 0 && p[0] == '/') {
+        p++;
+        n--;
+    }
+    const uint8_t *slash = NULL;
+    for (size_t i = n; i > 0; i--)
+        if (p[i - 1] == '/') {
+            slash = p + i - 1;
+            break;
+        }
+    if (slash == NULL) {
+        char q[300];
+        go_quote(path, q, sizeof(q));
+        snprintf(msg, sizeof(msg), "malformed method name: %s", q);
+    } else {
+        size_t slen = (size_t)(slash - p);
+        int known = 0;
+        for (size_t i = 0; i < call->conn->srv->n && !known; i++) {
+            const char *mp = call->conn->srv->methods[i].path;
+            if (mp[0] == '/')
+                mp++;
+            known = strncmp(mp, (const char *)p, slen) == 0 && mp[slen] == '/';
+        }
+        if (known)
+            snprintf(msg, sizeof(msg), "unknown method %.*s for service %.*s", (int)(n - slen - 1),
+                     (const char *)slash + 1, (int)slen, (const char *)p);
+        else
+            snprintf(msg, sizeof(msg), "unknown service %.*s", (int)slen, (const char *)p);
+    }
+    early_abort(call, "200", GRPC_STATUS_UNIMPLEMENTED, msg);
+}
+
+/* valid_content_type is grpc-go's check: "application/grpc" optionally
+ * followed by "+subtype" or ";params". */
+static int valid_content_type(nghttp2_vec v)
+{
+    static const char pre[] = "application/grpc";
+    size_t n = sizeof(pre) - 1;
+    if (v.len < n || strncasecmp((const char *)v.base, pre, n) != 0)
+        return 0;
+    return v.len == n || v.base[n] == '+' || v.base[n] == ';';
+}
+
+/* call_start runs when the request HEADERS are complete: it checks them
+ * and binds the call to its method, or answers at once. */
+static void call_start(grpc_call *call)
+{
+    char q[300], msg[400];
+    nghttp2_vec m = rc_vec(call->http_method);
+    if (!vec_eq(m, "POST")) {
+        go_quote(m, q, sizeof(q));
+        snprintf(msg, sizeof(msg), "Received a HEADERS frame with :method %s which should be POST",
+                 q);
+        early_abort(call, "405", GRPC_STATUS_INTERNAL, msg);
+        return;
+    }
+    const nghttp2_rcbuf *ct = header_find(call, "content-type");
+    nghttp2_vec ctv = rc_vec((nghttp2_rcbuf *)ct);
+    if (!valid_content_type(ctv)) {
+        go_quote(ctv, q, sizeof(q));
+        snprintf(msg, sizeof(msg), "invalid gRPC request content-type %s", q);
+        early_abort(call, "415", GRPC_STATUS_INVALID_ARGUMENT, msg);
+        return;
+    }
+    nghttp2_vec path = rc_vec(call->path);
+    const struct grpc_method *meth = method_find(call->conn->srv, path);
+    if (meth == NULL) {
+        unknown_method(call, path);
+        return;
+    }
+    const nghttp2_rcbuf *enc = header_find(call, "grpc-encoding");
+    if (enc != NULL) {
+        nghttp2_vec ev = nghttp2_rcbuf_get_buf((nghttp2_rcbuf *)enc);
+        if (ev.len > 0 && !vec_eq(ev, "identity")) {
+            go_quote(ev, q, sizeof(q));
+            snprintf(msg, sizeof(msg), "grpc: Decompressor is not installed for grpc-encoding %s",
+                     q);
+            early_abort(call, "200", GRPC_STATUS_UNIMPLEMENTED, msg);
+            return;
+        }
+    }
+    call->method = meth;
+}
+
+static int deliver(void *arg, const uint8_t *msg, size_t len)
+{
+    grpc_call *call = arg;
+    if (call->finished)
+        return 1;
+    enum grpc_method_kind k = call->method->kind;
+    if (call->got_message && (k == GRPC_UNARY || k == GRPC_SERVER_STREAMING)) {
+        call_fail(call, GRPC_STATUS_INTERNAL,
+                  "grpc: received more than one request message for a unary request");
+        return 1;
+    }
+    call->got_message = 1;
+    call->method->on_message(call, msg, len);
+    return call->finished ? 1 : 0;
+}
+
+static void call_data(grpc_call *call, const uint8_t *p, size_t n)
+{
+    if (call->method == NULL || call->finished)
+        return;
+    grpc_conn *c = call->conn;
+    size_t cap0 = call->dec.msg.cap;
+    int rv = grpc_decoder_feed(&call->dec, p, n, deliver, call);
+    c->gather += call->dec.msg.cap - cap0; /* modular: shrinking works too */
+    if (rv == 0 && c->gather > CONN_GATHER_MAX)
+        rv = GRPC_DEC_NOMEM;
+    if (rv < 0 && rv != GRPC_DEC_STOPPED) {
+        /* a failed call never decodes again: give its memory back now */
+        c->gather -= call->dec.msg.cap;
+        grpc_decoder_free(&call->dec);
+    }
+    switch (rv) {
+    case 0:
+    case GRPC_DEC_STOPPED:
+        break;
+    case GRPC_DEC_TOO_LARGE:
+        call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
+                  "grpc: received message larger than max (%" PRIu32 " vs. %zu)", call->dec.bad_len,
+                  call->dec.max);
+        break;
+    case GRPC_DEC_COMPRESSED:
+        call_fail(call, GRPC_STATUS_INTERNAL,
+                  "grpc: compressed flag set with identity or empty encoding");
+        break;
+    case GRPC_DEC_BAD_FLAG:
+        call_fail(call, GRPC_STATUS_INTERNAL, "grpc: received unexpected payload format %d",
+                  call->dec.bad_flag);
+        break;
+    default:
+        call_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED,
+                  "grpc: too much request data buffered on this connection");
+        break;
+    }
+}
+
+/* call_half_close: the client sent END_STREAM. */
+static void call_half_close(grpc_call *call)
+{
+    if (call->method == NULL || call->finished)
+        return;
+    if (grpc_decoder_partial(&call->dec)) {
+        call_fail(call, GRPC_STATUS_INTERNAL, "unexpected EOF");
+        return;
+    }
+    enum grpc_method_kind k = call->method->kind;
+    if (k == GRPC_UNARY || k == GRPC_SERVER_STREAMING) {
+        if (!call->got_message)
+            call_fail(call, GRPC_STATUS_INTERNAL, "grpc: received no request message");
+        return;
+    }
+    if (call->method->on_half_close)
+        call->method->on_half_close(call);
+}
+
+/* ---- nghttp2 callbacks ---- */
+
+static int on_begin_headers(nghttp2_session *sess, const nghttp2_frame *frame, void *user)
+{
+    grpc_conn *c = user;
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    grpc_call *call = call_new(c, frame->hd.stream_id);
+    if (call == NULL)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    nghttp2_session_set_stream_user_data(sess, frame->hd.stream_id, call);
+    return 0;
+}
+
+static int on_header(nghttp2_session *sess, const nghttp2_frame *frame, nghttp2_rcbuf *name,
+                     nghttp2_rcbuf *value, uint8_t flags, void *user)
+{
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0; /* trailers from the client carry nothing we use */
+    grpc_call *call = nghttp2_session_get_stream_user_data(sess, frame->hd.stream_id);
+    if (call == NULL)
+        return 0;
+    nghttp2_vec n = nghttp2_rcbuf_get_buf(name);
+    if (n.len > 0 && n.base[0] == ':') {
+        nghttp2_rcbuf **slot = NULL;
+        if (vec_eq(n, ":path"))
+            slot = &call->path;
+        else if (vec_eq(n, ":method"))
+            slot = &call->http_method;
+        if (slot != NULL && *slot == NULL) {
+            nghttp2_rcbuf_incref(value);
+            *slot = value;
+        }
+        return 0;
+    }
+    if (header_add(call, name, value) != 0)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    return 0;
+}
+
+static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *frame, void *user)
+{
+    if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
+        return 0;
+    grpc_call *call = nghttp2_session_get_stream_user_data(sess, frame->hd.stream_id);
+    if (call == NULL)
+        return 0;
+    if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST)
+        call_start(call);
+    if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
+        call_half_close(call);
+    return 0;
+}
+
+static int on_data_chunk(nghttp2_session *sess, uint8_t flags, int32_t stream_id,
+                         const uint8_t *data, size_t len, void *user)
+{
+    grpc_call *call = nghttp2_session_get_stream_user_data(sess, stream_id);
+    if (call != NULL)
+        call_data(call, data, len);
+    return 0;
+}
+
+static int on_frame_send(nghttp2_session *sess, const nghttp2_frame *frame, void *user)
+{
+    /* Once our side ended, a client still sending gets RST_STREAM
+     * NO_ERROR (RFC 9113 8.1, as grpc-go does) so the stream closes and
+     * on_close runs without waiting for the client. */
+    if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
+        (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
+        nghttp2_session_get_stream_remote_close(sess, frame->hd.stream_id) == 0)
+        nghttp2_submit_rst_stream(sess, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_NO_ERROR);
+    return 0;
+}
+
+static int on_stream_close(nghttp2_session *sess, int32_t stream_id, uint32_t error_code,
+                           void *user)
+{
+    grpc_call *call = nghttp2_session_get_stream_user_data(sess, stream_id);
+    if (call != NULL)
+        call_destroy(call);
+    return 0;
+}
+
+static ssize_t data_read(nghttp2_session *sess, int32_t stream_id, uint8_t *buf, size_t length,
+                         uint32_t *flags, nghttp2_data_source *src, void *user)
+{
+    grpc_call *call = src->ptr;
+    size_t avail = call->out.len - call->out_off;
+    if (avail == 0 && !call->finished) {
+        call->deferred = 1;
+        return NGHTTP2_ERR_DEFERRED;
+    }
+    size_t n = avail < length ? avail : length;
+    if (n > 0)
+        *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+    if (n == avail && call->finished) {
+        *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+        if (submit_trailers(call) != 0)
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    }
+    return (ssize_t)n;
+}
+
+/* send_data writes a DATA frame straight from the call's queue into the
+ * connection's output buffer (one copy instead of two). */
+static int send_data(nghttp2_session *sess, nghttp2_frame *frame, const uint8_t *framehd,
+                     size_t length, nghttp2_data_source *src, void *user)
+{
+    grpc_conn *c = user;
+    grpc_call *call = src->ptr;
+    size_t pad = frame->data.padlen;
+    if (buf_reserve(&c->obuf, 9 + pad + length) != 0)
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    uint8_t *o = c->obuf.data + c->obuf.len;
+    memcpy(o, framehd, 9);
+    o += 9;
+    if (pad > 0)
+        *o++ = (uint8_t)(pad - 1);
+    memcpy(o, call->out.data + call->out_off, length);
+    o += length;
+    if (pad > 1) {
+        memset(o, 0, pad - 1);
+        o += pad - 1;
+    }
+    c->obuf.len = (size_t)(o - c->obuf.data);
+    call->out_off += length;
+    if (call->out_off == call->out.len) {
+        call->out_off = 0;
+        buf_reset(&call->out);
+    }
+    return 0;
+}
+
+/* ---- connections ---- */
+
+/* serialize drains nghttp2's ready frames into c->obuf, up to |limit|
+ * bytes. Returns 0 or a negative nghttp2 error. */
+static int serialize(grpc_conn *c, size_t limit)
+{
+    int rv = 0;
+    c->in_session++;
+    while (c->obuf.len < limit) {
+        const uint8_t *p;
+        ssize_t n = nghttp2_session_mem_send(c->sess, &p);
+        if (n < 0) {
+            rv = (int)n;
+            break;
+        }
+        if (n == 0)
+            break;
+        if (buf_append(&c->obuf, p, (size_t)n) != 0) {
+            rv = NGHTTP2_ERR_NOMEM;
+            break;
+        }
+    }
+    c->in_session--;
+    return rv;
+}
+
+static void on_conn_closed(uv_handle_t *h)
+{
+    grpc_conn *c = h->data;
+    grpc_server *srv = c->srv;
+    buf_free(&c->obuf);
+    buf_free(&c->wbuf);
+    free(c);
+    srv->handles--;
+    maybe_free_server(srv);
+}
+
+static void conn_unlink(grpc_conn *c)
+{
+    if (!c->linked)
+        return;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        c->srv->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    c->linked = 0;
+}
+
+/* conn_close tears the connection down now: every call gets on_close, the
+ * session is deleted and the handle closed. Inside an nghttp2 callback it
+ * only marks the connection; the session caller finishes the job. */
+static void conn_close(grpc_conn *c)
+{
+    if (c->closed)
+        return;
+    conn_unlink(c);
+    if (c->in_session) {
+        c->want_close = 1;
+        return;
+    }
+    c->closed = 1;
+    unmark_dirty(c);
+    while (c->calls)
+        call_destroy(c->calls);
+    nghttp2_session_del(c->sess);
+    c->sess = NULL;
+    if (!c->is_mem)
+        uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+}
+
+/* conn_check closes |c| if a deferred close is due or the session is done
+ * (GOAWAY exchanged, nothing left to send). Returns 1 if it closed. */
+static int conn_check(grpc_conn *c)
+{
+    if (c->closed)
+        return 1;
+    if (c->want_close ||
+        (!nghttp2_session_want_read(c->sess) && !nghttp2_session_want_write(c->sess) &&
+         (c->is_mem || (c->obuf.len == 0 && !c->writing)))) {
+        conn_close(c);
+        return 1;
+    }
+    return 0;
+}
+
+static void on_write(uv_write_t *req, int status)
+{
+    grpc_conn *c = req->data;
+    c->writing = 0;
+    buf_reset(&c->wbuf);
+    if (c->closed)
+        return;
+    if (status < 0) {
+        conn_close(c);
+        return;
+    }
+    if (c->read_stopped) {
+        c->read_stopped = 0;
+        /* errors here surface on the next write or read */
+        (void)uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    }
+    conn_flush(c);
+}
+
+static void conn_flush(grpc_conn *c)
+{
+    if (c->closed || c->writing)
+        return;
+    if (serialize(c, FLUSH_MAX) != 0) {
+        conn_close(c);
+        return;
+    }
+    if (c->obuf.len == 0) {
+        conn_check(c);
+        return;
+    }
+    if (c->want_close) {
+        conn_close(c);
+        return;
+    }
+    struct buf t = c->wbuf;
+    c->wbuf = c->obuf;
+    c->obuf = t;
+    uv_buf_t b = uv_buf_init((char *)c->wbuf.data, (unsigned)c->wbuf.len);
+    c->wreq.data = c;
+    c->writing = 1;
+    if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, on_write) != 0) {
+        c->writing = 0;
+        conn_close(c);
+    }
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
+{
+    grpc_conn *c = h->data;
+    grpc_server *srv = c->srv;
+    if (!srv->rbuf_busy && srv->rbuf != NULL) {
+        srv->rbuf_busy = 1;
+        *b = uv_buf_init((char *)srv->rbuf, READ_BUF_SIZE);
+        return;
+    }
+    char *p = malloc(65536);
+    *b = uv_buf_init(p, p ? 65536 : 0);
+}
+
+static void release_rbuf(grpc_server *srv, const uv_buf_t *b)
+{
+    if (b->base == (char *)srv->rbuf)
+        srv->rbuf_busy = 0;
+    else
+        free(b->base);
+}
+
+/* conn_input feeds |n| bytes to the session. On a protocol error nghttp2
+ * has queued GOAWAY (or we queue it) and reading ends; the connection
+ * closes once GOAWAY is out. Returns 0 or -EPROTO. */
+static int conn_input(grpc_conn *c, const uint8_t *p, size_t n)
+{
+    c->in_session++;
+    ssize_t rv = nghttp2_session_mem_recv(c->sess, p, n);
+    c->in_session--;
+    if (c->want_close) {
+        conn_close(c);
+        return -EPROTO;
+    }
+    if (rv < 0) {
+        /* fatal: a bad preface, a callback failure or no memory. Try to
+         * say goodbye; the session still serializes frames. */
+        if (rv == NGHTTP2_ERR_NOMEM ||
+            nghttp2_session_terminate_session(c->sess, NGHTTP2_PROTOCOL_ERROR) != 0) {
+            conn_close(c);
+            return -EPROTO;
+        }
+    }
+    return rv < 0 ? -EPROTO : 0;
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
+{
+    grpc_conn *c = s->data;
+    grpc_server *srv = c->srv;
+    if (nread <= 0) {
+        release_rbuf(srv, b);
+        if (nread < 0)
+            conn_close(c);
+        return;
+    }
+    int rv = conn_input(c, (const uint8_t *)b->base, (size_t)nread);
+    release_rbuf(srv, b);
+    if (c->closed)
+        return;
+    if (rv != 0 || !nghttp2_session_want_read(c->sess)) {
+        /* no more input is wanted: send what is left (GOAWAY) and close */
+        uv_read_stop(s);
+        c->read_stopped = 0;
+    } else if (c->writing && uv_stream_get_write_queue_size(s) > WRITE_BACKLOG) {
+        uv_read_stop(s);
+        c->read_stopped = 1;
+    }
+    mark_dirty(c);
+}
+
+static int session_new(grpc_conn *c)
+{
+    grpc_server *srv = c->srv;
+    int rv = nghttp2_session_server_new2(&c->sess, srv->cbs, c, srv->opt);
+    if (rv != 0)
+        return -ENOMEM;
+    nghttp2_settings_entry iv[2] = {{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, STREAM_WINDOW}};
+    size_t niv = 1;
+    if (srv->max_streams) {
+        iv[1].settings_id = NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS;
+        iv[1].value = srv->max_streams;
+        niv = 2;
+    }
+    if (nghttp2_submit_settings(c->sess, NGHTTP2_FLAG_NONE, iv, niv) != 0 ||
+        nghttp2_session_set_local_window_size(c->sess, NGHTTP2_FLAG_NONE, 0, CONN_WINDOW) != 0) {
+        nghttp2_session_del(c->sess);
+        c->sess = NULL;
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+static void conn_link(grpc_conn *c)
+{
+    grpc_server *srv = c->srv;
+    c->next = srv->conns;
+    if (srv->conns)
+        srv->conns->prev = c;
+    srv->conns = c;
+    c->linked = 1;
+}
+
+static void on_reject_closed(uv_handle_t *h)
+{
+    grpc_conn *c = h->data;
+    grpc_server *srv = c->srv;
+    free(c);
+    srv->handles--;
+    maybe_free_server(srv);
+}
+
+static void on_connection(uv_stream_t *ls, int status)
+{
+    struct listener *l = ls->data;
+    grpc_server *srv = l->srv;
+    if (status < 0 || srv->closing)
+        return;
+    grpc_conn *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return;
+    c->srv = srv;
+    if (uv_tcp_init(srv->loop, &c->tcp) != 0) {
+        free(c);
+        return;
+    }
+    c->tcp.data = c;
+    srv->handles++;
+    if (uv_accept(ls, (uv_stream_t *)&c->tcp) != 0 || session_new(c) != 0) {
+        uv_close((uv_handle_t *)&c->tcp, on_reject_closed);
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    conn_link(c);
+    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0) {
+        conn_close(c);
+        return;
+    }
+    mark_dirty(c); /* our SETTINGS */
+}
+
+static void on_prepare(uv_prepare_t *p)
+{
+    grpc_server *srv = p->data;
+    while (srv->dirty) {
+        grpc_conn *c = srv->dirty;
+        unmark_dirty(c);
+        conn_flush(c);
+    }
+}
+
+/* ---- public API ---- */
+
+static int method_sort_cmp(const void *a, const void *b)
+{
+    const struct grpc_method *const *x = a, *const *y = b;
+    return strcmp((*x)->path, (*y)->path);
+}
+
+int grpc_server_new(uv_loop_t *loop, const struct grpc_method *methods, size_t n,
+                    const struct grpc_server_options *opts, void *data, grpc_server **out)
+{
+    grpc_server *srv = calloc(1, sizeof(*srv));
+    if (srv == NULL)
+        return -ENOMEM;
+    srv->loop = loop;
+    srv->methods = methods;
+    srv->n = n;
+    srv->data = data;
+    srv->max_recv =
+        opts && opts->max_recv_msg_size ? opts->max_recv_msg_size : GRPC_DEFAULT_MAX_RECV;
+    if (srv->max_recv > UINT32_MAX)
+        srv->max_recv = UINT32_MAX;
+    srv->max_send =
+        opts && opts->max_send_msg_size ? opts->max_send_msg_size : GRPC_DEFAULT_MAX_SEND;
+    if (srv->max_send > GRPC_DEFAULT_MAX_SEND)
+        srv->max_send = GRPC_DEFAULT_MAX_SEND;
+    srv->max_streams = opts ? opts->max_concurrent_streams : 0;
+    srv->sorted = malloc((n ? n : 1) * sizeof(*srv->sorted));
+    srv->rbuf = malloc(READ_BUF_SIZE);
+    if (srv->sorted == NULL || srv->rbuf == NULL)
+        goto fail;
+    for (size_t i = 0; i < n; i++)
+        srv->sorted[i] = &methods[i];
+    qsort(srv->sorted, n, sizeof(*srv->sorted), method_sort_cmp);
+
+    if (nghttp2_session_callbacks_new(&srv->cbs) != 0)
+        goto fail;
+    nghttp2_session_callbacks_set_on_begin_headers_callback(srv->cbs, on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback2(srv->cbs, on_header);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(srv->cbs, on_frame_recv);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(srv->cbs, on_data_chunk);
+    nghttp2_session_callbacks_set_on_frame_send_callback(srv->cbs, on_frame_send);
+    nghttp2_session_callbacks_set_on_stream_close_callback(srv->cbs, on_stream_close);
+    nghttp2_session_callbacks_set_send_data_callback(srv->cbs, send_data);
+    if (nghttp2_option_new(&srv->opt) != 0)
+        goto fail;
+    nghttp2_option_set_no_closed_streams(srv->opt, 1);
+
+    if (uv_prepare_init(loop, &srv->prepare) != 0)
+        goto fail;
+    srv->prepare.data = srv;
+    uv_prepare_start(&srv->prepare, on_prepare);
+    /* the prepare handle alone must not keep the loop running */
+    uv_unref((uv_handle_t *)&srv->prepare);
+    srv->handles = 1;
+    *out = srv;
+    return 0;
+fail:
+    if (srv->cbs)
+        nghttp2_session_callbacks_del(srv->cbs);
+    if (srv->opt)
+        nghttp2_option_del(srv->opt);
+    free(srv->sorted);
+    free(srv->rbuf);
+    free(srv);
+    return -ENOMEM;
+}
+
+static void on_listener_closed(uv_handle_t *h)
+{
+    struct listener *l = h->data;
+    grpc_server *srv = l->srv;
+    free(l);
+    srv->handles--;
+    maybe_free_server(srv);
+}
+
+int grpc_server_listen(grpc_server *srv, const char *host, int port, int *bound_port)
+{
+    struct sockaddr_storage ss;
+    int rv = uv_ip4_addr(host, port, (struct sockaddr_in *)&ss);
+    if (rv != 0)
+        rv = uv_ip6_addr(host, port, (struct sockaddr_in6 *)&ss);
+    if (rv != 0)
+        return rv;
+    struct listener *l = calloc(1, sizeof(*l));
+    if (l == NULL)
+        return -ENOMEM;
+    l->srv = srv;
+    rv = uv_tcp_init(srv->loop, &l->tcp);
+    if (rv != 0) {
+        free(l);
+        return rv;
+    }
+    l->tcp.data = l;
+    srv->handles++;
+    rv = uv_tcp_bind(&l->tcp, (const struct sockaddr *)&ss, 0);
+    if (rv == 0)
+        rv = uv_listen((uv_stream_t *)&l->tcp, 511, on_connection);
+    if (rv == 0 && bound_port) {
+        struct sockaddr_storage name;
+        int len = sizeof(name);
+        rv = uv_tcp_getsockname(&l->tcp, (struct sockaddr *)&name, &len);
+        if (rv == 0)
+            *bound_port = name.ss_family == AF_INET6
+                              ? ntohs(((struct sockaddr_in6 *)&name)->sin6_port)
+                              : ntohs(((struct sockaddr_in *)&name)->sin_port);
+    }
+    if (rv != 0) {
+        uv_close((uv_handle_t *)&l->tcp, on_listener_closed);
+        return rv;
+    }
+    l->next = srv->listeners;
+    srv->listeners = l;
+    return 0;
+}
+
+static void on_prepare_closed(uv_handle_t *h)
+{
+    grpc_server *srv = h->data;
+    srv->handles--;
+    maybe_free_server(srv);
+}
+
+void grpc_server_close(grpc_server *srv, void (*cb)(void *arg), void *arg)
+{
+    if (srv->closing)
+        return;
+    srv->closing = 1;
+    srv->close_cb = cb;
+    srv->close_arg = arg;
+    while (srv->listeners) {
+        struct listener *l = srv->listeners;
+        srv->listeners = l->next;
+        uv_close((uv_handle_t *)&l->tcp, on_listener_closed);
+    }
+    while (srv->conns)
+        conn_close(srv->conns); /* unlinks even when deferred */
+    uv_prepare_stop(&srv->prepare);
+    uv_close((uv_handle_t *)&srv->prepare, on_prepare_closed);
+}
+
+void *grpc_call_server_data(const grpc_call *call)
+{
+    return call->conn->srv->data;
+}
+
+void grpc_call_set_data(grpc_call *call, void *data)
+{
+    call->data = data;
+}
+
+void *grpc_call_get_data(const grpc_call *call)
+{
+    return call->data;
+}
+
+const char *grpc_call_path(const grpc_call *call)
+{
+    return call->method ? call->method->path : "";
+}
+
+const char *grpc_call_metadata(const grpc_call *call, const char *name, size_t *len)
+{
+    const nghttp2_rcbuf *v = header_find(call, name);
+    if (v == NULL)
+        return NULL;
+    nghttp2_vec vec = nghttp2_rcbuf_get_buf((nghttp2_rcbuf *)v);
+    if (len)
+        *len = vec.len;
+    return (const char *)vec.base;
+}
+
+int grpc_call_send(grpc_call *call, const uint8_t *msg, size_t len)
+{
+    grpc_conn *c = call->conn;
+    if (call->finished || call->closed || c->closed || c->want_close)
+        return -EPIPE;
+    if (len > c->srv->max_send)
+        return -EMSGSIZE;
+    /* keep the queue from creeping: drop consumed bytes when they are
+     * the bigger part (amortized O(1) per byte) */
+    if (call->out_off > 0 && call->out_off >= 65536 && call->out_off * 2 >= call->out.len) {
+        buf_consume(&call->out, call->out_off);
+        call->out_off = 0;
+    }
+    if (buf_reserve(&call->out, 5 + len) != 0)
+        return -ENOMEM;
+    uint8_t *p = call->out.data + call->out.len;
+    p[0] = 0;
+    p[1] = (uint8_t)(len >> 24);
+    p[2] = (uint8_t)(len >> 16);
+    p[3] = (uint8_t)(len >> 8);
+    p[4] = (uint8_t)len;
+    if (len)
+        memcpy(p + 5, msg, len);
+    call->out.len += 5 + len;
+    if (!call->headers_sent) {
+        nghttp2_nv nv[2] = {NV_STATIC(":status", "200"),
+                            NV_STATIC("content-type", "application/grpc")};
+        nghttp2_data_provider prd;
+        prd.source.ptr = call;
+        prd.read_callback = data_read;
+        if (nghttp2_submit_response(c->sess, call->stream_id, nv, 2, &prd) != 0) {
+            call->out.len -= 5 + len;
+            return -EPIPE;
+        }
+        call->headers_sent = 1;
+    } else if (call->deferred) {
+        call->deferred = 0;
+        nghttp2_session_resume_data(c->sess, call->stream_id);
+    }
+    mark_dirty(c);
+    return 0;
+}
+
+int grpc_call_finish(grpc_call *call, int status, const char *message)
+{
+    grpc_conn *c = call->conn;
+    if (call->finished || call->closed || c->closed || c->want_close)
+        return -EPIPE;
+    return call_end(call, status, message);
+}
+
+size_t grpc_call_pending_bytes(const grpc_call *call)
+{
+    return call->out.len - call->out_off;
+}
+
+/* ---- connections without a socket ---- */
+
+int grpc_conn_new_mem(grpc_server *srv, grpc_conn **out)
+{
+    grpc_conn *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return -ENOMEM;
+    c->srv = srv;
+    c->is_mem = 1;
+    if (session_new(c) != 0) {
+        free(c);
+        return -ENOMEM;
+    }
+    conn_link(c);
+    *out = c;
+    return 0;
+}
+
+int grpc_conn_mem_feed(grpc_conn *c, const uint8_t *p, size_t n)
+{
+    if (c->closed)
+        return -EPROTO;
+    int rv = conn_input(c, p, n);
+    if (c->closed)
+        return -EPROTO;
+    if (serialize(c, SIZE_MAX) != 0) {
+        conn_close(c);
+        return -EPROTO;
+    }
+    if (conn_check(c))
+        return -EPROTO;
+    return rv;
+}
+
+struct buf *grpc_conn_mem_output(grpc_conn *c)
+{
+    return &c->obuf;
+}
+
+void grpc_conn_mem_free(grpc_conn *c)
+{
+    conn_close(c);
+    buf_free(&c->obuf);
+    buf_free(&c->wbuf);
+    free(c);
+}
