@@ -131,17 +131,21 @@ static void entry_call_closed(grpc_call *call)
         e->call = NULL;
 }
 
-void server_propose(struct server *s, grpc_call *call, enum entry_kind kind, ProtobufCMessage *req)
+/* queue_entry appends an entry taking |req|; -ENOMEM (|req| freed) if it
+ * cannot. */
+static int queue_entry(struct server *s, grpc_call *call, enum entry_kind kind,
+                       ProtobufCMessage *req, server_done_fn done, void *arg)
 {
     struct entry *e = calloc(1, sizeof(*e));
     if (e == NULL) {
         protobuf_c_message_free_unpacked(req, NULL);
-        server_reply_error(call, -ENOMEM);
-        return;
+        return -ENOMEM;
     }
     e->call = call;
     e->kind = kind;
     e->req = req;
+    e->done = done;
+    e->done_arg = arg;
     if (call != NULL)
         grpc_call_set_data(call, e);
     if (s->tail)
@@ -149,9 +153,17 @@ void server_propose(struct server *s, grpc_call *call, enum entry_kind kind, Pro
     else
         s->head = e;
     s->tail = e;
+    return 0;
 }
 
-void server_propose_internal(struct server *s, enum entry_kind kind, const ProtobufCMessage *msg)
+void server_propose(struct server *s, grpc_call *call, enum entry_kind kind, ProtobufCMessage *req)
+{
+    if (queue_entry(s, call, kind, req, NULL, NULL) != 0)
+        server_reply_error(call, -ENOMEM);
+}
+
+void server_propose_cb(struct server *s, enum entry_kind kind, const ProtobufCMessage *msg,
+                       server_done_fn done, void *arg)
 {
     /* a deep copy with protobuf-c's own allocation, freed like a request */
     struct buf b = {0};
@@ -159,11 +171,16 @@ void server_propose_internal(struct server *s, enum entry_kind kind, const Proto
     if (pack(&b, msg) == 0)
         copy = protobuf_c_message_unpack(msg->descriptor, NULL, b.len, b.data);
     buf_free(&b);
-    if (copy == NULL) {
+    if (copy == NULL || queue_entry(s, NULL, kind, copy, done, arg) != 0) {
         log_error("server", "out of memory queueing an internal request");
-        return;
+        if (done != NULL)
+            done(s, -ENOMEM, NULL, 0, arg);
     }
-    server_propose(s, NULL, kind, copy);
+}
+
+void server_propose_internal(struct server *s, enum entry_kind kind, const ProtobufCMessage *msg)
+{
+    server_propose_cb(s, kind, msg, NULL, NULL);
 }
 
 uint64_t server_next_id(struct server *s)
@@ -217,7 +234,7 @@ static int apply_entry(struct server *s, struct entry *e)
         e->err = rv;
         return 0;
     }
-    if (e->call == NULL)
+    if (e->call == NULL && e->done == NULL)
         return 0; /* nobody to answer */
     server_fill_header(s, h);
     return pack(&e->out, resp);
@@ -257,6 +274,8 @@ static void on_apply_hook(uv_check_t *h)
     server_watch_kick(s);
     for (struct entry *e = list, *next; e != NULL; e = next) {
         next = e->next;
+        if (e->done != NULL)
+            e->done(s, e->err, e->out.data, e->out.len, e->done_arg);
         if (e->call != NULL) {
             grpc_call_set_data(e->call, NULL);
             if (e->err != 0) {
@@ -417,10 +436,12 @@ static struct grpc_method *build_methods(size_t *n)
 {
     const struct grpc_method *tables[] = {server_kv_methods, server_maintenance_methods,
                                           server_cluster_methods, server_lease_methods,
-                                          server_watch_methods};
+                                          server_watch_methods, server_lock_methods,
+                                          server_election_methods};
     size_t counts[] = {server_kv_methods_n, server_maintenance_methods_n,
                        server_cluster_methods_n, server_lease_methods_n,
-                       server_watch_methods_n};
+                       server_watch_methods_n, server_lock_methods_n,
+                       server_election_methods_n};
     const size_t ntables = sizeof(tables) / sizeof(tables[0]);
     size_t total = 0;
     for (size_t i = 0; i < ntables; i++)

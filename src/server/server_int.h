@@ -26,9 +26,18 @@ enum entry_kind {
     ENTRY_LEASE_CHECKPOINT,
 };
 
+struct server;
+/* Completion of a write the server made itself: |err| 0 with the packed
+ * response (|resp|, |len|, valid during the call), or the request's error.
+ * Runs once the batch holding the write is durable. */
+typedef void (*server_done_fn)(struct server *s, int err, const uint8_t *resp, size_t len,
+                               void *arg);
+
 /* One write waiting for the apply hook: the single-member "log entry". */
 struct entry {
     struct entry *next;
+    server_done_fn done; /* for the server's own writes, or NULL */
+    void *done_arg;
     grpc_call *call; /* NULL once the client went away, or for the server's own */
     enum entry_kind kind;
     ProtobufCMessage *req; /* unpacked request, owned */
@@ -77,6 +86,10 @@ extern const struct grpc_method server_lease_methods[];
 extern const size_t server_lease_methods_n;
 extern const struct grpc_method server_watch_methods[];
 extern const size_t server_watch_methods_n;
+extern const struct grpc_method server_lock_methods[];
+extern const size_t server_lock_methods_n;
+extern const struct grpc_method server_election_methods[];
+extern const size_t server_election_methods_n;
 
 /* server_watch_kick schedules catch-up for watchers that are behind. */
 void server_watch_kick(struct server *s);
@@ -92,6 +105,9 @@ uint64_t server_next_id(struct server *s);
 /* server_propose_internal queues a write the server itself makes (a lease
  * revoke on expiry, a checkpoint): |msg| is copied. */
 void server_propose_internal(struct server *s, enum entry_kind kind, const ProtobufCMessage *msg);
+/* server_propose_cb is server_propose_internal with a completion. */
+void server_propose_cb(struct server *s, enum entry_kind kind, const ProtobufCMessage *msg,
+                       server_done_fn done, void *arg);
 
 /* server_of returns the server behind a call. */
 struct server *server_of(grpc_call *call);

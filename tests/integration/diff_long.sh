@@ -7,9 +7,12 @@
 #
 # Defaults: target quorum, seeds 1000..1199, 1000 ops per seed, no time
 # limit. -d stops starting new seeds after SECONDS (the seed under way
-# finishes). -x CLASS passes --exclude CLASS to differential.py (nested-txn,
-# compact-le0) to look past a known difference. Exit 0 when every seed agreed, 1 on a difference (the output
-# names the seed and the rerun command), 2 if the servers cannot start.
+# finishes). -x CLASS passes --exclude CLASS to differential.py
+# (nested-txn, compact-le0, neg-rev) to look past a known difference.
+# Each seed also restarts both servers once (quorum after kill -9). The
+# directed cases are not rerun here (differential.py alone runs them).
+# Exit 0 when every seed agreed, 1 on a difference (the output names the
+# seed and the rerun command), 2 if the servers cannot start.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 target=quorum first=1000 nseeds=200 ops=1000 duration=0 exclude=
@@ -34,7 +37,7 @@ while [ "$done_seeds" -lt "$nseeds" ]; do
         break
     fi
     out=$(/usr/bin/python3 "$here/differential.py" --target "$target" --seed "$seed" \
-          --seeds 1 --ops "$ops" $exclude 2>&1)
+          --seeds 1 --ops "$ops" --no-directed $exclude 2>&1)
     rc=$?
     if [ $rc -ne 0 ]; then
         printf '%s\n' "$out"

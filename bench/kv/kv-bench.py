@@ -1,0 +1,415 @@
+#!/usr/bin/python3
+"""kv-bench: quorum vs etcd 3.4, side by side, driven by h2load over gRPC.
+
+Each case starts a fresh single-member server (its own temp data dir, free
+loopback ports; see tests/integration/harness.py), preloads what the case
+needs, checks one request of the case with python gRPC, then drives the
+server with h2load posting the IDENTICAL framed gRPC message for both
+servers. The two servers run one after the other, never at the same time,
+so they don't compete for the machine's cores.
+
+Per case and server it prints req/s, p99 latency (from h2load's per-request
+--log-file; h2load itself prints no percentiles) and peak RSS (VmHWM of the
+server at the end of the run), then the ratio quorum/etcd, and at the end
+the project's targets with met / not met.
+
+h2load counts an HTTP 200 as a success even when the gRPC call failed (the
+failure is in the grpc-status trailer, and such a response carries no DATA).
+So every run is cross-checked and marked INVALID when the check fails:
+  - Put: the store revision grew by at least the number of requests h2load
+    says succeeded and at most the number it started;
+  - every case: the DATA bytes h2load received average at least the framed
+    size of the response python gRPC got for the same request (an error
+    response carries no message, so failures show up as missing bytes);
+  - Range: the python gRPC call returned exactly the expected kvs.
+
+Run with /usr/bin/python3 (Debian's python3-etcd3 / python3-grpcio).
+"""
+import argparse
+import math
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+
+import grpc  # noqa: E402
+from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc  # noqa: E402
+import harness  # noqa: E402
+
+VALUE = b"v" * 100              # every stored value is 100 bytes
+PUT_KEY = b"bench/put"
+ONE_KEY = b"bench/one"
+PREFIX = b"bench/pfx/"
+PREFIX_KEYS = [PREFIX + b"%03d" % i for i in range(100)]
+
+
+def prefix_end(p):
+    """etcd's range_end for "every key with prefix p"."""
+    b = bytearray(p)
+    b[-1] += 1
+    return bytes(b)
+
+
+class Case:
+    """One benchmark case: a gRPC method, the request, concurrency, checks."""
+
+    def __init__(self, name, method, request, clients, streams, preload=(), expect_keys=None):
+        self.name = name
+        self.method = method            # "Put" or "Range"
+        self.request = request          # protobuf message posted by every h2load request
+        self.clients = clients
+        self.streams = streams
+        self.preload = list(preload)    # (key, value) pairs put before the run
+        self.expect_keys = expect_keys  # Range: the exact keys the response must hold
+
+    @property
+    def path(self):
+        return "/etcdserverpb.KV/" + self.method
+
+    def framed(self):
+        """The gRPC length-prefixed message: 0 (uncompressed), u32 BE length, body."""
+        body = self.request.SerializeToString()
+        return b"\0" + struct.pack(">I", len(body)) + body
+
+
+def make_cases():
+    one = [(ONE_KEY, VALUE)]
+    pfx = [(k, VALUE) for k in PREFIX_KEYS]
+    return [
+        Case("put-1x1", "Put", rpc_pb2.PutRequest(key=PUT_KEY, value=VALUE), 1, 1),
+        Case("put-10x10", "Put", rpc_pb2.PutRequest(key=PUT_KEY, value=VALUE), 10, 10),
+        Case("range-ser", "Range", rpc_pb2.RangeRequest(key=ONE_KEY, serializable=True),
+             10, 10, preload=one, expect_keys=[ONE_KEY]),
+        Case("range-lin", "Range", rpc_pb2.RangeRequest(key=ONE_KEY),
+             10, 10, preload=one, expect_keys=[ONE_KEY]),
+        Case("range-100", "Range",
+             rpc_pb2.RangeRequest(key=PREFIX, range_end=prefix_end(PREFIX)),
+             10, 10, preload=pfx, expect_keys=PREFIX_KEYS),
+    ]
+
+
+class Result:
+    def __init__(self, case, kind):
+        self.case = case
+        self.kind = kind
+        self.rps = None
+        self.p99_ms = None
+        self.rss_kib = None             # VmHWM at the end of the run
+        self.anon_kib = None            # RssAnon at the end of the run (no mmap'd file pages)
+        self.srv_cpu = None             # server CPU seconds / wall seconds of the run
+        self.h2_cpu = None              # h2load CPU seconds / wall seconds of the run
+        self.problems = []              # why the run is INVALID (empty: valid)
+        self.notes = []                 # warnings that don't invalidate it
+        self.failed = None              # the run could not be done at all
+
+    @property
+    def valid(self):
+        return self.failed is None and not self.problems and self.rps is not None
+
+
+def cpu_seconds(pid):
+    """utime + stime of a process, in seconds (from /proc/PID/stat)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_anon_kib(pid):
+    """RssAnon (KiB): resident memory that is not file-backed, e.g. not the
+    pages of an mmap'd database file (LMDB, bbolt), which VmHWM counts too."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1])
+    return 0
+
+
+def current_revision(stub):
+    return stub.Range(rpc_pb2.RangeRequest(key=PUT_KEY), timeout=10).header.revision
+
+
+def run_h2load(case, endpoint, duration, threads, workdir):
+    """Runs h2load for one case; returns (parsed summary dict, log path, cpu fraction)."""
+    data = os.path.join(workdir, "req.bin")
+    with open(data, "wb") as f:
+        f.write(case.framed())
+    log = os.path.join(workdir, "h2load.log")
+    out = os.path.join(workdir, "h2load.out")
+    cmd = ["h2load", "-D", str(duration), "-t", str(threads),
+           "-c", str(case.clients), "-m", str(case.streams),
+           "-d", data, "-H", "content-type: application/grpc", "-H", "te: trailers",
+           "--log-file", log, "http://%s%s" % (endpoint, case.path)]
+    with open(out, "wb") as f:
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    # wait4 rather than wait(): it also gives h2load's own CPU use, which tells
+    # whether the client (not the server) was the bottleneck.
+    start = time.time()
+    deadline = start + duration + 60
+    while True:
+        pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            break
+        if time.time() > deadline:
+            os.kill(proc.pid, 9)
+            os.wait4(proc.pid, 0)
+            proc.returncode = -9
+            raise RuntimeError("h2load did not finish within %ds" % (duration + 60))
+        time.sleep(0.05)
+    with open(out, errors="replace") as f:
+        text = f.read()
+    if proc.returncode != 0:
+        raise RuntimeError("h2load exited %d:\n%s" % (proc.returncode, text[-2000:]))
+    return parse_h2load(text), log, (ru.ru_utime + ru.ru_stime) / duration
+
+
+def parse_h2load(text):
+    s = {}
+    m = re.search(r"finished in ([\d.]+)(m?s), ([\d.]+) req/s", text)
+    if not m:
+        raise RuntimeError("cannot parse h2load output:\n" + text[-2000:])
+    s["secs"] = float(m.group(1)) / (1000.0 if m.group(2) == "ms" else 1.0)
+    s["rps"] = float(m.group(3))
+    m = re.search(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, "
+                  r"(\d+) failed, (\d+) errored, (\d+) timeout", text)
+    if not m:
+        raise RuntimeError("cannot parse h2load requests line:\n" + text[-2000:])
+    for k, v in zip(("total", "started", "done", "succeeded", "failed", "errored", "timeout"),
+                    m.groups()):
+        s[k] = int(v)
+    m = re.search(r"traffic: .*?, .*? headers .*?, [\d.]+\w*B \((\d+)\) data", text)
+    if not m:
+        raise RuntimeError("cannot parse h2load traffic line:\n" + text[-2000:])
+    s["data_bytes"] = int(m.group(1))
+    return s
+
+
+def p99_ms(log_path):
+    """Nearest-rank p99 of per-request times (µs, 3rd column) of HTTP-200 rows, in ms."""
+    times = []
+    with open(log_path) as f:
+        for line in f:
+            cols = line.split("\t")
+            if len(cols) >= 3 and cols[1] == "200":
+                times.append(int(cols[2]))
+    if not times:
+        return None
+    times.sort()
+    return times[max(0, math.ceil(0.99 * len(times)) - 1)] / 1000.0
+
+
+def check_once(case, stub):
+    """Does one request of the case with python gRPC; returns the framed response size."""
+    if case.method == "Put":
+        before = current_revision(stub)
+        resp = stub.Put(case.request, timeout=10)
+        if resp.header.revision != before + 1:
+            raise AssertionError("Put returned revision %d, expected %d"
+                                 % (resp.header.revision, before + 1))
+    else:
+        resp = stub.Range(case.request, timeout=10)
+        keys = [kv.key for kv in resp.kvs]
+        if keys != case.expect_keys or resp.count != len(case.expect_keys):
+            raise AssertionError("Range returned count=%d keys=%r..., expected %d keys %r..."
+                                 % (resp.count, keys[:3], len(case.expect_keys),
+                                    case.expect_keys[:3]))
+        bad = [kv.key for kv in resp.kvs if kv.value != VALUE]
+        if bad:
+            raise AssertionError("Range returned wrong values for %r..." % bad[:3])
+    return 5 + len(resp.SerializeToString())
+
+
+def run_one(case, kind, duration, threads):
+    """Runs one case against a fresh server of the given kind."""
+    r = Result(case, kind)
+    workdir = tempfile.mkdtemp(prefix="kv-bench-")
+    server = harness.Server(kind)
+    try:
+        server.start()
+        channel = grpc.insecure_channel(server.endpoint)
+        stub = rpc_pb2_grpc.KVStub(channel)
+        for k, v in case.preload:
+            stub.Put(rpc_pb2.PutRequest(key=k, value=v), timeout=10)
+        try:
+            resp_size = check_once(case, stub)
+        except AssertionError as e:
+            r.problems.append("python gRPC check failed: %s" % e)
+            resp_size = None
+        except grpc.RpcError as e:
+            r.problems.append("python gRPC check failed: %s %s" % (e.code(), e.details()))
+            resp_size = None
+        rev_before = current_revision(stub) if case.method == "Put" else None
+
+        cpu0 = cpu_seconds(server.proc.pid)
+        summary, log, r.h2_cpu = run_h2load(case, server.endpoint, duration, threads, workdir)
+        r.srv_cpu = (cpu_seconds(server.proc.pid) - cpu0) / summary["secs"]
+        r.rss_kib = server.peak_rss_kib()
+        r.anon_kib = rss_anon_kib(server.proc.pid)
+
+        r.rps = summary["rps"]
+        r.p99_ms = p99_ms(log)
+        ok = summary["succeeded"]
+        if ok == 0:
+            r.problems.append("h2load: no request succeeded")
+        bad = summary["failed"] + summary["errored"] + summary["timeout"]
+        if bad:
+            r.notes.append("h2load: %d failed, %d errored, %d timeout"
+                           % (summary["failed"], summary["errored"], summary["timeout"]))
+        if case.method == "Put":
+            time.sleep(0.2)     # let requests still in flight at h2load's stop land
+            delta = current_revision(stub) - rev_before
+            if not ok <= delta <= summary["started"]:
+                r.problems.append("revision grew by %d but h2load reports %d succeeded, "
+                                  "%d started" % (delta, ok, summary["started"]))
+        if resp_size is not None and ok:
+            per_req = summary["data_bytes"] / ok
+            # Put responses grow by a byte now and then (the revision varint),
+            # never shrink; a failed call brings no DATA at all.
+            if per_req < resp_size * 0.999:
+                r.problems.append("h2load got %.1f DATA bytes per succeeded request, a real "
+                                  "response is %d: some gRPC calls failed" % (per_req, resp_size))
+        channel.close()
+    except Exception as e:  # report the case as failed, go on with the others
+        r.failed = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0] if str(e) else "")
+        tail = server.log_tail(1500) if server.proc else ""
+        if tail:
+            r.notes.append("server log tail:\n" + tail)
+    finally:
+        server.cleanup()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return r
+
+
+def fmt_result(r):
+    head = "%-13s %-6s " % (r.case.name, r.kind)
+    if r.failed:
+        return head + "FAILED: " + r.failed
+    line = head + "req/s=%6.0f  p99=%6.2fms  rss=%6.1fMiB" % (
+        r.rps, r.p99_ms if r.p99_ms is not None else float("nan"), r.rss_kib / 1024.0)
+    line += " (anon=%5.1fMiB)" % (r.anon_kib / 1024.0)
+    line += "  cpu(server/h2load)=%3.0f%%/%3.0f%%" % (100 * r.srv_cpu, 100 * r.h2_cpu)
+    if r.problems:
+        line += "  INVALID"
+    return line
+
+
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def fmt_ratio(name, q, e):
+    head = "%-13s ratio quorum/etcd: " % name
+    if not (q and e and q.rps is not None and e.rps is not None) or q.failed or e.failed:
+        return head + "n/a"
+    rp = ratio(q.p99_ms, e.p99_ms)
+    line = head + "req/s x%.2f  p99 x%s  rss x%.2f" % (
+        ratio(q.rps, e.rps), "%.2f" % rp if rp is not None else "n/a",
+        ratio(q.rss_kib, e.rss_kib))
+    if not (q.valid and e.valid):
+        line += "  (INVALID: see warnings)"
+    return line
+
+
+def print_targets(results, kinds):
+    print()
+    print("targets (issue):")
+    if kinds != ["etcd", "quorum"]:
+        print("  n/a: needs both servers (ran --only %s)" % kinds[0])
+        return
+
+    def rps_target(label, case_name, factor):
+        q, e = results.get((case_name, "quorum")), results.get((case_name, "etcd"))
+        if not (q and e):
+            print("  %-40s not run (case %s not selected)" % (label, case_name))
+            return
+        if not (q.valid and e.valid):
+            print("  %-40s NOT MET (case %s invalid or failed)" % (label, case_name))
+            return
+        x = q.rps / e.rps
+        print("  %-40s %s (x%.2f)" % (label, "met" if x >= factor else "NOT MET", x))
+
+    rps_target("Put 10x10 req/s >= 3x etcd", "put-10x10", 3.0)
+    rps_target("serializable Range req/s >= 10x etcd", "range-ser", 10.0)
+    worst = None
+    for (name, kind), q in results.items():
+        if kind != "quorum":
+            continue
+        e = results.get((name, "etcd"))
+        if not (q.rss_kib and e and e.rss_kib):
+            worst = float("inf")
+            break
+        x = q.rss_kib / e.rss_kib
+        worst = x if worst is None or x > worst else worst
+    label = "peak RSS <= 1/3 etcd's (every case)"
+    if worst is None or worst == float("inf"):
+        print("  %-40s NOT MET (a case has no RSS for both servers)" % label)
+    else:
+        print("  %-40s %s (worst x%.2f)" % (label, "met" if worst <= 1 / 3 else "NOT MET", worst))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--duration", type=float, default=12,
+                    help="h2load -D seconds per case and server (default 12: about 3 minutes)")
+    ap.add_argument("--quick", action="store_true", help="3 s per case (about 1 minute)")
+    ap.add_argument("--only", choices=("etcd", "quorum"), help="run one server only")
+    ap.add_argument("--cases", help="comma-separated case names (default: all)")
+    ap.add_argument("--threads", type=int, default=1, help="h2load -t (default 1)")
+    args = ap.parse_args()
+    duration = 3 if args.quick else args.duration
+    duration = int(duration) if duration == int(duration) else duration
+
+    if not shutil.which("h2load"):
+        sys.exit("h2load not found (apt-get install nghttp2-client)")
+    kinds = [args.only] if args.only else ["etcd", "quorum"]
+    if "quorum" in kinds:
+        try:
+            harness.quorum_binary()
+        except RuntimeError as e:
+            sys.exit("%s; use --only etcd to run etcd alone" % e)
+
+    cases = make_cases()
+    if args.cases:
+        want = args.cases.split(",")
+        unknown = set(want) - {c.name for c in cases}
+        if unknown:
+            sys.exit("unknown case(s): %s (have: %s)" % (", ".join(sorted(unknown)),
+                                                        ", ".join(c.name for c in cases)))
+        cases = [c for c in cases if c.name in want]
+
+    print("kv-bench: %s, %ss per case and server, h2load -t%d, value %d bytes, %d cores, "
+          "load average %.2f" % (" vs ".join(kinds), duration, args.threads, len(VALUE),
+                                 os.cpu_count(), os.getloadavg()[0]))
+    sys.stdout.flush()
+    results = {}
+    for case in cases:
+        for kind in kinds:
+            r = run_one(case, kind, duration, args.threads)
+            results[(case.name, kind)] = r
+            print(fmt_result(r))
+            for p in r.problems:
+                print("WARNING %s %s INVALID: %s" % (case.name, kind, p))
+            for n in r.notes:
+                print("note %s %s: %s" % (case.name, kind, n))
+            sys.stdout.flush()
+        if len(kinds) == 2:
+            print(fmt_ratio(case.name, results[(case.name, "quorum")],
+                            results[(case.name, "etcd")]))
+            sys.stdout.flush()
+    print_targets(results, kinds)
+    print("load average at the end: %.2f (other load on the machine skews the numbers)"
+          % os.getloadavg()[0])
+    invalid = [k for k, r in results.items() if not r.valid]
+    return 1 if invalid else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
