@@ -728,6 +728,8 @@ static bool keyset_has(const struct keyset *s, const ProtobufCBinaryData *k)
 
 static int keyset_add(struct keyset *s, const ProtobufCBinaryData *k)
 {
+    if (keyset_has(s, k))
+        return 0; /* a set, as etcd's map */
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 16;
         const ProtobufCBinaryData **p = realloc(s->k, cap * sizeof(*p));

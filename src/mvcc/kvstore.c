@@ -116,7 +116,7 @@ static int rebuild_index(mvcc_store *s)
 static int load(mvcc_store *s)
 {
     s->rev = 1;
-    s->compact_rev = 0;
+    s->compact_rev = -1; /* never compacted, as etcd's compactMainRev */
     int rv = kindex_init(&s->ix);
     if (rv != 0)
         return rv;
@@ -126,6 +126,7 @@ static int load(mvcc_store *s)
     if (rv != 0)
         return rv;
     rv = backend_meta_get(s->be, txn, META_FINISHED, &fin);
+    bool compacted = rv == 0;
     if (rv == 0 || rv == -ENOENT)
         rv = backend_meta_get(s->be, txn, META_SCHEDULED, &sched);
     backend_read_end(txn);
@@ -140,7 +141,8 @@ static int load(mvcc_store *s)
     if (sched > fin)
         log_warn("mvcc", "compaction at %llu scheduled but not finished (finished %llu)",
                  (unsigned long long)sched, (unsigned long long)fin);
-    s->compact_rev = (int64_t)fin;
+    if (compacted)
+        s->compact_rev = (int64_t)fin;
     /* Everything up to a compaction may have been deleted (etcd restore). */
     if (s->rev < s->compact_rev)
         s->rev = s->compact_rev;

@@ -83,7 +83,10 @@ int mvcc_open(backend *be, mvcc_store **out);
 void mvcc_close(mvcc_store *s);
 
 int64_t mvcc_rev(const mvcc_store *s);         /* current revision */
-int64_t mvcc_compact_rev(const mvcc_store *s); /* last compaction revision, 0 if none */
+/* mvcc_compact_rev is the last compaction revision, -1 if the store was
+ * never compacted (etcd's compactMainRev: so Compact(0) succeeds once, and a
+ * Txn may read at a negative revision until the first compaction). */
+int64_t mvcc_compact_rev(const mvcc_store *s);
 
 /* Batches: begin/commit wrap backend_batch_begin/commit; every mvcc_txn and
  * mvcc_compact happens inside one. */

@@ -163,7 +163,7 @@ static size_t key_db_entries(void)
 Test(kvstore, fresh_store_is_at_revision_one)
 {
     cr_assert_eq(mvcc_rev(s), 1);
-    cr_assert_eq(mvcc_compact_rev(s), 0);
+    cr_assert_eq(mvcc_compact_rev(s), -1, "never compacted, as etcd");
     struct got g;
     cr_assert_eq(get1("foo", 0, &g), 0);
 }
@@ -717,7 +717,7 @@ Test(kvstore, restart_without_compaction_keeps_history)
     reopen();
     struct got g;
     cr_assert_eq(mvcc_rev(s), 9);
-    cr_assert_eq(mvcc_compact_rev(s), 0);
+    cr_assert_eq(mvcc_compact_rev(s), -1);
     cr_assert_eq(get1("a", 2, &g), 1);
     cr_assert_str_eq(g.val[0], "a1");
     cr_assert_eq(get1("b", 6, &g), 0);
@@ -745,7 +745,7 @@ Test(kvstore, hash_kv_equal_stores_equal_hashes)
     cr_assert_eq(mvcc_hash_kv(s2, 0, &h2, &c), 0);
     cr_assert_eq(h1, h2);
     cr_assert_neq(h1, h0);
-    cr_assert_eq(c, 0);
+    cr_assert_eq(c, -1, "never compacted: -1, as etcd 3.4 answers HashKV");
 
     /* one more change on s2: hashes differ at the current revision, and
      * agree at the revision both have */
@@ -946,7 +946,7 @@ Test(kvstore, random_ops_match_model)
 {
     srand(12345);
     memset(nhist, 0, sizeof(nhist));
-    int64_t rev = 1, compact_rev = 0;
+    int64_t rev = 1, compact_rev = -1;
     for (int step = 0; step < 400; step++) {
         int op = rand() % 100;
         if (op < 75) {
@@ -1162,4 +1162,19 @@ Test(kvstore, read_history_in_revision_order)
     cr_assert_eq(h.mod[2], 8);
     cr_assert_eq(h.mod[3], 9);
     mvcc_read_end(r);
+}
+
+/* etcd's compactMainRev starts at -1: Compact(0) succeeds once on a store
+ * never compacted, is remembered across a restart, and then fails. */
+Test(kvstore, compact_zero_once_as_etcd)
+{
+    compact(s, -1, QERR_COMPACTED);
+    compact(s, 0, 0);
+    cr_assert_eq(mvcc_compact_rev(s), 0);
+    compact(s, 0, QERR_COMPACTED);
+    reopen();
+    cr_assert_eq(mvcc_compact_rev(s), 0);
+    compact(s, 0, QERR_COMPACTED);
+    compact(s, 1, 0);
+    cr_assert_eq(mvcc_compact_rev(s), 1);
 }
