@@ -18,6 +18,7 @@ struct watcher {
     int64_t next_rev; /* the first revision it has not been given */
     unsigned filters;
     bool synced;
+    bool dead; /* cancelled while its callback ran: freed when it returns */
     const struct watcher_ops *ops;
     void *arg;
     watcher *prev, *next;
@@ -35,7 +36,15 @@ struct watch_hub {
     struct evlist pending; /* changes of the open batch */
     struct arena pending_arena;
     struct evlist scratch; /* events for one watcher */
+    watcher *delivering;   /* the watcher whose callback is running */
 };
+
+static void free_w(watcher *w)
+{
+    free(w->key);
+    free(w->end);
+    free(w);
+}
 
 /* ---- lists ---- */
 
@@ -223,8 +232,16 @@ void watch_hub_commit(watch_hub *h)
         while (j < n && evs[j].kv.mod_revision == rev)
             j++;
         for (watcher *w = h->synced, *next; w != NULL; w = next) {
+            /* taken before the callback: cancelling |w| unlinks it */
             next = w->next;
-            if (deliver_group(h, w, evs + i, j - i, rev, rev) == -EAGAIN) {
+            h->delivering = w;
+            int rv = deliver_group(h, w, evs + i, j - i, rev, rev);
+            h->delivering = NULL;
+            if (w->dead) {
+                free_w(w);
+                continue;
+            }
+            if (rv == -EAGAIN) {
                 w->next_rev = rev; /* from history, later */
                 move_w(w, false);
             } else {
@@ -287,14 +304,11 @@ bool watch_hub_sync(watch_hub *h)
     for (watcher *w = h->unsynced, *next; w != NULL; w = next) {
         next = w->next;
         if (w->next_rev < compact) {
-            const struct watcher_ops *ops = w->ops;
-            void *arg = w->arg;
             unlink_w(w);
-            w->hub = NULL;
-            ops->compacted(w, compact, arg);
-            free(w->key);
-            free(w->end);
-            free(w);
+            w->dead = true; /* a watcher_cancel from the callback is a no-op */
+            w->ops->compacted(w, compact, w->arg);
+            next = h->unsynced; /* the callback may have changed the list */
+            free_w(w);
             continue;
         }
         if (w->next_rev > cur) {
@@ -322,8 +336,15 @@ bool watch_hub_sync(watch_hub *h)
     if (rv == 0) {
         fill_prev(&hi);
         for (watcher *w = h->unsynced, *next; w != NULL; w = next) {
-            next = w->next;
-            if (deliver_group(h, w, hi.evs.v, hi.evs.n, to, cur) == -EAGAIN)
+            next = w->next; /* before the callback: cancelling |w| unlinks it */
+            h->delivering = w;
+            int drv = deliver_group(h, w, hi.evs.v, hi.evs.n, to, cur);
+            h->delivering = NULL;
+            if (w->dead) {
+                free_w(w);
+                continue;
+            }
+            if (drv == -EAGAIN)
                 continue; /* the consumer is full: same events next round */
             w->next_rev = to + 1;
             if (w->next_rev > cur)
@@ -370,13 +391,14 @@ int watcher_new(watch_hub *h, const uint8_t *key, size_t key_len, const uint8_t 
 
 void watcher_cancel(watcher *w)
 {
-    if (w == NULL)
+    if (w == NULL || w->dead)
         return;
-    if (w->hub != NULL)
-        unlink_w(w);
-    free(w->key);
-    free(w->end);
-    free(w);
+    unlink_w(w);
+    if (w->hub->delivering == w) {
+        w->dead = true; /* the loop that called it frees it */
+        return;
+    }
+    free_w(w);
 }
 
 bool watcher_is_synced(const watcher *w)

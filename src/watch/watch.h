@@ -75,7 +75,11 @@ int watcher_new(watch_hub *h, const uint8_t *key, size_t key_len, const uint8_t 
                 size_t end_len, int64_t start, unsigned filters, const struct watcher_ops *ops,
                 void *arg, watcher **out);
 
-/* watcher_cancel removes and frees |w|; no callback follows. */
+/* watcher_cancel removes and frees |w|; no callback follows. It may be
+ * called from |w|'s own deliver or compacted callback (then it is freed
+ * when the callback returns); from a compacted callback it is not needed.
+ * A callback may cancel only its own watcher, and may create watchers
+ * (they start with the next delivery round). */
 void watcher_cancel(watcher *w);
 
 /* watcher_is_synced: it has seen every committed revision (progress

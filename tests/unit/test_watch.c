@@ -1,0 +1,196 @@
+/* Unit tests for watch/watch.c on a real store in a temp dir: delivery
+ * after commit, per-revision grouping, filters, catch-up from history,
+ * backpressure, compaction, and callbacks that cancel their own watcher. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "mvcc/mvcc.h"
+#include "watch/watch.h"
+
+static char dir[64];
+static backend *be;
+static mvcc_store *kv;
+static watch_hub *hub;
+
+static void setup(void)
+{
+    snprintf(dir, sizeof(dir), "/tmp/watch-test-XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    struct backend_options o = {.dir = dir, .no_sync = true};
+    cr_assert_eq(backend_open(&o, &be), 0);
+    cr_assert_eq(mvcc_open(be, &kv), 0);
+    cr_assert_eq(watch_hub_new(kv, &hub), 0);
+    mvcc_set_observer(kv, watch_hub_observe, hub);
+}
+
+static void teardown(void)
+{
+    watch_hub_free(hub);
+    mvcc_close(kv);
+    backend_close(be);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+TestSuite(watch, .init = setup, .fini = teardown);
+
+static int64_t put(const char *k, const char *v)
+{
+    mvcc_txn *t;
+    cr_assert_eq(mvcc_batch_begin(kv), 0);
+    cr_assert_eq(mvcc_txn_begin(kv, &t), 0);
+    cr_assert_eq(mvcc_txn_put(t, (const uint8_t *)k, strlen(k), (const uint8_t *)v, strlen(v), 0,
+                              NULL, NULL),
+                 0);
+    int64_t rev = mvcc_txn_end(t);
+    cr_assert_eq(mvcc_batch_commit(kv), 0);
+    watch_hub_commit(hub);
+    return rev;
+}
+
+static int64_t del(const char *k)
+{
+    mvcc_txn *t;
+    int64_t n;
+    cr_assert_eq(mvcc_batch_begin(kv), 0);
+    cr_assert_eq(mvcc_txn_begin(kv, &t), 0);
+    cr_assert_eq(mvcc_txn_delete_range(t, (const uint8_t *)k, strlen(k), NULL, 0, NULL, NULL, &n),
+                 0);
+    int64_t rev = mvcc_txn_end(t);
+    cr_assert_eq(mvcc_batch_commit(kv), 0);
+    watch_hub_commit(hub);
+    return rev;
+}
+
+struct rec {
+    int calls, events;
+    int64_t revs[64];
+    int types[64];
+    bool cancel_self, full;
+    int64_t compacted;
+    watcher *w;
+};
+
+static int on_deliver(watcher *w, const struct watch_event *evs, size_t n, int64_t rev, void *arg)
+{
+    struct rec *r = arg;
+    if (r->full)
+        return -EAGAIN;
+    r->calls++;
+    for (size_t i = 0; i < n; i++) {
+        cr_assert_leq(evs[i].kv.mod_revision, rev);
+        r->revs[r->events] = evs[i].kv.mod_revision;
+        r->types[r->events++] = evs[i].type;
+    }
+    if (r->cancel_self) {
+        watcher_cancel(w);
+        r->w = NULL;
+    }
+    return 0;
+}
+
+static void on_compacted(watcher *w, int64_t rev, void *arg)
+{
+    struct rec *r = arg;
+    (void)w;
+    r->compacted = rev;
+    r->w = NULL;
+}
+
+static const struct watcher_ops ops = {on_deliver, on_compacted};
+
+static void watch_key(struct rec *r, const char *k, int64_t start, unsigned filters)
+{
+    cr_assert_eq(watcher_new(hub, (const uint8_t *)k, strlen(k), NULL, 0, start, filters, &ops, r,
+                             &r->w),
+                 0);
+}
+
+Test(watch, self_cancel_in_callback_does_not_starve_others)
+{
+    struct rec a = {0}, b = {0}, c = {.cancel_self = true};
+    int64_t next = mvcc_rev(kv) + 1;
+    watch_key(&a, "k", next, 0);
+    watch_key(&b, "k", next, 0);
+    watch_key(&c, "k", next, 0); /* first in the list: delivered first */
+    int64_t r1 = put("k", "1");
+    cr_assert_eq(c.events, 1);
+    cr_assert_null(c.w);
+    cr_assert_eq(a.events, 1, "a watcher after a self-cancelling one must get the event");
+    cr_assert_eq(b.events, 1, "a watcher after a self-cancelling one must get the event");
+    int64_t r2 = put("k", "2");
+    cr_assert_eq(a.revs[1], r2);
+    cr_assert_eq(b.revs[1], r2);
+    cr_assert_eq(c.events, 1, "a cancelled watcher gets nothing more");
+    cr_assert_eq(a.revs[0], r1);
+    watcher_cancel(a.w);
+    watcher_cancel(b.w);
+}
+
+Test(watch, history_catch_up_then_live_in_order)
+{
+    int64_t first = put("h", "1");
+    put("h", "2");
+    del("h");
+    struct rec r = {0};
+    watch_key(&r, "h", first, 0);
+    cr_assert(!watcher_is_synced(r.w));
+    while (watch_hub_sync(hub))
+        ;
+    cr_assert(watcher_is_synced(r.w));
+    cr_assert_eq(r.events, 3);
+    cr_assert_eq(r.types[2], MVCC_EVENT_DELETE);
+    int64_t live = put("h", "3");
+    cr_assert_eq(r.events, 4);
+    cr_assert_eq(r.revs[3], live);
+    for (int i = 1; i < r.events; i++)
+        cr_assert_gt(r.revs[i], r.revs[i - 1]);
+    watcher_cancel(r.w);
+}
+
+Test(watch, full_consumer_falls_back_to_history_without_loss)
+{
+    struct rec r = {0};
+    watch_key(&r, "b", mvcc_rev(kv) + 1, 0);
+    r.full = true;
+    int64_t a = put("b", "1");
+    int64_t b = put("b", "2");
+    cr_assert(!watcher_is_synced(r.w), "a full consumer goes to history");
+    cr_assert_eq(r.events, 0);
+    r.full = false;
+    while (watch_hub_sync(hub))
+        ;
+    cr_assert_eq(r.events, 2);
+    cr_assert_eq(r.revs[0], a);
+    cr_assert_eq(r.revs[1], b);
+    watcher_cancel(r.w);
+}
+
+Test(watch, filters_and_compaction)
+{
+    struct rec nop = {0};
+    int64_t start = put("f", "0");
+    watch_key(&nop, "f", mvcc_rev(kv) + 1, WATCH_FILTER_NOPUT);
+    put("f", "1");
+    int64_t d = del("f");
+    cr_assert_eq(nop.events, 1);
+    cr_assert_eq(nop.revs[0], d);
+    watcher_cancel(nop.w);
+
+    put("f", "2");
+    cr_assert_eq(mvcc_batch_begin(kv), 0);
+    cr_assert_eq(mvcc_compact(kv, mvcc_rev(kv)), 0);
+    cr_assert_eq(mvcc_batch_commit(kv), 0);
+    struct rec old = {0};
+    watch_key(&old, "f", start, 0);
+    while (watch_hub_sync(hub))
+        ;
+    cr_assert_eq(old.compacted, mvcc_compact_rev(kv));
+    cr_assert_null(old.w);
+    cr_assert_eq(watch_hub_unsynced_count(hub) + watch_hub_synced_count(hub), 0);
+}
