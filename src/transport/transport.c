@@ -1,0 +1,1531 @@
+/* transport/transport.c: TCP links between members on the libuv loop.
+ *
+ * Objects and who frees them (libuv's rule: memory goes in close callbacks):
+ *   struct transport  the whole thing; freed when its last handle or object
+ *                     is gone after transport_close (t->refs counts them).
+ *   struct peer       a member we send to: queue, backoff timer, stats. Freed
+ *                     in the close callback of its timer.
+ *   struct out_conn   one outgoing message connection of a peer. A failed
+ *                     connection is detached from its peer at once and freed
+ *                     in its close callback, so a new connection can start
+ *                     while the old one is still closing.
+ *   struct snap_out   one outgoing snapshot transfer (its own connection).
+ *   struct conn       one accepted connection (messages or a snapshot).
+ * Objects that may have a file-system request in flight (snap_out, conn)
+ * count their handle and request in |refs| and are freed when both ended.
+ *
+ * A user callback may call transport_close or transport_remove_peer. Neither
+ * frees memory synchronously, so after a callback the code only has to check
+ * t->closing and whether its object was detached. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/crc32c.h"
+#include "base/log.h"
+#include "transport/transport.h"
+
+#define MOD "transport"
+#define MAGIC "QRMT"
+#define HS_LEN 32
+#define REPLY_LEN 24
+#define KIND_MSGS 0
+#define KIND_SNAP 1
+#define READ_CHUNK 65536
+#define BIG_BUF (4u << 20)
+
+struct transport;
+
+struct out_conn {
+    struct transport *t;
+    struct peer *peer; /* NULL once detached (closing) */
+    uv_tcp_t tcp;
+    uv_connect_t creq;
+    uv_write_t wreq;
+    uint8_t hs[HS_LEN];
+    bool ready; /* handshake accepted */
+    bool writing;
+    struct buf in;
+    struct buf inflight; /* frames handed to the current write */
+    size_t inflight_msgs;
+};
+
+enum snap_src { SRC_READER, SRC_FILE, SRC_MEM };
+
+struct snap_out {
+    struct transport *t;
+    struct peer *peer; /* NULL once detached */
+    uint64_t to;
+    int refs;
+    bool closing, reported, acked_ok, header_sent, crc_sent;
+    uv_tcp_t tcp;
+    uv_connect_t creq;
+    uv_write_t hsreq; /* the handshake: may overlap the header write */
+    uv_write_t wreq;  /* header, chunks, CRC: one after the other */
+    uv_fs_t fsreq;
+    uint8_t hs[HS_LEN];
+    struct buf hdr; /* header frame + data size */
+    struct buf chunk;
+    struct buf in;
+    enum snap_src src;
+    struct transport_snap_reader reader;
+    uv_file fd;
+    uint8_t *mem;
+    uint64_t size, off;
+    uint32_t crc;
+    uint8_t crcbuf[4];
+};
+
+struct peer {
+    struct transport *t;
+    struct peer *next;
+    uint64_t id;
+    struct sockaddr_storage addr;
+    uv_timer_t timer;
+    bool backoff_active;
+    unsigned backoff_ms;
+    struct out_conn *oc;
+    struct snap_out *snap;
+    struct buf pending; /* length-prefixed frames not yet written */
+    size_t pending_msgs;
+    struct transport_peer_stats st;
+};
+
+enum conn_state { C_HANDSHAKE, C_MSGS, C_SNAP_HEADER, C_SNAP_DATA, C_SNAP_CRC, C_DONE };
+
+struct conn {
+    struct transport *t;
+    struct conn *next;
+    int refs;
+    bool closing;
+    enum conn_state state;
+    uint64_t from;
+    uv_tcp_t tcp;
+    uv_timer_t hs_timer; /* closes a connection that never says hello */
+    uv_fs_t fsreq;
+    bool fs_busy;
+    struct buf in;
+    size_t in_off; /* bytes of |in| already parsed */
+    /* snapshot reception */
+    struct buf hdr; /* the header frame; snapv points into it */
+    struct transport_msg_view snapv;
+    uint64_t size, got, written;
+    uint32_t crc;
+    struct buf chunk;
+    uv_file fd;
+    char *path;
+};
+
+struct transport {
+    uv_loop_t *loop;
+    struct transport_options o;
+    char *snap_dir;
+    int refs;
+    bool closing;
+    void (*close_cb)(void *);
+    void *close_arg;
+    uv_idle_t idle;
+    bool idle_active;
+    uv_tcp_t *listener;
+    struct peer *peers;
+    struct conn *conns;
+};
+
+/* ---- helpers ---- */
+
+static void put_be16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)(v >> 8);
+    p[1] = (uint8_t)v;
+}
+static void put_be32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (24 - 8 * i));
+}
+static void put_be64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (56 - 8 * i));
+}
+static uint16_t get_be16(const uint8_t *p)
+{
+    return (uint16_t)((p[0] << 8) | p[1]);
+}
+static uint32_t get_be32(const uint8_t *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+static uint64_t get_be64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static int parse_addr(const char *host, int port, struct sockaddr_storage *ss)
+{
+    if (host == NULL || port < 0 || port > 65535)
+        return -EINVAL;
+    memset(ss, 0, sizeof(*ss));
+    if (uv_ip4_addr(host, port, (struct sockaddr_in *)ss) == 0)
+        return 0;
+    if (uv_ip6_addr(host, port, (struct sockaddr_in6 *)ss) == 0)
+        return 0;
+    return -EINVAL;
+}
+
+static void make_handshake(const struct transport *t, uint8_t kind, uint64_t to, uint8_t *hs)
+{
+    memcpy(hs, MAGIC, 4);
+    put_be16(hs + 4, TRANSPORT_PROTOCOL_VERSION);
+    hs[6] = kind;
+    hs[7] = 0;
+    put_be64(hs + 8, t->o.cluster_id);
+    put_be64(hs + 16, t->o.id);
+    put_be64(hs + 24, to);
+}
+
+static void t_unref(struct transport *t)
+{
+    if (--t->refs == 0 && t->closing) {
+        void (*cb)(void *) = t->close_cb;
+        void *arg = t->close_arg;
+        free(t->snap_dir);
+        free(t);
+        if (cb != NULL)
+            cb(arg);
+    }
+}
+
+static struct peer *peer_find(const struct transport *t, uint64_t id)
+{
+    for (struct peer *p = t->peers; p != NULL; p = p->next)
+        if (p->id == id)
+            return p;
+    return NULL;
+}
+
+static void alloc_in(struct buf *in, uv_buf_t *b)
+{
+    if (buf_reserve(in, READ_CHUNK) != 0) {
+        b->base = NULL;
+        b->len = 0;
+        return;
+    }
+    b->base = (char *)in->data + in->len;
+    b->len = in->cap - in->len;
+}
+
+/* Handshake reply parsing shared by both kinds of outgoing connection:
+ * returns 1 accepted, 0 need more bytes, -1 rejected (|reason| filled),
+ * -2 garbage. */
+static int parse_reply(const struct buf *in, char *reason, size_t rcap)
+{
+    if (in->len < REPLY_LEN + 2)
+        return 0;
+    const uint8_t *p = in->data;
+    if (memcmp(p, MAGIC, 4) != 0 || p[6] > 1)
+        return -2;
+    size_t n = get_be16(p + 24);
+    if (in->len < REPLY_LEN + 2 + n)
+        return 0;
+    if (p[6] == 0)
+        return n == 0 && in->len == REPLY_LEN + 2 ? 1 : -2;
+    size_t k = n < rcap - 1 ? n : rcap - 1;
+    memcpy(reason, p + REPLY_LEN + 2, k);
+    reason[k] = '\0';
+    return -1;
+}
+
+/* ---- outgoing message connections ---- */
+
+static void peer_connect(struct peer *p);
+static void flush_peer(struct peer *p);
+static void backoff_fired(uv_timer_t *h);
+
+static void oc_closed(uv_handle_t *h)
+{
+    struct out_conn *oc = h->data;
+    struct transport *t = oc->t;
+    buf_free(&oc->in);
+    buf_free(&oc->inflight);
+    free(oc);
+    t_unref(t);
+}
+
+/* oc_detach closes the peer's message connection. */
+static void oc_detach(struct peer *p)
+{
+    struct out_conn *oc = p->oc;
+    if (oc == NULL)
+        return;
+    p->oc = NULL;
+    oc->peer = NULL;
+    p->st.connected = false;
+    if (oc->writing)
+        p->st.dropped += oc->inflight_msgs; /* the write will be cancelled */
+    uv_close((uv_handle_t *)&oc->tcp, oc_closed);
+}
+
+/* peer_fail drops the connection and retries after the backoff. */
+static void peer_fail(struct peer *p)
+{
+    struct transport *t = p->t;
+    oc_detach(p);
+    if (t->closing)
+        return;
+    p->backoff_active = true;
+    uv_timer_start(&p->timer, backoff_fired, p->backoff_ms, 0);
+    unsigned max = t->o.backoff_max_ms;
+    p->backoff_ms = p->backoff_ms > max / 2 ? max : p->backoff_ms * 2;
+}
+
+static void backoff_fired(uv_timer_t *h)
+{
+    struct peer *p = h->data;
+    p->backoff_active = false;
+    if (p->pending_msgs > 0)
+        peer_connect(p);
+}
+
+static void drop_pending(struct peer *p)
+{
+    p->st.dropped += p->pending_msgs;
+    p->pending_msgs = 0;
+    buf_reset(&p->pending);
+}
+
+static void oc_write_done(uv_write_t *req, int status)
+{
+    struct out_conn *oc = req->data;
+    struct peer *p = oc->peer;
+    oc->writing = false;
+    if (p == NULL) /* detached: counted as dropped already */
+        return;
+    if (status < 0) {
+        log_debug(MOD, "write to member %" PRIx64 " failed: %s", p->id, uv_strerror(status));
+        p->st.dropped += oc->inflight_msgs;
+        oc->inflight_msgs = 0;
+        peer_fail(p);
+        return;
+    }
+    p->st.sent += oc->inflight_msgs;
+    oc->inflight_msgs = 0;
+    /* a burst must not pin its memory for the life of the link */
+    if (oc->inflight.cap > BIG_BUF)
+        buf_free(&oc->inflight);
+    else
+        buf_reset(&oc->inflight);
+    /* everything queued while this write ran goes out in the next one */
+    flush_peer(p);
+}
+
+/* flush_peer hands all queued frames to one write if the link is ready. */
+static void flush_peer(struct peer *p)
+{
+    struct out_conn *oc = p->oc;
+    if (oc == NULL || !oc->ready || oc->writing || p->pending_msgs == 0)
+        return;
+    struct buf tmp = oc->inflight;
+    oc->inflight = p->pending;
+    p->pending = tmp;
+    buf_reset(&p->pending);
+    oc->inflight_msgs = p->pending_msgs;
+    p->pending_msgs = 0;
+    uv_buf_t b = uv_buf_init((char *)oc->inflight.data, (unsigned)oc->inflight.len);
+    oc->wreq.data = oc;
+    int rv = uv_write(&oc->wreq, (uv_stream_t *)&oc->tcp, &b, 1, oc_write_done);
+    if (rv != 0) {
+        p->st.dropped += oc->inflight_msgs;
+        oc->inflight_msgs = 0;
+        peer_fail(p);
+        return;
+    }
+    oc->writing = true;
+    p->st.writes++;
+}
+
+static void oc_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
+{
+    struct out_conn *oc = h->data;
+    alloc_in(&oc->in, b);
+}
+
+static void oc_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
+{
+    struct out_conn *oc = s->data;
+    struct peer *p = oc->peer;
+    if (p == NULL || nread == 0)
+        return;
+    if (nread < 0) {
+        log_debug(MOD, "message link to member %" PRIx64 " closed: %s", p->id,
+                  uv_strerror((int)nread));
+        peer_fail(p);
+        return;
+    }
+    oc->in.len += (size_t)nread;
+    if (oc->ready) { /* the listener never writes after the reply */
+        log_warn(MOD, "member %" PRIx64 " sent unexpected bytes on the message link", p->id);
+        peer_fail(p);
+        return;
+    }
+    char reason[300];
+    int r = parse_reply(&oc->in, reason, sizeof(reason));
+    if (r == 0)
+        return;
+    struct transport *t = p->t;
+    if (r == 1) {
+        oc->ready = true;
+        p->backoff_ms = t->o.backoff_min_ms;
+        p->st.connects++;
+        p->st.connected = true;
+        buf_reset(&oc->in);
+        log_debug(MOD, "message link to member %" PRIx64 " is up", p->id);
+        flush_peer(p);
+        return;
+    }
+    if (r == -2) {
+        log_warn(MOD, "member %" PRIx64 " answered the handshake with garbage", p->id);
+        peer_fail(p);
+        return;
+    }
+    p->st.rejections++;
+    log_warn(MOD, "member %" PRIx64 " rejected our connection: %s", p->id, reason);
+    drop_pending(p);
+    peer_fail(p);
+    if (t->o.cb.on_peer_rejected != NULL)
+        t->o.cb.on_peer_rejected(p->id, reason, t->o.arg);
+}
+
+static void oc_connected(uv_connect_t *req, int status)
+{
+    struct out_conn *oc = req->data;
+    struct peer *p = oc->peer;
+    if (p == NULL)
+        return;
+    if (status < 0) {
+        log_debug(MOD, "connect to member %" PRIx64 " failed: %s", p->id, uv_strerror(status));
+        peer_fail(p);
+        return;
+    }
+    uv_tcp_nodelay(&oc->tcp, 1);
+    uv_tcp_keepalive(&oc->tcp, 1, 30);
+    make_handshake(p->t, KIND_MSGS, p->id, oc->hs);
+    uv_buf_t b = uv_buf_init((char *)oc->hs, HS_LEN);
+    oc->wreq.data = oc;
+    oc->writing = true; /* no inflight messages: a failure counts nothing */
+    if (uv_write(&oc->wreq, (uv_stream_t *)&oc->tcp, &b, 1, oc_write_done) != 0 ||
+        uv_read_start((uv_stream_t *)&oc->tcp, oc_alloc, oc_read) != 0) {
+        peer_fail(p);
+    }
+}
+
+static void peer_connect(struct peer *p)
+{
+    struct transport *t = p->t;
+    if (p->oc != NULL || p->backoff_active || t->closing)
+        return;
+    struct out_conn *oc = calloc(1, sizeof(*oc));
+    if (oc == NULL) {
+        peer_fail(p);
+        return;
+    }
+    if (uv_tcp_init(t->loop, &oc->tcp) != 0) {
+        free(oc);
+        peer_fail(p);
+        return;
+    }
+    t->refs++;
+    p->st.dials++;
+    oc->t = t;
+    oc->tcp.data = oc;
+    oc->peer = p;
+    p->oc = oc;
+    oc->creq.data = oc;
+    int rv = uv_tcp_connect(&oc->creq, &oc->tcp, (struct sockaddr *)&p->addr, oc_connected);
+    if (rv != 0) {
+        log_debug(MOD, "connect to member %" PRIx64 ": %s", p->id, uv_strerror(rv));
+        peer_fail(p);
+    }
+}
+
+static void idle_run(uv_idle_t *h)
+{
+    struct transport *t = h->data;
+    uv_idle_stop(h);
+    t->idle_active = false;
+    for (struct peer *p = t->peers; p != NULL; p = p->next) {
+        if (p->oc == NULL && p->pending_msgs > 0)
+            peer_connect(p);
+        else
+            flush_peer(p);
+    }
+}
+
+/* ---- outgoing snapshot transfers ---- */
+
+static void snap_closed(uv_handle_t *h);
+
+static void snap_unref(struct snap_out *s)
+{
+    if (--s->refs > 0)
+        return;
+    struct transport *t = s->t;
+    if (s->reader.release_fn != NULL)
+        s->reader.release_fn(s->reader.rarg);
+    if (s->src == SRC_FILE && s->fd >= 0) {
+        uv_fs_t req;
+        uv_fs_close(NULL, &req, s->fd, NULL);
+        uv_fs_req_cleanup(&req);
+    }
+    free(s->mem);
+    buf_free(&s->hdr);
+    buf_free(&s->chunk);
+    buf_free(&s->in);
+    free(s);
+    t_unref(t);
+}
+
+static void snap_closed(uv_handle_t *h)
+{
+    snap_unref(h->data);
+}
+
+/* snap_finish reports the outcome (once) and closes the connection. */
+static void snap_finish(struct snap_out *s, bool ok)
+{
+    if (s->closing)
+        return;
+    s->closing = true;
+    struct peer *p = s->peer;
+    struct transport *t = s->t;
+    uv_close((uv_handle_t *)&s->tcp, snap_closed);
+    if (p == NULL)
+        return;
+    p->snap = NULL;
+    s->peer = NULL;
+    if (ok)
+        log_info(MOD, "sent snapshot (%" PRIu64 " bytes) to member %" PRIx64, s->size, s->to);
+    else
+        log_warn(MOD, "failed to send snapshot to member %" PRIx64, s->to);
+    if (!t->closing && t->o.cb.on_snapshot_sent != NULL)
+        t->o.cb.on_snapshot_sent(s->to, ok, t->o.arg);
+}
+
+static void snap_next(struct snap_out *s);
+
+static void snap_write_done(uv_write_t *req, int status)
+{
+    struct snap_out *s = req->data;
+    if (s->closing)
+        return;
+    if (status < 0) {
+        log_warn(MOD, "snapshot to member %" PRIx64 ": write failed: %s", s->to,
+                 uv_strerror(status));
+        snap_finish(s, false);
+        return;
+    }
+    if (!s->crc_sent)
+        snap_next(s);
+    /* else: wait for the receiver's one-byte answer */
+}
+
+static void snap_write(struct snap_out *s, const void *p, size_t n)
+{
+    uv_buf_t b = uv_buf_init((char *)p, (unsigned)n);
+    s->wreq.data = s;
+    if (uv_write(&s->wreq, (uv_stream_t *)&s->tcp, &b, 1, snap_write_done) != 0)
+        snap_finish(s, false);
+}
+
+static void snap_send_chunk(struct snap_out *s, size_t n)
+{
+    s->crc = crc32c_update(s->crc, s->chunk.data, n);
+    s->off += n;
+    snap_write(s, s->chunk.data, n);
+}
+
+static void snap_file_read(uv_fs_t *req)
+{
+    struct snap_out *s = req->data;
+    ssize_t n = req->result;
+    uv_fs_req_cleanup(req);
+    if (s->closing) {
+        snap_unref(s);
+        return;
+    }
+    snap_unref(s); /* still referenced by its handle: not freed */
+    size_t want = s->chunk.len;
+    if (n <= 0 || (size_t)n != want) {
+        log_warn(MOD, "snapshot to member %" PRIx64 ": read failed: %s", s->to,
+                 n < 0 ? uv_strerror((int)n) : "short read");
+        snap_finish(s, false);
+        return;
+    }
+    snap_send_chunk(s, (size_t)n);
+}
+
+/* snap_next sends the next chunk of data, or the CRC after the last. */
+static void snap_next(struct snap_out *s)
+{
+    if (s->off == s->size) {
+        put_be32(s->crcbuf, s->crc);
+        s->crc_sent = true;
+        snap_write(s, s->crcbuf, 4);
+        return;
+    }
+    uint64_t left = s->size - s->off;
+    size_t n = left < s->t->o.snap_chunk ? (size_t)left : s->t->o.snap_chunk;
+    buf_reset(&s->chunk);
+    if (buf_reserve(&s->chunk, n) != 0) {
+        snap_finish(s, false);
+        return;
+    }
+    switch (s->src) {
+    case SRC_MEM:
+        memcpy(s->chunk.data, s->mem + s->off, n);
+        snap_send_chunk(s, n);
+        return;
+    case SRC_READER: {
+        int rv = s->reader.read_fn(s->reader.rarg, s->off, s->chunk.data, n);
+        if (s->closing)
+            return;
+        if (rv != 0) {
+            log_warn(MOD, "snapshot to member %" PRIx64 ": reader failed (%d)", s->to, rv);
+            snap_finish(s, false);
+            return;
+        }
+        snap_send_chunk(s, n);
+        return;
+    }
+    case SRC_FILE: {
+        s->chunk.len = n; /* remembered for the callback */
+        uv_buf_t b = uv_buf_init((char *)s->chunk.data, (unsigned)n);
+        s->fsreq.data = s;
+        if (uv_fs_read(s->t->loop, &s->fsreq, s->fd, &b, 1, (int64_t)s->off, snap_file_read) != 0) {
+            snap_finish(s, false);
+            return;
+        }
+        s->refs++;
+        return;
+    }
+    }
+}
+
+static void snap_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
+{
+    struct snap_out *s = h->data;
+    alloc_in(&s->in, b);
+}
+
+static void snap_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
+{
+    struct snap_out *s = st->data;
+    if (s->closing || nread == 0)
+        return;
+    if (nread < 0) {
+        snap_finish(s, false);
+        return;
+    }
+    s->in.len += (size_t)nread;
+    if (!s->header_sent) {
+        char reason[300];
+        int r = parse_reply(&s->in, reason, sizeof(reason));
+        if (r == 0)
+            return;
+        if (r != 1) {
+            if (r == -1) {
+                log_warn(MOD, "member %" PRIx64 " rejected our snapshot connection: %s", s->to,
+                         reason);
+                if (s->peer != NULL)
+                    s->peer->st.rejections++;
+            }
+            struct transport *t = s->t;
+            uint64_t to = s->to;
+            snap_finish(s, false);
+            if (r == -1 && !t->closing && t->o.cb.on_peer_rejected != NULL)
+                t->o.cb.on_peer_rejected(to, reason, t->o.arg);
+            return;
+        }
+        buf_reset(&s->in);
+        s->header_sent = true;
+        snap_write(s, s->hdr.data, s->hdr.len);
+        return;
+    }
+    /* the receiver's answer: one byte after our CRC */
+    if (!s->crc_sent || s->in.len != 1) {
+        snap_finish(s, false);
+        return;
+    }
+    snap_finish(s, s->in.data[0] == 0);
+}
+
+static void snap_hs_written(uv_write_t *req, int status)
+{
+    struct snap_out *s = req->data;
+    if (status < 0 && !s->closing)
+        snap_finish(s, false);
+}
+
+static void snap_connected(uv_connect_t *req, int status)
+{
+    struct snap_out *s = req->data;
+    if (s->closing)
+        return;
+    if (status < 0) {
+        log_warn(MOD, "snapshot to member %" PRIx64 ": connect failed: %s", s->to,
+                 uv_strerror(status));
+        snap_finish(s, false);
+        return;
+    }
+    uv_tcp_nodelay(&s->tcp, 1);
+    make_handshake(s->t, KIND_SNAP, s->to, s->hs);
+    if (uv_read_start((uv_stream_t *)&s->tcp, snap_alloc, snap_read) != 0) {
+        snap_finish(s, false);
+        return;
+    }
+    uv_buf_t b = uv_buf_init((char *)s->hs, HS_LEN);
+    s->hsreq.data = s;
+    if (uv_write(&s->hsreq, (uv_stream_t *)&s->tcp, &b, 1, snap_hs_written) != 0)
+        snap_finish(s, false);
+}
+
+int transport_send_snapshot(struct transport *t, const struct raft_msg *m, const char *path,
+                            const struct transport_snap_reader *reader)
+{
+    if (t->closing)
+        return -ESHUTDOWN;
+    if (m->type != RAFT_MSG_SNAP || m->snapshot == NULL)
+        return -EINVAL;
+    struct peer *p = peer_find(t, m->to);
+    if (p == NULL)
+        return -ENOENT;
+    if (p->snap != NULL)
+        return -EBUSY;
+    if (reader != NULL && reader->read_fn == NULL)
+        return -EINVAL;
+    struct snap_out *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return -ENOMEM;
+    s->t = t;
+    s->to = m->to;
+    s->fd = -1;
+    int rv;
+    if (reader != NULL) {
+        s->src = SRC_READER;
+        s->size = reader->size;
+    } else if (path != NULL) {
+        s->src = SRC_FILE;
+        uv_fs_t req;
+        rv = uv_fs_open(NULL, &req, path, O_RDONLY | O_CLOEXEC, 0, NULL);
+        uv_fs_req_cleanup(&req);
+        if (rv < 0)
+            goto fail;
+        s->fd = rv;
+        struct stat st;
+        if (fstat(s->fd, &st) != 0) {
+            rv = -errno;
+            goto fail;
+        }
+        s->size = (uint64_t)st.st_size;
+    } else {
+        s->src = SRC_MEM;
+        s->size = m->snapshot->len;
+        if (s->size > 0) {
+            rv = -ENOMEM;
+            if ((s->mem = malloc(s->size)) == NULL)
+                goto fail;
+            memcpy(s->mem, m->snapshot->data, s->size);
+        }
+    }
+    /* header frame: the message with its data left out, then the size */
+    struct raft_snapshot meta = *m->snapshot;
+    meta.data = NULL;
+    meta.len = 0;
+    struct raft_msg hm = *m;
+    hm.snapshot = &meta;
+    hm.from = t->o.id;
+    uint8_t be[8] = {0};
+    if ((rv = buf_append(&s->hdr, be, 4)) != 0 || (rv = transport_msg_encode(&hm, &s->hdr)) != 0)
+        goto fail;
+    put_be32(s->hdr.data, (uint32_t)(s->hdr.len - 4));
+    put_be64(be, s->size);
+    if ((rv = buf_append(&s->hdr, be, 8)) != 0)
+        goto fail;
+    if ((rv = uv_tcp_init(t->loop, &s->tcp)) != 0)
+        goto fail;
+    s->tcp.data = s;
+    s->refs = 1;
+    t->refs++;
+    s->peer = p;
+    p->snap = s;
+    s->creq.data = s;
+    rv = uv_tcp_connect(&s->creq, &s->tcp, (struct sockaddr *)&p->addr, snap_connected);
+    if (rv != 0) {
+        /* report through the callback like any other failed transfer, but
+         * not from inside this call */
+        p->snap = NULL;
+        s->peer = NULL;
+        s->closing = true;
+        uv_close((uv_handle_t *)&s->tcp, snap_closed);
+        return rv;
+    }
+    if (reader != NULL) /* released with the transfer from now on */
+        s->reader = *reader;
+    return 0;
+fail:
+    if (s->fd >= 0)
+        close(s->fd);
+    free(s->mem);
+    buf_free(&s->hdr);
+    free(s);
+    return rv;
+}
+
+/* ---- incoming connections ---- */
+
+static void conn_unref(struct conn *c)
+{
+    if (--c->refs > 0)
+        return;
+    struct transport *t = c->t;
+    if (c->fd >= 0) {
+        uv_fs_t req;
+        uv_fs_close(NULL, &req, c->fd, NULL);
+        uv_fs_req_cleanup(&req);
+    }
+    if (c->path != NULL) { /* not handed to on_snapshot: remove */
+        unlink(c->path);
+        free(c->path);
+    }
+    transport_msg_view_free(&c->snapv);
+    buf_free(&c->hdr);
+    buf_free(&c->in);
+    buf_free(&c->chunk);
+    free(c);
+    t_unref(t);
+}
+
+static void conn_closed(uv_handle_t *h)
+{
+    conn_unref(h->data);
+}
+
+static void conn_close(struct conn *c)
+{
+    if (c->closing)
+        return;
+    c->closing = true;
+    struct transport *t = c->t;
+    for (struct conn **pp = &t->conns; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    }
+    uv_close((uv_handle_t *)&c->tcp, conn_closed);
+    uv_close((uv_handle_t *)&c->hs_timer, conn_closed);
+}
+
+/* A write on an accepted connection. The listener writes only short
+ * answers (handshake reply, snapshot verdict), possibly while an earlier one
+ * is still in flight, so each gets its own request and copy. */
+struct conn_wreq {
+    uv_write_t req;
+    struct conn *c;
+    bool then_close;
+    uint8_t data[];
+};
+
+static void conn_written(uv_write_t *req, int status)
+{
+    struct conn_wreq *w = (struct conn_wreq *)req;
+    struct conn *c = w->c;
+    bool then_close = w->then_close;
+    free(w);
+    if (status < 0 || then_close)
+        conn_close(c);
+}
+
+/* conn_write sends |n| bytes and, if |then_close|, closes once they went. */
+static void conn_write(struct conn *c, const void *p, size_t n, bool then_close)
+{
+    struct conn_wreq *w = malloc(sizeof(*w) + n);
+    if (w == NULL) {
+        conn_close(c);
+        return;
+    }
+    w->c = c;
+    w->then_close = then_close;
+    memcpy(w->data, p, n);
+    uv_buf_t b = uv_buf_init((char *)w->data, (unsigned)n);
+    if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, conn_written) != 0) {
+        free(w);
+        conn_close(c);
+    }
+}
+
+static void conn_reply(struct conn *c, bool ok, const char *reason)
+{
+    struct transport *t = c->t;
+    size_t n = ok ? 0 : strlen(reason);
+    uint8_t h[REPLY_LEN + 2 + 256];
+    if (n > 256)
+        n = 256;
+    memcpy(h, MAGIC, 4);
+    put_be16(h + 4, TRANSPORT_PROTOCOL_VERSION);
+    h[6] = ok ? 0 : 1;
+    h[7] = 0;
+    put_be64(h + 8, t->o.cluster_id);
+    put_be64(h + 16, t->o.id);
+    put_be16(h + 24, (uint16_t)n);
+    if (n > 0)
+        memcpy(h + REPLY_LEN + 2, reason, n);
+    conn_write(c, h, REPLY_LEN + 2 + n, !ok);
+}
+
+/* handshake checks the peer's 32 bytes: true when accepted. */
+static bool handshake(struct conn *c, const uint8_t *hs)
+{
+    struct transport *t = c->t;
+    char reason[200];
+    if (memcmp(hs, MAGIC, 4) != 0) {
+        log_warn(MOD, "closed a connection that did not start with a handshake");
+        conn_close(c);
+        return false;
+    }
+    uint16_t ver = get_be16(hs + 4);
+    uint8_t kind = hs[6];
+    uint64_t cid = get_be64(hs + 8), from = get_be64(hs + 16), to = get_be64(hs + 24);
+    if (ver != TRANSPORT_PROTOCOL_VERSION)
+        snprintf(reason, sizeof(reason), "unsupported protocol version %u (local %u)", ver,
+                 TRANSPORT_PROTOCOL_VERSION);
+    else if (cid != t->o.cluster_id)
+        snprintf(reason, sizeof(reason),
+                 "cluster ID mismatch (local %" PRIx64 ", remote %" PRIx64 ")", t->o.cluster_id,
+                 cid);
+    else if (to != t->o.id)
+        snprintf(reason, sizeof(reason),
+                 "member ID mismatch (local %" PRIx64 ", remote expects %" PRIx64 ")", t->o.id, to);
+    else if (from == 0 || from == t->o.id)
+        snprintf(reason, sizeof(reason), "invalid sender member ID %" PRIx64, from);
+    else if (kind > KIND_SNAP)
+        snprintf(reason, sizeof(reason), "unknown connection kind %u", kind);
+    else if (kind == KIND_SNAP && t->o.cb.on_snapshot == NULL)
+        snprintf(reason, sizeof(reason), "snapshots are not accepted");
+    else
+        reason[0] = '\0';
+    if (reason[0] != '\0') {
+        log_warn(MOD, "rejected connection from member %" PRIx64 ": %s", from, reason);
+        conn_reply(c, false, reason);
+        c->state = C_DONE;
+        return false;
+    }
+    uv_timer_stop(&c->hs_timer);
+    c->from = from;
+    c->state = kind == KIND_MSGS ? C_MSGS : C_SNAP_HEADER;
+    conn_reply(c, true, NULL);
+    return true;
+}
+
+static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b);
+static void snap_in_process(struct conn *c);
+
+static void conn_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
+{
+    struct conn *c = h->data;
+    /* drop what was parsed before growing */
+    if (c->in_off > 0) {
+        buf_consume(&c->in, c->in_off);
+        c->in_off = 0;
+    }
+    if (c->in.len == 0 && c->in.cap > BIG_BUF)
+        buf_free(&c->in); /* after a big frame */
+    alloc_in(&c->in, b);
+}
+
+/* msgs_process delivers every complete frame in |in|. */
+static void msgs_process(struct conn *c)
+{
+    struct transport *t = c->t;
+    while (!c->closing && !t->closing) {
+        size_t avail = c->in.len - c->in_off;
+        if (avail < 4)
+            return;
+        const uint8_t *p = c->in.data + c->in_off;
+        uint32_t n = get_be32(p);
+        if (n == 0 || n > TRANSPORT_MAX_FRAME) {
+            log_warn(MOD, "member %" PRIx64 " sent a bad frame length %" PRIu32, c->from, n);
+            conn_close(c);
+            return;
+        }
+        if (avail - 4 < n) {
+            /* make room for the whole frame at once */
+            if (c->in_off > 0) {
+                buf_consume(&c->in, c->in_off);
+                c->in_off = 0;
+            }
+            if (buf_reserve(&c->in, (size_t)n + 4 - c->in.len) != 0)
+                conn_close(c);
+            return;
+        }
+        struct transport_msg_view v;
+        int rv = transport_msg_decode(p + 4, n, &v);
+        c->in_off += 4 + (size_t)n;
+        if (rv != 0) {
+            log_warn(MOD, "member %" PRIx64 " sent an undecodable message (%d)", c->from, rv);
+            conn_close(c);
+            return;
+        }
+        if (v.msg.to != t->o.id || v.msg.from != c->from) {
+            log_warn(MOD,
+                     "dropped a message from member %" PRIx64 " addressed %" PRIx64 " -> %" PRIx64,
+                     c->from, v.msg.from, v.msg.to);
+        } else if (v.msg.type == RAFT_MSG_SNAP) {
+            log_warn(MOD, "dropped a snapshot message on the message link of member %" PRIx64,
+                     c->from);
+        } else {
+            t->o.cb.on_message(&v.msg, t->o.arg);
+        }
+        transport_msg_view_free(&v);
+    }
+}
+
+static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
+{
+    struct conn *c = s->data;
+    if (c->closing || nread == 0)
+        return;
+    if (nread < 0) {
+        if (c->state == C_SNAP_HEADER || c->state == C_SNAP_DATA || c->state == C_SNAP_CRC)
+            log_warn(MOD, "snapshot from member %" PRIx64 " broke off: %s", c->from,
+                     uv_strerror((int)nread));
+        conn_close(c);
+        return;
+    }
+    c->in.len += (size_t)nread;
+    if (c->state == C_HANDSHAKE) {
+        if (c->in.len - c->in_off < HS_LEN)
+            return;
+        const uint8_t *hs = c->in.data + c->in_off;
+        c->in_off += HS_LEN;
+        uv_timer_stop(&c->hs_timer);
+        if (!handshake(c, hs))
+            return;
+    }
+    switch (c->state) {
+    case C_MSGS:
+        msgs_process(c);
+        return;
+    case C_SNAP_HEADER:
+    case C_SNAP_DATA:
+    case C_SNAP_CRC:
+        snap_in_process(c);
+        return;
+    case C_HANDSHAKE:
+        return;
+    case C_DONE:
+        /* a rejected or finished peer keeps talking: ignore until closed */
+        c->in_off = c->in.len;
+        return;
+    }
+}
+
+/* ---- snapshot reception ---- */
+
+static void snap_in_fail(struct conn *c, const char *why)
+{
+    log_warn(MOD, "rejected snapshot from member %" PRIx64 ": %s", c->from, why);
+    c->state = C_DONE;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    uint8_t verdict = 1;
+    conn_write(c, &verdict, 1, true);
+}
+
+static void snap_in_synced(uv_fs_t *req)
+{
+    struct conn *c = req->data;
+    ssize_t res = req->result;
+    uv_fs_req_cleanup(req);
+    c->fs_busy = false;
+    struct transport *t = c->t;
+    if (c->closing || t->closing) {
+        conn_unref(c);
+        return;
+    }
+    conn_unref(c); /* the handle still holds one reference */
+    if (res < 0) {
+        snap_in_fail(c, uv_strerror((int)res));
+        return;
+    }
+    uv_fs_t creq;
+    uv_fs_close(NULL, &creq, c->fd, NULL);
+    uv_fs_req_cleanup(&creq);
+    c->fd = -1;
+    char *path = c->path;
+    c->path = NULL; /* the file is the callee's now */
+    c->state = C_DONE;
+    struct raft_snapshot snap = c->snapv.snap;
+    snap.data = NULL;
+    snap.len = (size_t)c->size;
+    struct raft_msg m = c->snapv.msg;
+    m.snapshot = &snap;
+    log_info(MOD,
+             "received snapshot [index %" PRIu64 ", term %" PRIu64 ", %" PRIu64
+             " bytes] from member %" PRIx64,
+             snap.index, snap.term, c->size, c->from);
+    /* acknowledge first: the callback may close the transport */
+    uint8_t verdict = 0;
+    conn_write(c, &verdict, 1, true);
+    t->o.cb.on_snapshot(&m, path, t->o.arg);
+    free(path);
+}
+
+static void snap_in_written(uv_fs_t *req);
+
+/* snap_in_flush writes the collected chunk; reading pauses meanwhile, which
+ * is the backpressure that keeps a fast sender from filling our memory. */
+static void snap_in_flush(struct conn *c)
+{
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    uv_buf_t b = uv_buf_init((char *)c->chunk.data, (unsigned)c->chunk.len);
+    c->fsreq.data = c;
+    int rv = uv_fs_write(c->t->loop, &c->fsreq, c->fd, &b, 1, (int64_t)c->written, snap_in_written);
+    if (rv != 0) {
+        snap_in_fail(c, uv_strerror(rv));
+        return;
+    }
+    c->fs_busy = true;
+    c->refs++;
+}
+
+static void snap_in_written(uv_fs_t *req)
+{
+    struct conn *c = req->data;
+    ssize_t res = req->result;
+    uv_fs_req_cleanup(req);
+    c->fs_busy = false;
+    if (c->closing || c->t->closing) {
+        conn_unref(c);
+        return;
+    }
+    conn_unref(c);
+    if (res < 0 || (size_t)res != c->chunk.len) {
+        snap_in_fail(c, res < 0 ? uv_strerror((int)res) : "short write");
+        return;
+    }
+    c->written += c->chunk.len;
+    buf_reset(&c->chunk);
+    if (uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_read) != 0) {
+        conn_close(c);
+        return;
+    }
+    snap_in_process(c);
+}
+
+static void snap_in_process(struct conn *c)
+{
+    struct transport *t = c->t;
+    if (c->state == C_SNAP_HEADER) {
+        size_t avail = c->in.len - c->in_off;
+        if (avail < 4)
+            return;
+        uint32_t n = get_be32(c->in.data + c->in_off);
+        if (n == 0 || n > TRANSPORT_MAX_FRAME) {
+            snap_in_fail(c, "bad header length");
+            return;
+        }
+        if (avail < 4 + (size_t)n + 8)
+            return;
+        if (buf_append(&c->hdr, c->in.data + c->in_off + 4, n) != 0) {
+            conn_close(c);
+            return;
+        }
+        c->size = get_be64(c->in.data + c->in_off + 4 + n);
+        c->in_off += 4 + (size_t)n + 8;
+        if (transport_msg_decode(c->hdr.data, c->hdr.len, &c->snapv) != 0 ||
+            c->snapv.msg.type != RAFT_MSG_SNAP || c->snapv.msg.snapshot == NULL ||
+            c->snapv.snap.len != 0) {
+            snap_in_fail(c, "undecodable header");
+            return;
+        }
+        if (c->snapv.msg.to != t->o.id || c->snapv.msg.from != c->from) {
+            snap_in_fail(c, "misaddressed header");
+            return;
+        }
+        char tmpl[64];
+        snprintf(tmpl, sizeof(tmpl), "/snap-%" PRIx64 "-%" PRIu64 "-XXXXXX.tmp", c->from,
+                 c->snapv.snap.index);
+        size_t dl = strlen(t->snap_dir);
+        c->path = malloc(dl + strlen(tmpl) + 5);
+        if (c->path == NULL) {
+            conn_close(c);
+            return;
+        }
+        memcpy(c->path, t->snap_dir, dl);
+        strcpy(c->path + dl, tmpl);
+        int fd = mkstemps(c->path, 4);
+        if (fd < 0) {
+            free(c->path);
+            c->path = NULL;
+            snap_in_fail(c, strerror(errno));
+            return;
+        }
+        c->fd = fd;
+        c->state = C_SNAP_DATA;
+        log_info(MOD,
+                 "receiving snapshot [index %" PRIu64 ", %" PRIu64 " bytes] from member %" PRIx64,
+                 c->snapv.snap.index, c->size, c->from);
+    }
+    if (c->state == C_SNAP_DATA) {
+        size_t avail = c->in.len - c->in_off;
+        uint64_t left = c->size - c->got;
+        size_t room = t->o.snap_chunk - c->chunk.len;
+        size_t n = avail;
+        if (n > left)
+            n = (size_t)left;
+        if (n > room)
+            n = room;
+        if (n > 0) {
+            const uint8_t *p = c->in.data + c->in_off;
+            if (buf_append(&c->chunk, p, n) != 0) {
+                conn_close(c);
+                return;
+            }
+            c->crc = crc32c_update(c->crc, p, n);
+            c->in_off += n;
+            c->got += n;
+        }
+        if (c->chunk.len == t->o.snap_chunk || (c->got == c->size && c->chunk.len > 0)) {
+            snap_in_flush(c);
+            return;
+        }
+        if (c->got < c->size)
+            return;
+        c->state = C_SNAP_CRC;
+    }
+    if (c->state == C_SNAP_CRC) {
+        if (c->in.len - c->in_off < 4)
+            return;
+        uint32_t want = get_be32(c->in.data + c->in_off);
+        c->in_off += 4;
+        if (want != c->crc) {
+            char why[80];
+            snprintf(why, sizeof(why), "CRC mismatch (computed %08" PRIx32 ", sent %08" PRIx32 ")",
+                     c->crc, want);
+            snap_in_fail(c, why);
+            return;
+        }
+        c->state = C_DONE;
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->fsreq.data = c;
+        int rv = uv_fs_fdatasync(t->loop, &c->fsreq, c->fd, snap_in_synced);
+        if (rv != 0) {
+            snap_in_fail(c, uv_strerror(rv));
+            return;
+        }
+        c->fs_busy = true;
+        c->refs++;
+    }
+}
+
+static void hs_timeout(uv_timer_t *h)
+{
+    struct conn *c = h->data;
+    log_warn(MOD, "closed a connection that sent no handshake");
+    conn_close(c);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    struct transport *t = server->data;
+    if (status < 0 || t->closing) {
+        log_warn(MOD, "accept failed: %s", uv_strerror(status));
+        return;
+    }
+    struct conn *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return;
+    c->t = t;
+    c->fd = -1;
+    if (uv_tcp_init(t->loop, &c->tcp) != 0) {
+        free(c);
+        return;
+    }
+    c->tcp.data = c;
+    uv_timer_init(t->loop, &c->hs_timer); /* cannot fail */
+    c->hs_timer.data = c;
+    c->refs = 2; /* the connection and the timer */
+    t->refs++;
+    c->next = t->conns;
+    t->conns = c;
+    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0 ||
+        uv_timer_start(&c->hs_timer, hs_timeout, t->o.handshake_timeout_ms, 0) != 0 ||
+        uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_read) != 0) {
+        conn_close(c);
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+}
+
+/* ---- public ---- */
+
+static void idle_closed(uv_handle_t *h)
+{
+    t_unref(h->data);
+}
+
+static void listener_closed(uv_handle_t *h)
+{
+    struct transport *t = h->data;
+    free(h);
+    t_unref(t);
+}
+
+int transport_new(uv_loop_t *loop, const struct transport_options *opts, struct transport **out)
+{
+    if (loop == NULL || opts == NULL || out == NULL || opts->id == 0 || opts->cluster_id == 0 ||
+        opts->cb.on_message == NULL)
+        return -EINVAL;
+    struct transport *t = calloc(1, sizeof(*t));
+    if (t == NULL)
+        return -ENOMEM;
+    t->loop = loop;
+    t->o = *opts;
+    if (t->o.max_queue_msgs == 0)
+        t->o.max_queue_msgs = 4096;
+    if (t->o.max_queue_bytes == 0)
+        t->o.max_queue_bytes = 64u << 20;
+    if (t->o.backoff_min_ms == 0)
+        t->o.backoff_min_ms = 100;
+    if (t->o.backoff_max_ms == 0)
+        t->o.backoff_max_ms = 5000;
+    if (t->o.backoff_max_ms < t->o.backoff_min_ms)
+        t->o.backoff_max_ms = t->o.backoff_min_ms;
+    if (t->o.handshake_timeout_ms == 0)
+        t->o.handshake_timeout_ms = 10000;
+    if (t->o.snap_chunk == 0)
+        t->o.snap_chunk = 1u << 20;
+    t->snap_dir = strdup(opts->snap_dir != NULL ? opts->snap_dir : ".");
+    if (t->snap_dir == NULL) {
+        free(t);
+        return -ENOMEM;
+    }
+    t->o.snap_dir = t->snap_dir;
+    int rv = uv_idle_init(loop, &t->idle);
+    if (rv != 0) {
+        free(t->snap_dir);
+        free(t);
+        return rv;
+    }
+    t->idle.data = t;
+    t->refs = 1;
+    *out = t;
+    return 0;
+}
+
+int transport_listen(struct transport *t, const char *host, int port, int *bound_port)
+{
+    struct sockaddr_storage ss;
+    if (t->closing)
+        return -ESHUTDOWN;
+    if (t->listener != NULL || parse_addr(host, port, &ss) != 0)
+        return -EINVAL;
+    uv_tcp_t *l = calloc(1, sizeof(*l));
+    if (l == NULL)
+        return -ENOMEM;
+    int rv = uv_tcp_init(t->loop, l);
+    if (rv != 0) {
+        free(l);
+        return rv;
+    }
+    l->data = t;
+    t->listener = l;
+    t->refs++;
+    if ((rv = uv_tcp_bind(l, (struct sockaddr *)&ss, 0)) != 0 ||
+        (rv = uv_listen((uv_stream_t *)l, 128, on_connection)) != 0)
+        goto fail;
+    if (bound_port != NULL) {
+        struct sockaddr_storage name;
+        int len = sizeof(name);
+        if ((rv = uv_tcp_getsockname(l, (struct sockaddr *)&name, &len)) != 0)
+            goto fail;
+        *bound_port = ntohs(name.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&name)->sin6_port
+                                                       : ((struct sockaddr_in *)&name)->sin_port);
+    }
+    return 0;
+fail:
+    /* the listener handle closes asynchronously; listener_closed frees it
+     * and a later transport_listen may try again */
+    uv_close((uv_handle_t *)l, listener_closed);
+    t->listener = NULL;
+    return rv;
+}
+
+static void peer_timer_closed(uv_handle_t *h)
+{
+    struct peer *p = h->data;
+    struct transport *t = p->t;
+    buf_free(&p->pending);
+    free(p);
+    t_unref(t);
+}
+
+int transport_add_peer(struct transport *t, uint64_t id, const char *host, int port)
+{
+    if (t->closing)
+        return -ESHUTDOWN;
+    struct sockaddr_storage ss;
+    if (id == 0 || id == t->o.id || parse_addr(host, port, &ss) != 0)
+        return -EINVAL;
+    if (peer_find(t, id) != NULL)
+        return -EEXIST;
+    struct peer *p = calloc(1, sizeof(*p));
+    if (p == NULL)
+        return -ENOMEM;
+    int rv = uv_timer_init(t->loop, &p->timer);
+    if (rv != 0) {
+        free(p);
+        return rv;
+    }
+    p->timer.data = p;
+    p->t = t;
+    p->id = id;
+    p->addr = ss;
+    p->backoff_ms = t->o.backoff_min_ms;
+    p->next = t->peers;
+    t->peers = p;
+    t->refs++;
+    return 0;
+}
+
+int transport_update_peer(struct transport *t, uint64_t id, const char *host, int port)
+{
+    struct sockaddr_storage ss;
+    if (parse_addr(host, port, &ss) != 0)
+        return -EINVAL;
+    struct peer *p = peer_find(t, id);
+    if (p == NULL)
+        return -ENOENT;
+    p->addr = ss;
+    oc_detach(p);
+    /* a new address deserves a prompt first try */
+    uv_timer_stop(&p->timer);
+    p->backoff_active = false;
+    p->backoff_ms = t->o.backoff_min_ms;
+    if (p->pending_msgs > 0 && !t->idle_active) {
+        uv_idle_start(&t->idle, idle_run);
+        t->idle_active = true;
+    }
+    return 0;
+}
+
+static void peer_destroy(struct peer *p)
+{
+    oc_detach(p);
+    struct snap_out *s = p->snap;
+    if (s != NULL) {
+        p->snap = NULL;
+        s->peer = NULL;
+        s->closing = true;
+        uv_close((uv_handle_t *)&s->tcp, snap_closed);
+    }
+    uv_timer_stop(&p->timer);
+    uv_close((uv_handle_t *)&p->timer, peer_timer_closed);
+}
+
+int transport_remove_peer(struct transport *t, uint64_t id)
+{
+    for (struct peer **pp = &t->peers; *pp != NULL; pp = &(*pp)->next) {
+        struct peer *p = *pp;
+        if (p->id == id) {
+            *pp = p->next;
+            peer_destroy(p);
+            return 0;
+        }
+    }
+    return -ENOENT;
+}
+
+int transport_send(struct transport *t, const struct raft_msg *m)
+{
+    if (t->closing)
+        return -ESHUTDOWN;
+    struct peer *p = peer_find(t, m->to);
+    if (p == NULL)
+        return -ENOENT;
+    if (m->type == RAFT_MSG_SNAP) {
+        int rv = transport_send_snapshot(t, m, NULL, NULL);
+        if (rv == -EBUSY) {
+            p->st.dropped++;
+            return 0;
+        }
+        return rv;
+    }
+    size_t n = transport_msg_size(m);
+    if (n > TRANSPORT_MAX_FRAME)
+        return -EINVAL;
+    if (p->pending_msgs > 0 &&
+        (p->pending_msgs >= t->o.max_queue_msgs || p->pending.len + 4 + n > t->o.max_queue_bytes)) {
+        p->st.dropped++;
+        return 0;
+    }
+    size_t at = p->pending.len;
+    uint8_t zero[4] = {0};
+    int rv = buf_append(&p->pending, zero, 4);
+    if (rv != 0)
+        return rv;
+    if ((rv = transport_msg_encode(m, &p->pending)) != 0) {
+        p->pending.len = at;
+        return rv;
+    }
+    put_be32(p->pending.data + at, (uint32_t)n);
+    p->pending_msgs++;
+    /* written once per loop pass (idle_run), so that every message of this
+     * pass shares one write */
+    if (!t->idle_active) {
+        uv_idle_start(&t->idle, idle_run);
+        t->idle_active = true;
+    }
+    return 0;
+}
+
+int transport_peer_stats(const struct transport *t, uint64_t id, struct transport_peer_stats *out)
+{
+    const struct peer *p = peer_find(t, id);
+    if (p == NULL)
+        return -ENOENT;
+    *out = p->st;
+    out->queued = p->pending_msgs + (p->oc != NULL ? p->oc->inflight_msgs : 0);
+    out->queued_bytes = p->pending.len + (p->oc != NULL ? p->oc->inflight.len : 0);
+    return 0;
+}
+
+void transport_close(struct transport *t, void (*cb)(void *arg), void *arg)
+{
+    if (t->closing)
+        return;
+    t->closing = true;
+    t->close_cb = cb;
+    t->close_arg = arg;
+    uv_idle_stop(&t->idle);
+    uv_close((uv_handle_t *)&t->idle, idle_closed);
+    if (t->listener != NULL) {
+        uv_close((uv_handle_t *)t->listener, listener_closed);
+        t->listener = NULL;
+    }
+    while (t->peers != NULL) {
+        struct peer *p = t->peers;
+        t->peers = p->next;
+        peer_destroy(p);
+    }
+    while (t->conns != NULL)
+        conn_close(t->conns);
+}

@@ -1,0 +1,1089 @@
+/* wal/wal.c: segments of CRC'd records holding Raft entries, hard states and
+ * snapshot markers; appending with one write() per save and one fdatasync
+ * per sync; replay at open with the repair of a torn tail and the refusal of
+ * corruption in the middle. The format and the recovery rule are in wal.h. */
+#include "wal/wal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/buf.h"
+#include "base/crc32c.h"
+#include "base/err.h"
+#include "wal/wal_int.h"
+
+#define REC_HDR 8
+#define SEG_MAGIC 0x4c415751u
+#define SEG_VERSION 1u
+#define SEG_PAYLOAD 24
+#define META_PAYLOAD 16
+#define HS_PAYLOAD 24
+#define ENTRY_FIXED 17
+#define SNAP_PAYLOAD 17
+
+struct segment {
+    uint64_t seq;
+    uint64_t first_index;
+};
+
+struct wal {
+    char dir[PATH_MAX]; /* <data-dir>/member/wal */
+    size_t seg_size;
+    int fd;           /* the last segment, open for writing */
+    uint64_t off;     /* where the next record goes in it */
+    uint64_t hdr_end; /* end of its header records */
+    uint64_t last_index;
+    uint64_t node_id, cluster_id;
+    bool has_hs, has_snap;
+    struct raft_hard_state hs;
+    uint64_t snap_index, snap_term;
+    struct segment *segs; /* every segment file, in sequence order */
+    size_t n_segs, cap_segs;
+    struct buf wb; /* records of one save, reused */
+};
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err == NULL || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+const char *wal_record_type_name(int type)
+{
+    switch (type) {
+    case WAL_REC_SEGMENT:
+        return "segment";
+    case WAL_REC_METADATA:
+        return "metadata";
+    case WAL_REC_HARD_STATE:
+        return "hardstate";
+    case WAL_REC_ENTRY:
+        return "entry";
+    case WAL_REC_SNAPSHOT:
+        return "snapshot";
+    default:
+        return "unknown";
+    }
+}
+
+/* ---------------------------------------------------------------- files */
+
+void wal__fmt(char *out, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out, n, fmt, ap);
+    va_end(ap);
+}
+
+int wal__mkdir_p(const char *path)
+{
+    char tmp[PATH_MAX];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof(tmp))
+        return -EINVAL;
+    memcpy(tmp, path, n + 1);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
+            return -errno;
+        *p = '/';
+    }
+    if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+int wal__fsync_dir(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int rv = fsync(fd) != 0 ? -errno : 0;
+    close(fd);
+    return rv;
+}
+
+int wal__write_all(int fd, const void *p, size_t n, uint64_t off)
+{
+    const uint8_t *q = p;
+    while (n > 0) {
+        ssize_t k = pwrite(fd, q, n, (off_t)off);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (k == 0)
+            return -EIO;
+        q += k;
+        n -= (size_t)k;
+        off += (uint64_t)k;
+    }
+    return 0;
+}
+
+static int prealloc(int fd, size_t size)
+{
+    /* posix_fallocate returns the error number itself; glibc emulates it by
+     * writing zeros where the file system has no fallocate. */
+    int rv = posix_fallocate(fd, 0, (off_t)size);
+    return rv == 0 ? 0 : -rv;
+}
+
+static int read_whole(const char *path, uint8_t **out, size_t *size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int rv = -errno;
+        close(fd);
+        return rv;
+    }
+    size_t n = (size_t)sb.st_size;
+    uint8_t *p = malloc(n > 0 ? n : 1);
+    if (p == NULL) {
+        close(fd);
+        return -ENOMEM;
+    }
+    size_t got = 0;
+    while (got < n) {
+        ssize_t k = read(fd, p + got, n - got);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            int rv = k < 0 ? -errno : -EIO;
+            free(p);
+            close(fd);
+            return rv;
+        }
+        got += (size_t)k;
+    }
+    close(fd);
+    *out = p;
+    *size = n;
+    return 0;
+}
+
+static void seg_name(char *out, size_t outlen, const char *dir, uint64_t seq, uint64_t first)
+{
+    wal__fmt(out, outlen, "%s/%016" PRIx64 "-%016" PRIx64 ".wal", dir, seq, first);
+}
+
+static int seg_cmp(const void *a, const void *b)
+{
+    const struct segment *x = a, *y = b;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* list_segments collects the segment files of |dir| in sequence order.
+ * With |remove_tmp| it also unlinks leftovers of an interrupted cut. */
+static int list_segments(const char *dir, bool remove_tmp, struct segment **out, size_t *n_out)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return -errno;
+    struct segment *v = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    int rv = 0;
+    while ((de = readdir(d)) != NULL) {
+        const char *name = de->d_name;
+        size_t len = strlen(name);
+        if (remove_tmp && len > 4 && strcmp(name + len - 4, ".tmp") == 0) {
+            char p[PATH_MAX];
+            wal__fmt(p, sizeof(p), "%s/%s", dir, name);
+            unlink(p);
+            continue;
+        }
+        uint64_t seq, first;
+        char tail[8];
+        if (len != 37 || sscanf(name, "%16" SCNx64 "-%16" SCNx64 "%7s", &seq, &first, tail) != 3 ||
+            strcmp(tail, ".wal") != 0)
+            continue;
+        if (n == cap) {
+            size_t nc = cap ? cap * 2 : 8;
+            struct segment *nv = realloc(v, nc * sizeof(*v));
+            if (nv == NULL) {
+                rv = -ENOMEM;
+                break;
+            }
+            v = nv;
+            cap = nc;
+        }
+        v[n].seq = seq;
+        v[n].first_index = first;
+        n++;
+    }
+    closedir(d);
+    if (rv != 0) {
+        free(v);
+        return rv;
+    }
+    if (n > 0)
+        qsort(v, n, sizeof(*v), seg_cmp);
+    *out = v;
+    *n_out = n;
+    return 0;
+}
+
+static void wal_dir_of(char *out, size_t outlen, const char *data_dir)
+{
+    wal__fmt(out, outlen, "%s/member/wal", data_dir);
+}
+
+bool wal_exist(const char *data_dir)
+{
+    char dir[PATH_MAX];
+    wal_dir_of(dir, sizeof(dir), data_dir);
+    struct segment *v = NULL;
+    size_t n = 0;
+    if (list_segments(dir, false, &v, &n) != 0)
+        return false;
+    free(v);
+    return n > 0;
+}
+
+/* -------------------------------------------------------------- records */
+
+static inline size_t padded(size_t len)
+{
+    return (REC_HDR + len + 7) & ~(size_t)7;
+}
+
+/* rec_begin starts a record of |type| with |payload| bytes in |b| and
+ * returns where the payload goes; rec_end pads and seals it. */
+static uint8_t *rec_begin(struct buf *b, uint8_t type, size_t payload, size_t *start)
+{
+    size_t total = padded(1 + payload);
+    if (buf_reserve(b, total) != 0)
+        return NULL;
+    *start = b->len;
+    uint8_t *p = b->data + b->len;
+    memset(p + REC_HDR + 1 + payload, 0, total - REC_HDR - 1 - payload);
+    p[REC_HDR] = type;
+    b->len += total;
+    return p + REC_HDR + 1;
+}
+
+static void rec_end(struct buf *b, size_t start, size_t payload)
+{
+    uint8_t *p = b->data + start;
+    size_t total = padded(1 + payload);
+    put32(p, (uint32_t)(1 + payload));
+    put32(p + 4, crc32c_update(crc32c_update(0, p, 4), p + REC_HDR, total - REC_HDR));
+}
+
+static int add_hs(struct buf *b, const struct raft_hard_state *hs)
+{
+    size_t s;
+    uint8_t *p = rec_begin(b, WAL_REC_HARD_STATE, HS_PAYLOAD, &s);
+    if (p == NULL)
+        return -ENOMEM;
+    put64(p, hs->term);
+    put64(p + 8, hs->vote);
+    put64(p + 16, hs->commit);
+    rec_end(b, s, HS_PAYLOAD);
+    return 0;
+}
+
+static int add_snap(struct buf *b, uint64_t index, uint64_t term, unsigned flags)
+{
+    size_t s;
+    uint8_t *p = rec_begin(b, WAL_REC_SNAPSHOT, SNAP_PAYLOAD, &s);
+    if (p == NULL)
+        return -ENOMEM;
+    put64(p, index);
+    put64(p + 8, term);
+    p[16] = (uint8_t)flags;
+    rec_end(b, s, SNAP_PAYLOAD);
+    return 0;
+}
+
+static int add_header(struct buf *b, const struct wal *w, uint64_t seq, uint64_t first)
+{
+    size_t s;
+    uint8_t *p = rec_begin(b, WAL_REC_SEGMENT, SEG_PAYLOAD, &s);
+    if (p == NULL)
+        return -ENOMEM;
+    put32(p, SEG_MAGIC);
+    put32(p + 4, SEG_VERSION);
+    put64(p + 8, seq);
+    put64(p + 16, first);
+    rec_end(b, s, SEG_PAYLOAD);
+    p = rec_begin(b, WAL_REC_METADATA, META_PAYLOAD, &s);
+    if (p == NULL)
+        return -ENOMEM;
+    put64(p, w->node_id);
+    put64(p + 8, w->cluster_id);
+    rec_end(b, s, META_PAYLOAD);
+    if (w->has_hs && add_hs(b, &w->hs) != 0)
+        return -ENOMEM;
+    if (w->has_snap && add_snap(b, w->snap_index, w->snap_term, 0) != 0)
+        return -ENOMEM;
+    return 0;
+}
+
+static size_t payload_min(uint8_t type)
+{
+    switch (type) {
+    case WAL_REC_SEGMENT:
+        return SEG_PAYLOAD;
+    case WAL_REC_METADATA:
+        return META_PAYLOAD;
+    case WAL_REC_HARD_STATE:
+        return HS_PAYLOAD;
+    case WAL_REC_ENTRY:
+        return ENTRY_FIXED;
+    case WAL_REC_SNAPSHOT:
+        return SNAP_PAYLOAD;
+    default:
+        return SIZE_MAX;
+    }
+}
+
+/* record_at checks the record at |off| of [buf, buf+size): its padded size
+ * on success, 0 if it is not a valid record. */
+static size_t record_at(const uint8_t *buf, size_t size, size_t off)
+{
+    if (size - off < REC_HDR + 1)
+        return 0;
+    uint32_t len = get32(buf + off);
+    if (len == 0 || (uint64_t)len > size - off - REC_HDR)
+        return 0;
+    size_t total = padded(len);
+    if (total > size - off)
+        return 0;
+    uint8_t type = buf[off + REC_HDR];
+    size_t min = payload_min(type);
+    if (min == SIZE_MAX || len - 1 < min)
+        return 0;
+    uint32_t crc = crc32c_update(0, buf + off, 4);
+    if (crc32c_update(crc, buf + off + REC_HDR, total - REC_HDR) != get32(buf + off + 4))
+        return 0;
+    return total;
+}
+
+static bool all_zero(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != 0)
+            return false;
+    return true;
+}
+
+enum scan_status { SCAN_CLEAN, SCAN_TORN, SCAN_CORRUPT };
+
+/* scan finds how far |buf| holds valid records (*end) and what follows:
+ * nothing or zeros (clean), something with no valid record after it (torn)
+ * or a valid record further on (corrupt; *next is where). */
+static enum scan_status scan(const uint8_t *buf, size_t size, size_t *end, size_t *next)
+{
+    size_t off = 0, k;
+    while (off < size && (k = record_at(buf, size, off)) != 0)
+        off += k;
+    *end = off;
+    if (all_zero(buf + off, size - off))
+        return SCAN_CLEAN;
+    for (size_t c = off + REC_HDR; c + REC_HDR < size; c += 8) {
+        if (get32(buf + c) == 0)
+            continue;
+        if (record_at(buf, size, c) != 0) {
+            *next = c;
+            return SCAN_CORRUPT;
+        }
+    }
+    return SCAN_TORN;
+}
+
+static void decode(const uint8_t *rec, struct wal_record *r)
+{
+    r->len = get32(rec);
+    r->type = rec[REC_HDR];
+    const uint8_t *p = rec + REC_HDR + 1;
+    switch (r->type) {
+    case WAL_REC_SEGMENT:
+        r->u.segment.version = get32(p + 4);
+        r->u.segment.seq = get64(p + 8);
+        r->u.segment.first_index = get64(p + 16);
+        break;
+    case WAL_REC_METADATA:
+        r->u.meta.node_id = get64(p);
+        r->u.meta.cluster_id = get64(p + 8);
+        break;
+    case WAL_REC_HARD_STATE:
+        r->u.hs.term = get64(p);
+        r->u.hs.vote = get64(p + 8);
+        r->u.hs.commit = get64(p + 16);
+        break;
+    case WAL_REC_ENTRY:
+        r->u.entry.term = get64(p);
+        r->u.entry.index = get64(p + 8);
+        r->u.entry.type = p[16];
+        r->u.entry.data = p + ENTRY_FIXED;
+        r->u.entry.len = r->len - 1 - ENTRY_FIXED;
+        break;
+    case WAL_REC_SNAPSHOT:
+        r->u.snap.index = get64(p);
+        r->u.snap.term = get64(p + 8);
+        r->u.snap.flags = p[16];
+        break;
+    }
+}
+
+/* ----------------------------------------------------------- the writer */
+
+static int wal_alloc(const struct wal_options *opts, struct wal **out)
+{
+    struct wal *w = calloc(1, sizeof(*w));
+    if (w == NULL)
+        return -ENOMEM;
+    wal_dir_of(w->dir, sizeof(w->dir), opts->data_dir);
+    w->seg_size = opts->segment_size ? opts->segment_size : WAL_SEGMENT_SIZE_DEFAULT;
+    w->fd = -1;
+    *out = w;
+    return 0;
+}
+
+static int push_segment(struct wal *w, uint64_t seq, uint64_t first)
+{
+    if (w->n_segs == w->cap_segs) {
+        size_t nc = w->cap_segs ? w->cap_segs * 2 : 8;
+        struct segment *nv = realloc(w->segs, nc * sizeof(*nv));
+        if (nv == NULL)
+            return -ENOMEM;
+        w->segs = nv;
+        w->cap_segs = nc;
+    }
+    w->segs[w->n_segs].seq = seq;
+    w->segs[w->n_segs].first_index = first;
+    w->n_segs++;
+    return 0;
+}
+
+/* new_segment writes segment |seq| (header records re-stating the current
+ * state) under a temporary name, syncs it and renames it into place, then
+ * makes it the one appended to. */
+static int new_segment(struct wal *w, uint64_t seq, uint64_t first)
+{
+    char path[PATH_MAX], tmp[PATH_MAX + 8];
+    seg_name(path, sizeof(path), w->dir, seq, first);
+    wal__fmt(tmp, sizeof(tmp), "%s.tmp", path);
+    struct buf hb = {0};
+    int rv = add_header(&hb, w, seq, first);
+    if (rv != 0)
+        goto out;
+    unlink(tmp);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        rv = -errno;
+        goto out;
+    }
+    if ((rv = prealloc(fd, w->seg_size)) != 0 || (rv = wal__write_all(fd, hb.data, hb.len, 0)) != 0)
+        goto fail;
+    if (fsync(fd) != 0 || rename(tmp, path) != 0) {
+        rv = -errno;
+        goto fail;
+    }
+    if ((rv = wal__fsync_dir(w->dir)) != 0 || (rv = push_segment(w, seq, first)) != 0) {
+        close(fd);
+        goto out;
+    }
+    if (w->fd >= 0)
+        close(w->fd);
+    w->fd = fd;
+    w->off = w->hdr_end = hb.len;
+    goto out;
+fail:
+    close(fd);
+    unlink(tmp);
+out:
+    buf_free(&hb);
+    return rv;
+}
+
+static int cut(struct wal *w)
+{
+    if (fdatasync(w->fd) != 0)
+        return -errno;
+    return new_segment(w, w->segs[w->n_segs - 1].seq + 1, w->last_index + 1);
+}
+
+/* flush writes w->wb at the end of the last segment, cutting first when it
+ * does not fit (unless the segment holds nothing but its header). */
+static int flush(struct wal *w)
+{
+    int rv;
+    if (w->off + w->wb.len > w->seg_size && w->off > w->hdr_end && (rv = cut(w)) != 0)
+        return rv;
+    rv = wal__write_all(w->fd, w->wb.data, w->wb.len, w->off);
+    if (rv == 0)
+        w->off += w->wb.len;
+    buf_reset(&w->wb);
+    return rv;
+}
+
+int wal_create(const struct wal_options *opts, struct wal **out, char *err, size_t errlen)
+{
+    struct wal *w;
+    int rv = wal_alloc(opts, &w);
+    if (rv != 0)
+        return rv;
+    if ((rv = wal__mkdir_p(w->dir)) != 0) {
+        set_err(err, errlen, "wal: cannot create %s: %s", w->dir, strerror(-rv));
+        goto fail;
+    }
+    if (wal_exist(opts->data_dir)) {
+        rv = -EEXIST;
+        set_err(err, errlen, "wal: %s already holds a WAL", w->dir);
+        goto fail;
+    }
+    w->node_id = opts->node_id;
+    w->cluster_id = opts->cluster_id;
+    if ((rv = new_segment(w, 0, 1)) != 0) {
+        set_err(err, errlen, "wal: cannot create the first segment in %s: %s", w->dir,
+                strerror(-rv));
+        goto fail;
+    }
+    /* The parents of member/wal are new too: make their entries durable. */
+    char parent[PATH_MAX];
+    wal__fmt(parent, sizeof(parent), "%s/member", opts->data_dir);
+    if ((rv = wal__fsync_dir(parent)) != 0 || (rv = wal__fsync_dir(opts->data_dir)) != 0)
+        goto fail;
+    *out = w;
+    return 0;
+fail:
+    wal_close(w);
+    return rv;
+}
+
+void wal_close(struct wal *w)
+{
+    if (w == NULL)
+        return;
+    if (w->fd >= 0)
+        close(w->fd);
+    free(w->segs);
+    buf_free(&w->wb);
+    free(w);
+}
+
+int wal_save(struct wal *w, const struct raft_hard_state *hs, const struct raft_entry *ents,
+             size_t n)
+{
+    size_t need = hs ? padded(1 + HS_PAYLOAD) : 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ents[i].len > UINT32_MAX - 1 - ENTRY_FIXED)
+            return -EINVAL;
+        need += padded(1 + ENTRY_FIXED + ents[i].len);
+    }
+    if (need == 0)
+        return 0;
+    if (buf_reserve(&w->wb, need) != 0)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const struct raft_entry *e = &ents[i];
+        size_t s = 0;
+        uint8_t *p = rec_begin(&w->wb, WAL_REC_ENTRY, ENTRY_FIXED + e->len, &s);
+        put64(p, e->term);
+        put64(p + 8, e->index);
+        p[16] = e->type;
+        if (e->len > 0)
+            memcpy(p + ENTRY_FIXED, e->data, e->len);
+        rec_end(&w->wb, s, ENTRY_FIXED + e->len);
+    }
+    if (hs)
+        add_hs(&w->wb, hs);
+    int rv = flush(w);
+    if (rv != 0)
+        return rv;
+    if (n > 0)
+        w->last_index = ents[n - 1].index;
+    if (hs) {
+        w->hs = *hs;
+        w->has_hs = true;
+    }
+    return 0;
+}
+
+int wal_save_snapshot(struct wal *w, uint64_t index, uint64_t term, unsigned flags)
+{
+    int rv = add_snap(&w->wb, index, term, flags & WAL_SNAP_DROP_ENTRIES);
+    if (rv != 0)
+        return rv;
+    if ((rv = flush(w)) != 0)
+        return rv;
+    if (!w->has_snap || index >= w->snap_index) {
+        w->has_snap = true;
+        w->snap_index = index;
+        w->snap_term = term;
+    }
+    if (flags & WAL_SNAP_DROP_ENTRIES)
+        w->last_index = index;
+    return 0;
+}
+
+int wal_sync(struct wal *w)
+{
+    return fdatasync(w->fd) != 0 ? -errno : 0;
+}
+
+int wal_release_to(struct wal *w, uint64_t index)
+{
+    size_t k = 0;
+    int rv = 0;
+    while (k + 1 < w->n_segs && w->segs[k + 1].first_index <= index + 1) {
+        char path[PATH_MAX];
+        seg_name(path, sizeof(path), w->dir, w->segs[k].seq, w->segs[k].first_index);
+        if (unlink(path) != 0 && errno != ENOENT) {
+            rv = -errno;
+            break;
+        }
+        k++;
+    }
+    if (k == 0)
+        return rv;
+    memmove(w->segs, w->segs + k, (w->n_segs - k) * sizeof(*w->segs));
+    w->n_segs -= k;
+    int sr = wal__fsync_dir(w->dir);
+    return rv ? rv : sr;
+}
+
+uint64_t wal_last_index(const struct wal *w)
+{
+    return w->last_index;
+}
+
+size_t wal_segment_count(const struct wal *w)
+{
+    return w->n_segs;
+}
+
+/* ---------------------------------------------------------------- replay */
+
+struct replay {
+    struct wal_state *st;
+    struct raft_entry *ents;
+    size_t n, cap;
+    struct {
+        uint64_t index, term;
+    } * marks;
+    size_t n_marks, cap_marks;
+};
+
+static int keep_block(struct wal_state *st, void *p)
+{
+    void **nb = realloc(st->blocks, (st->n_blocks + 1) * sizeof(*nb));
+    if (nb == NULL)
+        return -ENOMEM;
+    st->blocks = nb;
+    st->blocks[st->n_blocks++] = p;
+    return 0;
+}
+
+static int replay_entry(struct replay *rp, const struct raft_entry *e)
+{
+    if (rp->n > 0) {
+        uint64_t first = rp->ents[0].index, last = rp->ents[rp->n - 1].index;
+        if (e->index < first || e->index > last + 1)
+            rp->n = 0; /* below everything held, or a gap: checked at the end */
+        else if (e->index <= last)
+            rp->n = (size_t)(e->index - first);
+    }
+    if (rp->n == rp->cap) {
+        size_t nc = rp->cap ? rp->cap * 2 : 1024;
+        struct raft_entry *nv = realloc(rp->ents, nc * sizeof(*nv));
+        if (nv == NULL)
+            return -ENOMEM;
+        rp->ents = nv;
+        rp->cap = nc;
+    }
+    rp->ents[rp->n++] = *e;
+    return 0;
+}
+
+static int replay_mark(struct replay *rp, uint64_t index, uint64_t term)
+{
+    if (rp->n_marks == rp->cap_marks) {
+        size_t nc = rp->cap_marks ? rp->cap_marks * 2 : 8;
+        void *nv = realloc(rp->marks, nc * sizeof(*rp->marks));
+        if (nv == NULL)
+            return -ENOMEM;
+        rp->marks = nv;
+        rp->cap_marks = nc;
+    }
+    rp->marks[rp->n_marks].index = index;
+    rp->marks[rp->n_marks].term = term;
+    rp->n_marks++;
+    return 0;
+}
+
+/* replay_segment applies the valid records [0, end) of one segment. */
+static int replay_segment(struct wal *w, struct replay *rp, const char *path, const uint8_t *buf,
+                          size_t end, const struct segment *sg, bool first_seg, char *err,
+                          size_t errlen)
+{
+    size_t off = 0;
+    int idx = 0;
+    int rv;
+    while (off < end) {
+        struct wal_record r;
+        decode(buf + off, &r);
+        if ((idx == 0) != (r.type == WAL_REC_SEGMENT) || (idx == 1) != (r.type == WAL_REC_METADATA))
+            goto bad_order;
+        switch (r.type) {
+        case WAL_REC_SEGMENT:
+            if (get32(buf + off + REC_HDR + 1) != SEG_MAGIC || r.u.segment.version != SEG_VERSION ||
+                r.u.segment.seq != sg->seq || r.u.segment.first_index != sg->first_index) {
+                set_err(err, errlen, "wal: %s: bad segment header (magic, version or name)", path);
+                return QERR_CORRUPT;
+            }
+            if (first_seg)
+                w->last_index = sg->first_index - 1;
+            else if (sg->first_index != w->last_index + 1) {
+                set_err(err, errlen,
+                        "wal: %s: segment starts at index %" PRIu64 " but the previous one "
+                        "ends at %" PRIu64 " (records missing at its end)",
+                        path, sg->first_index, w->last_index);
+                return QERR_CORRUPT;
+            }
+            break;
+        case WAL_REC_METADATA:
+            if (first_seg) {
+                w->node_id = r.u.meta.node_id;
+                w->cluster_id = r.u.meta.cluster_id;
+            } else if (r.u.meta.node_id != w->node_id || r.u.meta.cluster_id != w->cluster_id) {
+                set_err(err, errlen, "wal: %s: metadata differs from the first segment's", path);
+                return QERR_CORRUPT;
+            }
+            break;
+        case WAL_REC_HARD_STATE:
+            w->hs = r.u.hs;
+            w->has_hs = true;
+            break;
+        case WAL_REC_ENTRY:
+            if ((rv = replay_entry(rp, &r.u.entry)) != 0)
+                return rv;
+            w->last_index = r.u.entry.index;
+            break;
+        case WAL_REC_SNAPSHOT:
+            if ((rv = replay_mark(rp, r.u.snap.index, r.u.snap.term)) != 0)
+                return rv;
+            if (!w->has_snap || r.u.snap.index >= w->snap_index) {
+                w->has_snap = true;
+                w->snap_index = r.u.snap.index;
+                w->snap_term = r.u.snap.term;
+            }
+            if (r.u.snap.flags & WAL_SNAP_DROP_ENTRIES) {
+                rp->n = 0;
+                w->last_index = r.u.snap.index;
+            }
+            break;
+        }
+        off += padded(r.len);
+        idx++;
+    }
+    if (idx < 2)
+        goto bad_order;
+    return 0;
+bad_order:
+    set_err(err, errlen, "wal: %s: record at offset %zu out of order (missing segment header)",
+            path, off);
+    return QERR_CORRUPT;
+}
+
+static int snap_name_cmp(const void *a, const void *b)
+{
+    const uint64_t *x = a, *y = b; /* {index, term}, newest first */
+    if (x[0] != y[0])
+        return x[0] < y[0] ? 1 : -1;
+    return x[1] < y[1] ? 1 : x[1] > y[1] ? -1 : 0;
+}
+
+/* pick_snapshot loads the newest snapshot file the WAL has a marker for. */
+static int pick_snapshot(const char *data_dir, struct replay *rp, struct wal_state *st)
+{
+    char dir[PATH_MAX];
+    wal__fmt(dir, sizeof(dir), "%s/member/snap", data_dir);
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return errno == ENOENT ? 0 : -errno;
+    uint64_t(*v)[2] = NULL;
+    size_t n = 0;
+    struct dirent *de;
+    int rv = 0;
+    while ((de = readdir(d)) != NULL) {
+        uint64_t term, index;
+        char tail[8];
+        if (strlen(de->d_name) != 38 ||
+            sscanf(de->d_name, "%16" SCNx64 "-%16" SCNx64 "%7s", &term, &index, tail) != 3 ||
+            strcmp(tail, ".snap") != 0)
+            continue;
+        void *nv = realloc(v, (n + 1) * sizeof(*v));
+        if (nv == NULL) {
+            rv = -ENOMEM;
+            break;
+        }
+        v = nv;
+        v[n][0] = index;
+        v[n][1] = term;
+        n++;
+    }
+    closedir(d);
+    if (n > 0)
+        qsort(v, n, sizeof(*v), snap_name_cmp);
+    for (size_t i = 0; rv == 0 && i < n; i++) {
+        bool marked = false;
+        for (size_t j = 0; j < rp->n_marks && !marked; j++)
+            marked = rp->marks[j].index == v[i][0] && rp->marks[j].term == v[i][1];
+        if (!marked)
+            continue;
+        int lr = wal_snap_load(data_dir, v[i][1], v[i][0], &st->snapshot);
+        if (lr == 0) {
+            st->has_snapshot = true;
+            if (st->snapshot.data != NULL && (rv = keep_block(st, (void *)st->snapshot.data)) != 0)
+                free((void *)st->snapshot.data);
+            break;
+        }
+        if (lr != QERR_CORRUPT && lr != -ENOENT)
+            rv = lr; /* a damaged file is skipped for an older one, as etcd does */
+    }
+    free(v);
+    return rv;
+}
+
+void wal_state_free(struct wal_state *st)
+{
+    for (size_t i = 0; i < st->n_blocks; i++)
+        free(st->blocks[i]);
+    free(st->blocks);
+    free(st->entries);
+    memset(st, 0, sizeof(*st));
+}
+
+void wal_state_storage(const struct wal_state *st, struct raft_storage *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->hs = st->hs;
+    out->snapshot = st->has_snapshot ? &st->snapshot : NULL;
+    out->entries = st->entries;
+    out->n_entries = st->n_entries;
+}
+
+/* repair_tail cuts the last segment after its last valid record and
+ * preallocates it again (the cut-off part reads as zeros). */
+static int repair_tail(const char *path, size_t end, size_t seg_size)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int rv = 0;
+    if (ftruncate(fd, (off_t)end) != 0 || fdatasync(fd) != 0)
+        rv = -errno;
+    if (rv == 0)
+        rv = prealloc(fd, seg_size);
+    if (rv == 0 && fdatasync(fd) != 0)
+        rv = -errno;
+    close(fd);
+    return rv;
+}
+
+int wal_open(const struct wal_options *opts, struct wal **out, struct wal_state *st, char *err,
+             size_t errlen)
+{
+    memset(st, 0, sizeof(*st));
+    struct wal *w;
+    int rv = wal_alloc(opts, &w);
+    if (rv != 0)
+        return rv;
+    struct segment *segs = NULL;
+    size_t n_segs = 0;
+    struct replay rp = {.st = st};
+    if ((rv = list_segments(w->dir, true, &segs, &n_segs)) != 0 || n_segs == 0) {
+        rv = rv ? rv : -ENOENT;
+        set_err(err, errlen, "wal: no WAL in %s: %s", w->dir, strerror(-rv));
+        goto fail;
+    }
+    char path[PATH_MAX];
+    size_t tail_end = 0;
+    bool torn = false;
+    for (size_t i = 0; i < n_segs; i++) {
+        const struct segment *sg = &segs[i];
+        bool last = i + 1 == n_segs;
+        seg_name(path, sizeof(path), w->dir, sg->seq, sg->first_index);
+        if (i > 0 && sg->seq != segs[i - 1].seq + 1) {
+            rv = QERR_CORRUPT;
+            set_err(err, errlen, "wal: %s: segment %" PRIu64 " is missing", path,
+                    segs[i - 1].seq + 1);
+            goto fail;
+        }
+        uint8_t *buf;
+        size_t size, end, next = 0;
+        if ((rv = read_whole(path, &buf, &size)) != 0) {
+            set_err(err, errlen, "wal: cannot read %s: %s", path, strerror(-rv));
+            goto fail;
+        }
+        enum scan_status ss = scan(buf, size, &end, &next);
+        if (ss == SCAN_CORRUPT || (ss == SCAN_TORN && !last)) {
+            free(buf);
+            rv = QERR_CORRUPT;
+            if (ss == SCAN_CORRUPT)
+                set_err(err, errlen,
+                        "wal: %s: corrupt record at offset %zu (a valid record follows at "
+                        "offset %zu)",
+                        path, end, next);
+            else
+                set_err(err, errlen,
+                        "wal: %s: corrupt or partial record at offset %zu of a segment that "
+                        "is not the last",
+                        path, end);
+            goto fail;
+        }
+        if (last) {
+            torn = ss == SCAN_TORN;
+            tail_end = end;
+        }
+        /* Keep only the valid part; entries point into it from here on. */
+        uint8_t *small = realloc(buf, end > 0 ? end : 1);
+        if (small != NULL)
+            buf = small;
+        if ((rv = keep_block(st, buf)) != 0) {
+            free(buf);
+            goto fail;
+        }
+        rv = replay_segment(w, &rp, path, buf, end, sg, i == 0, err, errlen);
+        if (rv != 0)
+            goto fail;
+    }
+    /* The snapshot, then the entries after it, which must follow on. */
+    if ((rv = pick_snapshot(opts->data_dir, &rp, st)) != 0) {
+        set_err(err, errlen, "wal: cannot load a snapshot: %s", q_strerror(rv));
+        goto fail;
+    }
+    uint64_t base = st->has_snapshot ? st->snapshot.index : 0;
+    size_t skip = 0;
+    while (skip < rp.n && rp.ents[skip].index <= base)
+        skip++;
+    if (skip < rp.n && rp.ents[skip].index != base + 1) {
+        rv = QERR_CORRUPT;
+        set_err(err, errlen,
+                "wal: %s: entries resume at index %" PRIu64 " but the snapshot ends at %" PRIu64
+                " (entries or a snapshot file are missing)",
+                w->dir, rp.ents[skip].index, base);
+        goto fail;
+    }
+    if (skip > 0)
+        memmove(rp.ents, rp.ents + skip, (rp.n - skip) * sizeof(*rp.ents));
+    st->entries = rp.ents;
+    st->n_entries = rp.n - skip;
+    rp.ents = NULL;
+    st->hs = w->hs;
+    st->node_id = w->node_id;
+    st->cluster_id = w->cluster_id;
+    /* Open the tail for appending, repairing a torn write first. */
+    const struct segment *tl = &segs[n_segs - 1];
+    seg_name(path, sizeof(path), w->dir, tl->seq, tl->first_index);
+    if (torn) {
+        if ((rv = repair_tail(path, tail_end, w->seg_size)) != 0) {
+            set_err(err, errlen, "wal: cannot repair %s: %s", path, strerror(-rv));
+            goto fail;
+        }
+        st->repaired = true;
+        set_err(err, errlen, "wal: %s: repaired a torn tail at offset %zu", path, tail_end);
+    }
+    w->fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (w->fd < 0 || (!torn && (rv = prealloc(w->fd, w->seg_size)) != 0)) {
+        rv = rv ? rv : -errno;
+        set_err(err, errlen, "wal: cannot open %s: %s", path, strerror(-rv));
+        goto fail;
+    }
+    w->off = tail_end;
+    w->hdr_end = padded(1 + SEG_PAYLOAD) + padded(1 + META_PAYLOAD);
+    w->segs = segs;
+    w->n_segs = w->cap_segs = n_segs;
+    free(rp.marks);
+    *out = w;
+    return 0;
+fail:
+    free(rp.ents);
+    free(rp.marks);
+    free(segs);
+    wal_state_free(st);
+    wal_close(w);
+    return rv;
+}
+
+/* ------------------------------------------------------------------ dump */
+
+int wal_dump(const char *data_dir, wal_record_fn fn, void *arg, char *err, size_t errlen)
+{
+    char dir[PATH_MAX], path[PATH_MAX];
+    wal_dir_of(dir, sizeof(dir), data_dir);
+    struct segment *segs = NULL;
+    size_t n_segs = 0;
+    int rv = list_segments(dir, false, &segs, &n_segs);
+    if (rv == 0 && n_segs == 0)
+        rv = -ENOENT;
+    if (rv != 0) {
+        set_err(err, errlen, "wal: no WAL in %s: %s", dir, strerror(-rv));
+        free(segs);
+        return rv;
+    }
+    for (size_t i = 0; i < n_segs && rv == 0; i++) {
+        seg_name(path, sizeof(path), dir, segs[i].seq, segs[i].first_index);
+        uint8_t *buf;
+        size_t size, end, next = 0;
+        if ((rv = read_whole(path, &buf, &size)) != 0) {
+            set_err(err, errlen, "wal: cannot read %s: %s", path, strerror(-rv));
+            break;
+        }
+        enum scan_status ss = scan(buf, size, &end, &next);
+        for (size_t off = 0; off < end && rv == 0;) {
+            struct wal_record r;
+            r.path = path;
+            r.offset = off;
+            decode(buf + off, &r);
+            rv = fn(&r, arg);
+            off += padded(r.len);
+        }
+        free(buf);
+        if (rv != 0)
+            break;
+        if (ss == SCAN_CORRUPT) {
+            set_err(err, errlen,
+                    "%s: corrupt record at offset %zu (a valid record follows at offset %zu)", path,
+                    end, next);
+            rv = QERR_CORRUPT;
+        } else if (ss == SCAN_TORN && i + 1 < n_segs) {
+            set_err(err, errlen,
+                    "%s: corrupt or partial record at offset %zu (not the last segment)", path,
+                    end);
+            rv = QERR_CORRUPT;
+        } else if (ss == SCAN_TORN) {
+            set_err(err, errlen, "%s: torn tail at offset %zu (wal_open would cut it there)", path,
+                    end);
+            rv = 1;
+        }
+    }
+    free(segs);
+    return rv;
+}
