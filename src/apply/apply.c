@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/err.h"
 
 /* A view reads either through a read transaction or through the write txn
@@ -110,11 +111,7 @@ static Etcdserverpb__ResponseHeader *new_header(struct arena *a, int64_t rev)
 
 static int bytes_cmp(const ProtobufCBinaryData *x, const ProtobufCBinaryData *y)
 {
-    size_t n = x->len < y->len ? x->len : y->len;
-    int c = n ? memcmp(x->data, y->data, n) : 0;
-    if (c != 0)
-        return c;
-    return x->len < y->len ? -1 : x->len > y->len;
+    return bytes_compare(x->data, x->len, y->data, y->len);
 }
 
 static int int_cmp(int64_t x, int64_t y)

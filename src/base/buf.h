@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 struct buf {
     uint8_t *data;
@@ -26,6 +27,18 @@ int buf_append_varint(struct buf *b, uint64_t v);
 void buf_consume(struct buf *b, size_t n);
 void buf_reset(struct buf *b); /* len = 0, keeps memory */
 void buf_free(struct buf *b);  /* frees memory, back to empty */
+
+/* bytes_compare orders byte strings as memcmp, a proper prefix first (the
+ * order of etcd keys and of Go's bytes.Compare). Inline: the key index
+ * calls it on its hottest path. */
+static inline int bytes_compare(const void *a, size_t an, const void *b, size_t bn)
+{
+    size_t n = an < bn ? an : bn;
+    int c = n ? memcmp(a, b, n) : 0;
+    if (c != 0)
+        return c;
+    return an < bn ? -1 : an > bn;
+}
 
 /* varint_size is the number of bytes buf_append_varint writes for |v|. */
 size_t varint_size(uint64_t v);

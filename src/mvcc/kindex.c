@@ -13,6 +13,7 @@
  * between leaves) and rebuilds the tree in one bulk load when it has become
  * sparse. Between rebuilds the tree is insert-only, so separators are never
  * freed and the arena is a bump allocator. */
+#include "base/buf.h"
 #include "mvcc/mvcc_int.h"
 
 #include <errno.h>
@@ -49,15 +50,6 @@ struct bt_arena {
     size_t used, cap;
     uint8_t data[];
 };
-
-static int keycmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn)
-{
-    size_t m = an < bn ? an : bn;
-    int c = m ? memcmp(a, b, m) : 0;
-    if (c != 0)
-        return c;
-    return an < bn ? -1 : an > bn;
-}
 
 static size_t revs_off(size_t klen)
 {
@@ -125,7 +117,7 @@ static struct bt_leaf *descend(const struct kindex *ix, const uint8_t *key, size
         unsigned lo = 1, hi = in->n;
         while (lo < hi) {
             unsigned mid = (lo + hi) / 2;
-            if (keycmp(in->sep[mid]->b, in->sep[mid]->len, key, klen) <= 0)
+            if (bytes_compare(in->sep[mid]->b, in->sep[mid]->len, key, klen) <= 0)
                 lo = mid + 1;
             else
                 hi = mid;
@@ -146,12 +138,12 @@ static unsigned leaf_find(const struct bt_leaf *l, const uint8_t *key, size_t kl
     while (lo < hi) {
         unsigned mid = (lo + hi) / 2;
         const struct kindex_entry *e = l->e[mid];
-        if (keycmp(e->key, e->klen, key, klen) < 0)
+        if (bytes_compare(e->key, e->klen, key, klen) < 0)
             lo = mid + 1;
         else
             hi = mid;
     }
-    *eq = lo < l->n && keycmp(l->e[lo]->key, l->e[lo]->klen, key, klen) == 0;
+    *eq = lo < l->n && bytes_compare(l->e[lo]->key, l->e[lo]->klen, key, klen) == 0;
     return lo;
 }
 

@@ -359,17 +359,10 @@ static void send_leader(struct server *s, grpc_call *call, const Etcdserverpb__R
     V3electionpb__LeaderResponse resp = V3ELECTIONPB__LEADER_RESPONSE__INIT;
     resp.header = &hdr;
     resp.kv = kv;
-    if (!stream) {
+    if (stream)
+        server_send(s, call, &resp.base);
+    else
         server_reply(s, call, &resp.base);
-        return;
-    }
-    struct buf *b = &s->scratch;
-    size_t n = protobuf_c_message_get_packed_size(&resp.base);
-    buf_reset(b);
-    if (buf_reserve(b, n ? n : 1) == 0) {
-        b->len = protobuf_c_message_pack(&resp.base, b->data);
-        grpc_call_send(call, b->data, b->len);
-    }
 }
 
 static void on_leader(grpc_call *call, const uint8_t *msg, size_t len)
@@ -415,17 +408,6 @@ static void free_obs(struct recipe *r)
 
 static void obs_round(struct obs_op *op);
 
-static void to_pb(Mvccpb__KeyValue *o, const struct mvcc_kv *kv)
-{
-    mvccpb__key_value__init(o);
-    o->key = (ProtobufCBinaryData){kv->key_len, (uint8_t *)kv->key};
-    o->value = (ProtobufCBinaryData){kv->value_len, (uint8_t *)kv->value};
-    o->create_revision = kv->create_revision;
-    o->mod_revision = kv->mod_revision;
-    o->version = kv->version;
-    o->lease = kv->lease;
-}
-
 static int obs_stop_watch(struct obs_op *op)
 {
     if (op->w != NULL) {
@@ -450,7 +432,7 @@ static int obs_on_leader_key(watcher *w, const struct watch_event *evs, size_t n
         Etcdserverpb__ResponseHeader h = ETCDSERVERPB__RESPONSE_HEADER__INIT;
         h.revision = rev;
         Mvccpb__KeyValue kv;
-        to_pb(&kv, &evs[i].kv);
+        server_kv_to_pb(&kv, &evs[i].kv);
         send_leader(op->r.s, op->r.call, &h, &kv, true);
     }
     return 0;
@@ -491,7 +473,7 @@ static int obs_on_prefix(watcher *w, const struct watch_event *evs, size_t n, in
         Etcdserverpb__ResponseHeader h = ETCDSERVERPB__RESPONSE_HEADER__INIT;
         h.revision = evs[i].kv.mod_revision;
         Mvccpb__KeyValue kv;
-        to_pb(&kv, &evs[i].kv);
+        server_kv_to_pb(&kv, &evs[i].kv);
         send_leader(op->r.s, op->r.call, &h, &kv, true);
         /* copy the key: the event goes away with this callback */
         uint8_t *key = arena_dup(&op->r.a, evs[i].kv.key, evs[i].kv.key_len);

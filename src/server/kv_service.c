@@ -52,40 +52,36 @@ static void on_range(grpc_call *call, const uint8_t *msg, size_t len)
     protobuf_c_message_free_unpacked(&r->base, NULL);
 }
 
-static void on_put(grpc_call *call, const uint8_t *msg, size_t len)
+/* propose_checked answers |rv| (a check's verdict) or, when the request
+ * passed, refuses it if too large for the log or proposes it. */
+static void propose_checked(grpc_call *call, enum entry_kind kind, ProtobufCMessage *r, size_t len,
+                            int rv)
 {
     struct server *s = server_of(call);
-    Etcdserverpb__PutRequest *r = (Etcdserverpb__PutRequest *)server_unpack(
-        call, &etcdserverpb__put_request__descriptor, msg, len);
-    if (r == NULL)
-        return;
-    int rv = apply_check_put(r);
     if (rv == 0 && too_large(s, len))
         rv = QERR_REQUEST_TOO_LARGE;
     if (rv != 0) {
         server_reply_error(call, rv);
-        protobuf_c_message_free_unpacked(&r->base, NULL);
+        protobuf_c_message_free_unpacked(r, NULL);
         return;
     }
-    server_propose(s, call, ENTRY_PUT, &r->base);
+    server_propose(s, call, kind, r);
+}
+
+static void on_put(grpc_call *call, const uint8_t *msg, size_t len)
+{
+    Etcdserverpb__PutRequest *r = (Etcdserverpb__PutRequest *)server_unpack(
+        call, &etcdserverpb__put_request__descriptor, msg, len);
+    if (r != NULL)
+        propose_checked(call, ENTRY_PUT, &r->base, len, apply_check_put(r));
 }
 
 static void on_delete_range(grpc_call *call, const uint8_t *msg, size_t len)
 {
-    struct server *s = server_of(call);
     Etcdserverpb__DeleteRangeRequest *r = (Etcdserverpb__DeleteRangeRequest *)server_unpack(
         call, &etcdserverpb__delete_range_request__descriptor, msg, len);
-    if (r == NULL)
-        return;
-    int rv = apply_check_delete_range(r);
-    if (rv == 0 && too_large(s, len))
-        rv = QERR_REQUEST_TOO_LARGE;
-    if (rv != 0) {
-        server_reply_error(call, rv);
-        protobuf_c_message_free_unpacked(&r->base, NULL);
-        return;
-    }
-    server_propose(s, call, ENTRY_DELETE_RANGE, &r->base);
+    if (r != NULL)
+        propose_checked(call, ENTRY_DELETE_RANGE, &r->base, len, apply_check_delete_range(r));
 }
 
 static void on_txn(grpc_call *call, const uint8_t *msg, size_t len)
@@ -119,12 +115,7 @@ static void on_txn(grpc_call *call, const uint8_t *msg, size_t len)
         protobuf_c_message_free_unpacked(&r->base, NULL);
         return;
     }
-    if (too_large(s, len)) {
-        server_reply_error(call, QERR_REQUEST_TOO_LARGE);
-        protobuf_c_message_free_unpacked(&r->base, NULL);
-        return;
-    }
-    server_propose(s, call, ENTRY_TXN, &r->base);
+    propose_checked(call, ENTRY_TXN, &r->base, len, 0);
 }
 
 static void on_compact(grpc_call *call, const uint8_t *msg, size_t len)

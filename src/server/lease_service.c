@@ -71,15 +71,9 @@ static void on_keep_alive(grpc_call *call, const uint8_t *msg, size_t len)
     resp.id = r->id;
     resp.ttl = ttl;
     protobuf_c_message_free_unpacked(&r->base, NULL);
-    struct buf *b = &s->scratch;
-    size_t n = protobuf_c_message_get_packed_size(&resp.base);
-    buf_reset(b);
-    if (buf_reserve(b, n ? n : 1) != 0) {
-        server_reply_error(call, -ENOMEM);
-        return;
-    }
-    b->len = protobuf_c_message_pack(&resp.base, b->data);
-    grpc_call_send(call, b->data, b->len);
+    int rv2 = server_send(s, call, &resp.base);
+    if (rv2 != 0 && rv2 != -EPIPE)
+        server_reply_error(call, rv2);
 }
 
 static void on_keep_alive_end(grpc_call *call)

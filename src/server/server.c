@@ -93,18 +93,33 @@ static int pack(struct buf *b, const ProtobufCMessage *msg)
     return 0;
 }
 
+int server_send(struct server *s, grpc_call *call, const ProtobufCMessage *msg)
+{
+    int rv = pack(&s->scratch, msg);
+    if (rv == 0)
+        rv = grpc_call_send(call, s->scratch.data, s->scratch.len);
+    return rv;
+}
+
 void server_reply(struct server *s, grpc_call *call, const ProtobufCMessage *msg)
 {
-    if (pack(&s->scratch, msg) != 0) {
-        server_reply_error(call, -ENOMEM);
-        return;
-    }
-    int rv = grpc_call_send(call, s->scratch.data, s->scratch.len);
+    int rv = server_send(s, call, msg);
     if (rv != 0 && rv != -EPIPE) {
         server_reply_error(call, rv);
         return;
     }
     grpc_call_finish(call, GRPC_STATUS_OK, NULL);
+}
+
+void server_kv_to_pb(Mvccpb__KeyValue *o, const struct mvcc_kv *kv)
+{
+    mvccpb__key_value__init(o);
+    o->key = (ProtobufCBinaryData){kv->key_len, (uint8_t *)kv->key};
+    o->value = (ProtobufCBinaryData){kv->value_len, (uint8_t *)kv->value};
+    o->create_revision = kv->create_revision;
+    o->mod_revision = kv->mod_revision;
+    o->version = kv->version;
+    o->lease = kv->lease;
 }
 
 void server_reply_error(grpc_call *call, int code)

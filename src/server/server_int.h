@@ -116,10 +116,16 @@ struct server *server_of(grpc_call *call);
  * top-level header, and the revision when it is 0 (as etcd's header.fill). */
 void server_fill_header(struct server *s, Etcdserverpb__ResponseHeader *h);
 
-/* server_reply packs |msg| into one response message and finishes the call
- * OK; server_reply_error finishes it with |code|'s status and text. */
+/* server_send packs |msg| and sends it as one response message (streams);
+ * server_reply does that and finishes the call OK; server_reply_error
+ * finishes it with |code|'s status and text. */
+int server_send(struct server *s, grpc_call *call, const ProtobufCMessage *msg);
 void server_reply(struct server *s, grpc_call *call, const ProtobufCMessage *msg);
 void server_reply_error(grpc_call *call, int code);
+
+/* server_kv_to_pb points |o| at |kv|'s fields (no copy: valid as long as
+ * |kv|'s pointers are). */
+void server_kv_to_pb(Mvccpb__KeyValue *o, const struct mvcc_kv *kv);
 
 /* server_unpack decodes a request; on failure it answers INVALID_ARGUMENT
  * and returns NULL. Free with protobuf_c_message_free_unpacked. */

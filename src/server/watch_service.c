@@ -38,13 +38,7 @@ struct wstream {
 
 static void send_msg(struct wstream *st, const ProtobufCMessage *m)
 {
-    struct buf *b = &st->s->scratch;
-    size_t n = protobuf_c_message_get_packed_size(m);
-    buf_reset(b);
-    if (buf_reserve(b, n ? n : 1) != 0)
-        return;
-    b->len = protobuf_c_message_pack(m, b->data);
-    grpc_call_send(st->call, b->data, b->len);
+    server_send(st->s, st->call, m);
 }
 
 /* header with an explicit revision (etcd leaves 0 in compaction notices) */
@@ -70,17 +64,6 @@ static void send_ctrl(struct wstream *st, int64_t id, bool created, bool cancele
     if (reason != NULL)
         r.cancel_reason = (char *)reason;
     send_msg(st, &r.base);
-}
-
-static void to_pb_kv(Mvccpb__KeyValue *o, const struct mvcc_kv *kv)
-{
-    mvccpb__key_value__init(o);
-    o->key = (ProtobufCBinaryData){kv->key_len, (uint8_t *)kv->key};
-    o->value = (ProtobufCBinaryData){kv->value_len, (uint8_t *)kv->value};
-    o->create_revision = kv->create_revision;
-    o->mod_revision = kv->mod_revision;
-    o->version = kv->version;
-    o->lease = kv->lease;
 }
 
 /* etcd's sendFragments: fill each response with events until adding one
@@ -135,12 +118,12 @@ static int on_deliver(watcher *w, const struct watch_event *evs, size_t n, int64
         mvccpb__event__init(&ev[i]);
         ev[i].type = evs[i].type == MVCC_EVENT_DELETE ? MVCCPB__EVENT__EVENT_TYPE__DELETE
                                                       : MVCCPB__EVENT__EVENT_TYPE__PUT;
-        to_pb_kv(&kvs[2 * i], &evs[i].kv);
+        server_kv_to_pb(&kvs[2 * i], &evs[i].kv);
         ev[i].kv = &kvs[2 * i];
         bool create = evs[i].type == MVCC_EVENT_PUT &&
                       evs[i].kv.create_revision == evs[i].kv.mod_revision;
         if (c->prev_kv && evs[i].has_prev && !create) {
-            to_pb_kv(&kvs[2 * i + 1], &evs[i].prev);
+            server_kv_to_pb(&kvs[2 * i + 1], &evs[i].prev);
             ev[i].prev_kv = &kvs[2 * i + 1];
         }
         ptrs[i] = &ev[i];

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/arena.h"
+#include "base/buf.h"
 #include "base/err.h"
 
 /* one catch-up round reads at most this many revisions of history */
@@ -95,29 +96,20 @@ static void move_w(watcher *w, bool synced)
 
 /* ---- matching ---- */
 
-static int bcmp_(const uint8_t *a, size_t an, const uint8_t *b, size_t bn)
-{
-    size_t n = an < bn ? an : bn;
-    int c = n ? memcmp(a, b, n) : 0;
-    if (c != 0)
-        return c;
-    return an < bn ? -1 : an > bn;
-}
-
 static bool matches(const watcher *w, const struct watch_event *ev)
 {
     if ((w->filters & WATCH_FILTER_NOPUT) && ev->type == MVCC_EVENT_PUT)
         return false;
     if ((w->filters & WATCH_FILTER_NODELETE) && ev->type == MVCC_EVENT_DELETE)
         return false;
-    int c = bcmp_(ev->kv.key, ev->kv.key_len, w->key, w->key_len);
+    int c = bytes_compare(ev->kv.key, ev->kv.key_len, w->key, w->key_len);
     if (w->end_len == 0)
         return c == 0;
     if (c < 0)
         return false;
     if (w->end_len == 1 && w->end[0] == 0)
         return true;
-    return bcmp_(ev->kv.key, ev->kv.key_len, w->end, w->end_len) < 0;
+    return bytes_compare(ev->kv.key, ev->kv.key_len, w->end, w->end_len) < 0;
 }
 
 static int evlist_push(struct evlist *l, const struct watch_event *ev)

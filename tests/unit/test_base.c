@@ -148,3 +148,13 @@ Test(sha1, fips_vectors)
     hex(d, h);
     cr_assert_str_eq(h, "84983e441c3bd26ebaae4aa1f95129e5e54670f1");
 }
+
+Test(buf, bytes_compare_is_key_order)
+{
+    cr_assert_eq(bytes_compare("a", 1, "a", 1), 0);
+    cr_assert_lt(bytes_compare("a", 1, "ab", 2), 0, "a proper prefix sorts first");
+    cr_assert_gt(bytes_compare("b", 1, "ab", 2), 0);
+    cr_assert_lt(bytes_compare("", 0, "\0", 1), 0);
+    cr_assert_gt(bytes_compare("\xff", 1, "\x01", 1), 0, "bytes compare unsigned");
+    cr_assert_eq(bytes_compare(NULL, 0, NULL, 0), 0);
+}
