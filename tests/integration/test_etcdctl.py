@@ -39,6 +39,8 @@ SCRIPT = [
     ["txn", "-w", "json", {"stdin": 'value("a") = "nope"\nmod("c") > "0"\n\nput x 1\n\nput y 2\nget a\n\n'}],
     ["txn", "-w", "json", {"stdin": 'version("a") > "1"\ncreate("c") < "100"\n\ndel a\n\n\n'}],
     ["txn", {"stdin": 'mod("c") = "1"\n\n\nput c nope\nput c dup\n\n'}],
+    ["txn", "-i", {"stdin": 'value("a") = "13"\n\nput a 14\n\nput a never\n\n'}],
+    ["txn", "-i", "-w", "json", {"stdin": 'create("zz") > "0"\n\nput zz 1\n\nget a\n\n'}],
     ["get", "", "--prefix", "-w", "json"],
     ["compaction", "5"], ["get", "a", "--rev", "3"], ["get", "c", "--rev", "5", "-w", "json"],
     ["compaction", "3"], ["compaction", "1000"], ["compaction", "--physical", "6"],

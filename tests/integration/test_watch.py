@@ -271,5 +271,27 @@ class Watch(unittest.TestCase):
                 self.assertEqual(dels, gone[rev], "watcher from %d, revision %d" % (start, rev))
 
 
+class ProgressNotify(unittest.TestCase):
+    """progress_notify at the interval etcd's flag sets: a bookmark with the
+    current revision and no events, to idle synced watchers that asked."""
+
+    def test_interval_bookmarks(self):
+        with Server(os.environ.get("TARGET", "quorum"), extra_args=[
+                "--experimental-watch-progress-notify-interval=300ms"]) as s:
+            ch = grpc.insecure_channel(s.endpoint)
+            kv = rpc_pb2_grpc.KVStub(ch)
+            rev = kv.Put(rpc_pb2.PutRequest(key=b"p", value=b"1")).header.revision
+            st = Stream(ch)
+            st.create(key=b"p", progress_notify=True)
+            wid = st.next().watch_id
+            st.create(key=b"q")  # did not ask: gets none
+            st.next()
+            r = st.next(timeout=15)
+            self.assertEqual((r.watch_id, len(r.events), r.header.revision), (wid, 0, rev))
+            self.assertFalse(r.created or r.canceled)
+            st.close()
+            ch.close()
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
