@@ -447,7 +447,7 @@ static void obs_on_compacted(watcher *w, int64_t compact_rev, void *arg)
     obs_round(op); /* look again from the present */
 }
 
-static const struct watcher_ops leader_key_ops = {obs_on_leader_key, obs_on_compacted};
+static const struct watcher_ops leader_key_ops = {obs_on_leader_key, obs_on_compacted, NULL};
 
 static void obs_follow(struct obs_op *op, const uint8_t *key, size_t len, int64_t from)
 {
@@ -489,7 +489,7 @@ static int obs_on_prefix(watcher *w, const struct watch_event *evs, size_t n, in
     return 0;
 }
 
-static const struct watcher_ops prefix_ops = {obs_on_prefix, obs_on_compacted};
+static const struct watcher_ops prefix_ops = {obs_on_prefix, obs_on_compacted, NULL};
 
 static void obs_round(struct obs_op *op)
 {

@@ -165,7 +165,7 @@ static void wait_compacted(watcher *w, int64_t compact_rev, void *arg)
     recipe_unref(r);
 }
 
-static const struct watcher_ops wait_ops = {wait_deliver, wait_compacted};
+static const struct watcher_ops wait_ops = {wait_deliver, wait_compacted, NULL};
 
 void recipe_wait_delete(struct recipe *r, const uint8_t *key, size_t len, int64_t from,
                         recipe_fn fn)

@@ -412,7 +412,7 @@ static void on_watch_sync(uv_timer_t *t)
 void server_watch_kick(struct server *s)
 {
     if (watch_hub_unsynced_count(s->watches) > 0 && !uv_is_active((uv_handle_t *)&s->watch_sync))
-        uv_timer_start(&s->watch_sync, on_watch_sync, 0, 10);
+        uv_timer_start(&s->watch_sync, on_watch_sync, 0, 2);
 }
 
 static void on_watch_progress(uv_timer_t *t)

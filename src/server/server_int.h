@@ -55,6 +55,7 @@ struct server {
     lessor *leases;
     watch_hub *watches;
     struct wstream *wstreams; /* open Watch streams */
+    size_t n_wstreams;
     uv_timer_t watch_sync;    /* catch-up rounds while watchers are behind */
     uv_timer_t watch_progress;
     uv_timer_t lease_tick;    /* expiry and checkpoints (primary only) */

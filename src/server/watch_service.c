@@ -16,9 +16,13 @@
 #include "base/err.h"
 #include "base/log.h"
 
-/* A stream with more than this queued is full: its watchers fall back to
- * history and catch up when it drains (etcd's victim watchers). */
-#define STREAM_PENDING_LIMIT (4u << 20)
+/* A stream with more than its share of queued bytes is full: its watchers
+ * fall back to history and catch up when it drains (etcd's victim
+ * watchers). The shares split one budget among all open streams, so a
+ * thousand streams cannot queue gigabytes. */
+#define STREAMS_PENDING_BUDGET (128u << 20)
+#define STREAM_PENDING_MAX (4u << 20)
+#define STREAM_PENDING_MIN (64u << 10)
 
 struct wctx {
     struct wstream *st;
@@ -98,12 +102,29 @@ static void send_events(struct wstream *st, Etcdserverpb__WatchResponse *r, Mvcc
     }
 }
 
+static bool stream_full(const struct wstream *st)
+{
+    size_t share = STREAMS_PENDING_BUDGET / (st->s->n_wstreams ? st->s->n_wstreams : 1);
+    if (share > STREAM_PENDING_MAX)
+        share = STREAM_PENDING_MAX;
+    if (share < STREAM_PENDING_MIN)
+        share = STREAM_PENDING_MIN;
+    return grpc_call_pending_bytes(st->call) > share;
+}
+
+static bool on_writable(watcher *w, void *arg)
+{
+    struct wctx *c = arg;
+    (void)w;
+    return !stream_full(c->st);
+}
+
 static int on_deliver(watcher *w, const struct watch_event *evs, size_t n, int64_t rev, void *arg)
 {
     struct wctx *c = arg;
     struct wstream *st = c->st;
     (void)w;
-    if (grpc_call_pending_bytes(st->call) > STREAM_PENDING_LIMIT)
+    if (stream_full(st))
         return -EAGAIN;
     Mvccpb__Event *ev = calloc(n, sizeof(*ev));
     Mvccpb__Event **ptrs = calloc(n, sizeof(*ptrs));
@@ -167,7 +188,7 @@ static void on_compacted(watcher *w, int64_t compact_rev, void *arg)
     remove_ctx(st, c); /* the hub frees the watcher itself */
 }
 
-static const struct watcher_ops watch_ops = {on_deliver, on_compacted};
+static const struct watcher_ops watch_ops = {on_deliver, on_compacted, on_writable};
 
 static struct wctx *find(struct wstream *st, int64_t id)
 {
@@ -253,6 +274,7 @@ static void on_watch_message(grpc_call *call, const uint8_t *msg, size_t len)
         if (s->wstreams)
             s->wstreams->prev = st;
         s->wstreams = st;
+        s->n_wstreams++;
         grpc_call_set_data(call, st);
     }
     Etcdserverpb__WatchRequest *r = (Etcdserverpb__WatchRequest *)protobuf_c_message_unpack(
@@ -303,6 +325,7 @@ static void on_watch_close(grpc_call *call)
         s->wstreams = st->next;
     if (st->next)
         st->next->prev = st->prev;
+    s->n_wstreams--;
     free(st);
 }
 

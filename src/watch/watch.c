@@ -236,8 +236,8 @@ void watch_hub_commit(watch_hub *h)
             if (rv == -EAGAIN) {
                 w->next_rev = rev; /* from history, later */
                 move_w(w, false);
-            } else {
-                w->next_rev = rev + 1;
+            } else if (w->next_rev <= rev) {
+                w->next_rev = rev + 1; /* only forward */
             }
         }
         i = j;
@@ -250,6 +250,11 @@ void watch_hub_commit(watch_hub *h)
 }
 
 /* ---- catch-up from history ---- */
+
+static bool writable(watcher *w)
+{
+    return w->ops->writable == NULL || w->ops->writable(w, w->arg);
+}
 
 struct hist {
     struct evlist evs;
@@ -307,11 +312,13 @@ bool watch_hub_sync(watch_hub *h)
             move_w(w, true);
             continue;
         }
-        if (w->next_rev < min)
+        if (w->next_rev < min && writable(w))
             min = w->next_rev;
     }
     if (h->nunsynced == 0)
         return false;
+    if (min == INT64_MAX)
+        return true; /* every consumer is full: nothing to read for now */
     int64_t to = cur;
     if (to - min >= SYNC_MAX_REVS)
         to = min + SYNC_MAX_REVS - 1;
@@ -329,6 +336,8 @@ bool watch_hub_sync(watch_hub *h)
         fill_prev(&hi);
         for (watcher *w = h->unsynced, *next; w != NULL; w = next) {
             next = w->next; /* before the callback: cancelling |w| unlinks it */
+            if (!writable(w))
+                continue;
             h->delivering = w;
             int drv = deliver_group(h, w, hi.evs.v, hi.evs.n, to, cur);
             h->delivering = NULL;
@@ -338,7 +347,10 @@ bool watch_hub_sync(watch_hub *h)
             }
             if (drv == -EAGAIN)
                 continue; /* the consumer is full: same events next round */
-            w->next_rev = to + 1;
+            /* only forward: a watcher already past |to| (the round reads
+             * from the slowest one) got nothing and keeps its place */
+            if (w->next_rev <= to)
+                w->next_rev = to + 1;
             if (w->next_rev > cur)
                 move_w(w, true);
         }

@@ -102,7 +102,7 @@ static void on_compacted(watcher *w, int64_t rev, void *arg)
     r->w = NULL;
 }
 
-static const struct watcher_ops ops = {on_deliver, on_compacted};
+static const struct watcher_ops ops = {on_deliver, on_compacted, NULL};
 
 static void watch_key(struct rec *r, const char *k, int64_t start, unsigned filters)
 {
@@ -193,4 +193,52 @@ Test(watch, filters_and_compaction)
     cr_assert_eq(old.compacted, mvcc_compact_rev(kv));
     cr_assert_null(old.w);
     cr_assert_eq(watch_hub_unsynced_count(hub) + watch_hub_synced_count(hub), 0);
+}
+
+/* Two watchers behind by different amounts: a catch-up round reads at most
+ * SYNC_MAX_REVS revisions from the slowest one's position; the one already
+ * further on must not be moved back (it would get revisions twice). */
+struct seen {
+    int64_t last;
+    int dup_or_gap;
+    int n;
+};
+
+static int on_seq(watcher *w, const struct watch_event *evs, size_t n, int64_t rev, void *arg)
+{
+    struct seen *s = arg;
+    (void)w;
+    (void)rev;
+    for (size_t i = 0; i < n; i++) {
+        if (s->last != 0 && evs[i].kv.mod_revision != s->last + 1)
+            s->dup_or_gap++;
+        s->last = evs[i].kv.mod_revision;
+        s->n++;
+    }
+    return 0;
+}
+
+static const struct watcher_ops seq_ops = {on_seq, on_compacted, NULL};
+
+Test(watch, catch_up_never_moves_a_watcher_back)
+{
+    int64_t first = put("s", "0");
+    for (int i = 0; i < 2500; i++)
+        put("s", "x");
+    int64_t cur = mvcc_rev(kv);
+    struct seen slow = {0}, fast = {0};
+    watcher *ws, *wf;
+    cr_assert_eq(watcher_new(hub, (const uint8_t *)"s", 1, NULL, 0, first, 0, &seq_ops, &slow, &ws),
+                 0);
+    cr_assert_eq(watcher_new(hub, (const uint8_t *)"s", 1, NULL, 0, cur - 100, 0, &seq_ops, &fast,
+                             &wf),
+                 0);
+    while (watch_hub_sync(hub))
+        ;
+    cr_assert_eq(slow.dup_or_gap, 0);
+    cr_assert_eq(slow.n, cur - first + 1);
+    cr_assert_eq(fast.dup_or_gap, 0, "the watcher ahead got revisions twice");
+    cr_assert_eq(fast.n, 101);
+    watcher_cancel(ws);
+    watcher_cancel(wf);
 }
