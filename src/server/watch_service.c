@@ -119,13 +119,28 @@ static bool on_writable(watcher *w, void *arg)
     return !stream_full(c->st);
 }
 
-static int on_deliver(watcher *w, const struct watch_event *evs, size_t n, int64_t rev, void *arg)
+/* fill_event makes |ev| (with its kv and prev kv in |kvs[0..1]|) borrow
+ * |e|'s data; a creation carries no prev_kv, as etcd's watch server. */
+static Mvccpb__Event *fill_event(Mvccpb__Event *ev, Mvccpb__KeyValue *kvs,
+                                 const struct watch_event *e, bool prev_kv)
 {
-    struct wctx *c = arg;
+    mvccpb__event__init(ev);
+    ev->type = e->type == MVCC_EVENT_DELETE ? MVCCPB__EVENT__EVENT_TYPE__DELETE
+                                            : MVCCPB__EVENT__EVENT_TYPE__PUT;
+    server_kv_to_pb(&kvs[0], &e->kv);
+    ev->kv = &kvs[0];
+    bool create = e->type == MVCC_EVENT_PUT && e->kv.create_revision == e->kv.mod_revision;
+    if (prev_kv && e->has_prev && !create) {
+        server_kv_to_pb(&kvs[1], &e->prev);
+        ev->prev_kv = &kvs[1];
+    }
+    return ev;
+}
+
+/* The general path: protobuf-c builds each response (fragments too). */
+static int deliver_general(struct wctx *c, const struct watch_event *evs, size_t n, int64_t rev)
+{
     struct wstream *st = c->st;
-    (void)w;
-    if (stream_full(st))
-        return -EAGAIN;
     Mvccpb__Event *ev = calloc(n, sizeof(*ev));
     Mvccpb__Event **ptrs = calloc(n, sizeof(*ptrs));
     Mvccpb__KeyValue *kvs = calloc(2 * n, sizeof(*kvs));
@@ -135,20 +150,8 @@ static int on_deliver(watcher *w, const struct watch_event *evs, size_t n, int64
         free(kvs);
         return -EAGAIN;
     }
-    for (size_t i = 0; i < n; i++) {
-        mvccpb__event__init(&ev[i]);
-        ev[i].type = evs[i].type == MVCC_EVENT_DELETE ? MVCCPB__EVENT__EVENT_TYPE__DELETE
-                                                      : MVCCPB__EVENT__EVENT_TYPE__PUT;
-        server_kv_to_pb(&kvs[2 * i], &evs[i].kv);
-        ev[i].kv = &kvs[2 * i];
-        bool create = evs[i].type == MVCC_EVENT_PUT &&
-                      evs[i].kv.create_revision == evs[i].kv.mod_revision;
-        if (c->prev_kv && evs[i].has_prev && !create) {
-            server_kv_to_pb(&kvs[2 * i + 1], &evs[i].prev);
-            ev[i].prev_kv = &kvs[2 * i + 1];
-        }
-        ptrs[i] = &ev[i];
-    }
+    for (size_t i = 0; i < n; i++)
+        ptrs[i] = fill_event(&ev[i], &kvs[2 * i], &evs[i], c->prev_kv);
     Etcdserverpb__ResponseHeader h;
     header_at(st->s, &h, rev);
     Etcdserverpb__WatchResponse r = ETCDSERVERPB__WATCH_RESPONSE__INIT;
@@ -158,6 +161,119 @@ static int on_deliver(watcher *w, const struct watch_event *evs, size_t n, int64
     free(ev);
     free(ptrs);
     free(kvs);
+    return 0;
+}
+
+/* Fan-out: every watcher of a revision is sent the same events, so the
+ * encoded events are kept and reused while the next delivery carries the
+ * very same events (same kv storage, revision and type, same prev_kv
+ * choice); only the header and watch_id are encoded per watcher. The
+ * bytes equal what protobuf-c writes for the whole WatchResponse. */
+struct ev_id {
+    const uint8_t *key, *value, *prev_value;
+    int64_t mod;
+    int type;
+};
+
+struct ev_cache {
+    struct buf bytes; /* field 11 (events), encoded, for every event */
+    struct ev_id *ids;
+    size_t n, cap;
+    bool prev_kv;
+};
+
+static struct ev_cache cache;
+
+static struct ev_id ev_id_of(const struct watch_event *e, bool prev_kv)
+{
+    return (struct ev_id){e->kv.key, e->kv.value,
+                          prev_kv && e->has_prev ? e->prev.value : NULL, e->kv.mod_revision,
+                          (int)e->type};
+}
+
+static bool cache_hit(const struct watch_event *evs, size_t n, bool prev_kv)
+{
+    if (cache.n != n || cache.prev_kv != prev_kv)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        struct ev_id id = ev_id_of(&evs[i], prev_kv);
+        const struct ev_id *c = &cache.ids[i];
+        if (id.key != c->key || id.value != c->value || id.prev_value != c->prev_value ||
+            id.mod != c->mod || id.type != c->type)
+            return false;
+    }
+    return true;
+}
+
+static int cache_fill(const struct watch_event *evs, size_t n, bool prev_kv)
+{
+    if (cache.cap < n) {
+        struct ev_id *ids = realloc(cache.ids, n * sizeof(*ids));
+        if (ids == NULL)
+            return -ENOMEM;
+        cache.ids = ids;
+        cache.cap = n;
+    }
+    cache.n = 0;
+    buf_reset(&cache.bytes);
+    for (size_t i = 0; i < n; i++) {
+        Mvccpb__Event ev;
+        Mvccpb__KeyValue kvs[2];
+        fill_event(&ev, kvs, &evs[i], prev_kv);
+        size_t len = protobuf_c_message_get_packed_size(&ev.base);
+        int rv = buf_reserve(&cache.bytes, 1 + 10 + len);
+        if (rv != 0)
+            return rv;
+        buf_append_byte(&cache.bytes, 11 << 3 | 2);
+        buf_append_varint(&cache.bytes, len);
+        cache.bytes.len += protobuf_c_message_pack(&ev.base, cache.bytes.data + cache.bytes.len);
+        cache.ids[i] = ev_id_of(&evs[i], prev_kv);
+    }
+    cache.n = n;
+    cache.prev_kv = prev_kv;
+    return 0;
+}
+
+static size_t put_field_varint(uint8_t *p, unsigned field, uint64_t v)
+{
+    if (v == 0)
+        return 0; /* proto3 leaves zero scalars out */
+    p[0] = (uint8_t)(field << 3);
+    return 1 + varint_put(p + 1, v);
+}
+
+static int on_deliver(watcher *w, const struct watch_event *evs, size_t n, int64_t rev, void *arg)
+{
+    struct wctx *c = arg;
+    struct wstream *st = c->st;
+    struct server *s = st->s;
+    (void)w;
+    if (stream_full(st))
+        return -EAGAIN;
+    if (c->fragment)
+        return deliver_general(c, evs, n, rev);
+    if (!cache_hit(evs, n, c->prev_kv) && cache_fill(evs, n, c->prev_kv) != 0) {
+        cache.n = 0;
+        return -EAGAIN;
+    }
+    uint8_t head[64];
+    size_t hl = 0;
+    hl += put_field_varint(head + hl, 1, s->cluster_id);
+    hl += put_field_varint(head + hl, 2, s->member_id);
+    hl += put_field_varint(head + hl, 3, (uint64_t)rev);
+    hl += put_field_varint(head + hl, 4, s->term);
+    uint8_t pre[96];
+    size_t pl = 0;
+    pre[pl++] = 1 << 3 | 2; /* header */
+    pl += varint_put(pre + pl, hl);
+    memcpy(pre + pl, head, hl);
+    pl += hl;
+    pl += put_field_varint(pre + pl, 2, (uint64_t)c->id);
+    struct buf *b = &s->scratch;
+    buf_reset(b);
+    if (buf_append(b, pre, pl) != 0 || buf_append(b, cache.bytes.data, cache.bytes.len) != 0)
+        return -EAGAIN;
+    grpc_call_send(st->call, b->data, b->len);
     return 0;
 }
 

@@ -271,6 +271,47 @@ class Watch(unittest.TestCase):
                 self.assertEqual(dels, gone[rev], "watcher from %d, revision %d" % (start, rev))
 
 
+class SharedEncoding(unittest.TestCase):
+    """quorum encodes a revision's events once for all its watchers; the
+    bytes must be exactly what the general (per-watcher protobuf) path
+    sends, which watchers that asked for fragments still take."""
+
+    def test_fast_path_bytes_equal_general_path(self):
+        with Server(os.environ.get("TARGET", "quorum")) as s:
+            ch = grpc.insecure_channel(s.endpoint)
+            reqs, out = queue.Queue(), queue.Queue()
+            call = ch.stream_stream("/etcdserverpb.Watch/Watch",
+                                    request_serializer=WatchRequest.SerializeToString,
+                                    response_deserializer=None)(iter(reqs.get, None))
+
+            def read():
+                try:
+                    for r in call:
+                        out.put(r)
+                except grpc.RpcError:
+                    pass
+            threading.Thread(target=read, daemon=True).start()
+            kv = rpc_pb2_grpc.KVStub(ch)
+            kv.Put(rpc_pb2.PutRequest(key=b"k", value=b"old"))
+            for wid, frag in ((5, False), (6, True)):
+                reqs.put(WatchRequest(create_request=WatchCreateRequest(
+                    key=b"k", watch_id=wid, prev_kv=True, fragment=frag)))
+                out.get(timeout=10)
+            kv.Put(rpc_pb2.PutRequest(key=b"k", value=b"new"))
+            kv.DeleteRange(rpc_pb2.DeleteRangeRequest(key=b"k"))
+            got = {}
+            for _ in range(4):
+                r = out.get(timeout=10)
+                got.setdefault(WatchResponse.FromString(r).watch_id, []).append(r)
+            reqs.put(None)
+            call.cancel()
+            ch.close()
+            self.assertEqual(len(got[5]), 2)
+            for fast, general in zip(got[5], got[6]):
+                # the watch ids 5 and 6 are the only difference (field 2)
+                self.assertEqual(fast.replace(b"\x10\x05", b"\x10\x06", 1), general)
+
+
 class ProgressNotify(unittest.TestCase):
     """progress_notify at the interval etcd's flag sets: a bookmark with the
     current revision and no events, to idle synced watchers that asked."""
