@@ -31,6 +31,8 @@
 #include "base/err.h"
 #include "grpc/grpc_int.h"
 
+/* a drained response queue larger than this is freed, not kept */
+#define OUT_KEEP_BYTES (64u << 10)
 #define READ_BUF_SIZE (256 * 1024)
 #define FLUSH_MAX (1024 * 1024)        /* bytes serialized per write */
 #define WRITE_BACKLOG (64 * 1024)      /* unwritten bytes that stop reading */
@@ -745,7 +747,12 @@ static int send_data(nghttp2_session *sess, nghttp2_frame *frame, const uint8_t 
     call->out_off += length;
     if (call->out_off == call->out.len) {
         call->out_off = 0;
-        buf_reset(&call->out);
+        /* drained: give back a queue that grew large, or a thousand idle
+         * streams would each keep their high-water mark */
+        if (call->out.cap > OUT_KEEP_BYTES)
+            buf_free(&call->out);
+        else
+            buf_reset(&call->out);
     }
     return 0;
 }

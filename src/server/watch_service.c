@@ -20,9 +20,9 @@
  * fall back to history and catch up when it drains (etcd's victim
  * watchers). The shares split one budget among all open streams, so a
  * thousand streams cannot queue gigabytes. */
-#define STREAMS_PENDING_BUDGET (128u << 20)
+#define STREAMS_PENDING_BUDGET (64u << 20)
 #define STREAM_PENDING_MAX (4u << 20)
-#define STREAM_PENDING_MIN (64u << 10)
+#define STREAM_PENDING_MIN (32u << 10)
 
 struct wctx {
     struct wstream *st;
@@ -102,21 +102,27 @@ static void send_events(struct wstream *st, Etcdserverpb__WatchResponse *r, Mvcc
     }
 }
 
-static bool stream_full(const struct wstream *st)
+static size_t stream_share(const struct server *s)
 {
-    size_t share = STREAMS_PENDING_BUDGET / (st->s->n_wstreams ? st->s->n_wstreams : 1);
+    size_t share = STREAMS_PENDING_BUDGET / (s->n_wstreams ? s->n_wstreams : 1);
     if (share > STREAM_PENDING_MAX)
         share = STREAM_PENDING_MAX;
     if (share < STREAM_PENDING_MIN)
         share = STREAM_PENDING_MIN;
-    return grpc_call_pending_bytes(st->call) > share;
+    return share;
 }
 
-static bool on_writable(watcher *w, void *arg)
+static bool stream_full(const struct wstream *st)
+{
+    return grpc_call_pending_bytes(st->call) >= stream_share(st->s);
+}
+
+static size_t on_room(watcher *w, void *arg)
 {
     struct wctx *c = arg;
     (void)w;
-    return !stream_full(c->st);
+    size_t share = stream_share(c->st->s), pending = grpc_call_pending_bytes(c->st->call);
+    return pending >= share ? 0 : share - pending;
 }
 
 /* fill_event makes |ev| (with its kv and prev kv in |kvs[0..1]|) borrow
@@ -182,7 +188,11 @@ struct ev_cache {
     bool prev_kv;
 };
 
-static struct ev_cache cache;
+/* a few slots: catch-up hands each watcher the same few ~32 KiB pieces in
+ * turn, so consecutive deliveries alternate between them */
+#define EV_CACHE_SLOTS 8
+static struct ev_cache caches[EV_CACHE_SLOTS];
+static unsigned cache_next;
 
 static struct ev_id ev_id_of(const struct watch_event *e, bool prev_kv)
 {
@@ -191,13 +201,14 @@ static struct ev_id ev_id_of(const struct watch_event *e, bool prev_kv)
                           (int)e->type};
 }
 
-static bool cache_hit(const struct watch_event *evs, size_t n, bool prev_kv)
+static bool cache_hit(const struct ev_cache *cache, const struct watch_event *evs, size_t n,
+                      bool prev_kv)
 {
-    if (cache.n != n || cache.prev_kv != prev_kv)
+    if (cache->n != n || cache->prev_kv != prev_kv)
         return false;
     for (size_t i = 0; i < n; i++) {
         struct ev_id id = ev_id_of(&evs[i], prev_kv);
-        const struct ev_id *c = &cache.ids[i];
+        const struct ev_id *c = &cache->ids[i];
         if (id.key != c->key || id.value != c->value || id.prev_value != c->prev_value ||
             id.mod != c->mod || id.type != c->type)
             return false;
@@ -205,32 +216,33 @@ static bool cache_hit(const struct watch_event *evs, size_t n, bool prev_kv)
     return true;
 }
 
-static int cache_fill(const struct watch_event *evs, size_t n, bool prev_kv)
+static int cache_fill(struct ev_cache *cache, const struct watch_event *evs, size_t n,
+                      bool prev_kv)
 {
-    if (cache.cap < n) {
-        struct ev_id *ids = realloc(cache.ids, n * sizeof(*ids));
+    if (cache->cap < n) {
+        struct ev_id *ids = realloc(cache->ids, n * sizeof(*ids));
         if (ids == NULL)
             return -ENOMEM;
-        cache.ids = ids;
-        cache.cap = n;
+        cache->ids = ids;
+        cache->cap = n;
     }
-    cache.n = 0;
-    buf_reset(&cache.bytes);
+    cache->n = 0;
+    buf_reset(&cache->bytes);
     for (size_t i = 0; i < n; i++) {
         Mvccpb__Event ev;
         Mvccpb__KeyValue kvs[2];
         fill_event(&ev, kvs, &evs[i], prev_kv);
         size_t len = protobuf_c_message_get_packed_size(&ev.base);
-        int rv = buf_reserve(&cache.bytes, 1 + 10 + len);
+        int rv = buf_reserve(&cache->bytes, 1 + 10 + len);
         if (rv != 0)
             return rv;
-        buf_append_byte(&cache.bytes, 11 << 3 | 2);
-        buf_append_varint(&cache.bytes, len);
-        cache.bytes.len += protobuf_c_message_pack(&ev.base, cache.bytes.data + cache.bytes.len);
-        cache.ids[i] = ev_id_of(&evs[i], prev_kv);
+        buf_append_byte(&cache->bytes, 11 << 3 | 2);
+        buf_append_varint(&cache->bytes, len);
+        cache->bytes.len += protobuf_c_message_pack(&ev.base, cache->bytes.data + cache->bytes.len);
+        cache->ids[i] = ev_id_of(&evs[i], prev_kv);
     }
-    cache.n = n;
-    cache.prev_kv = prev_kv;
+    cache->n = n;
+    cache->prev_kv = prev_kv;
     return 0;
 }
 
@@ -252,9 +264,16 @@ static int on_deliver(watcher *w, const struct watch_event *evs, size_t n, int64
         return -EAGAIN;
     if (c->fragment)
         return deliver_general(c, evs, n, rev);
-    if (!cache_hit(evs, n, c->prev_kv) && cache_fill(evs, n, c->prev_kv) != 0) {
-        cache.n = 0;
-        return -EAGAIN;
+    struct ev_cache *cache = NULL;
+    for (unsigned i = 0; i < EV_CACHE_SLOTS && cache == NULL; i++)
+        if (cache_hit(&caches[i], evs, n, c->prev_kv))
+            cache = &caches[i];
+    if (cache == NULL) {
+        cache = &caches[cache_next++ % EV_CACHE_SLOTS];
+        if (cache_fill(cache, evs, n, c->prev_kv) != 0) {
+            cache->n = 0;
+            return -EAGAIN;
+        }
     }
     uint8_t head[64];
     size_t hl = 0;
@@ -271,7 +290,7 @@ static int on_deliver(watcher *w, const struct watch_event *evs, size_t n, int64
     pl += put_field_varint(pre + pl, 2, (uint64_t)c->id);
     struct buf *b = &s->scratch;
     buf_reset(b);
-    if (buf_append(b, pre, pl) != 0 || buf_append(b, cache.bytes.data, cache.bytes.len) != 0)
+    if (buf_append(b, pre, pl) != 0 || buf_append(b, cache->bytes.data, cache->bytes.len) != 0)
         return -EAGAIN;
     grpc_call_send(st->call, b->data, b->len);
     return 0;
@@ -304,7 +323,7 @@ static void on_compacted(watcher *w, int64_t compact_rev, void *arg)
     remove_ctx(st, c); /* the hub frees the watcher itself */
 }
 
-static const struct watcher_ops watch_ops = {on_deliver, on_compacted, on_writable};
+static const struct watcher_ops watch_ops = {on_deliver, on_compacted, on_room};
 
 static struct wctx *find(struct wstream *st, int64_t id)
 {

@@ -198,20 +198,44 @@ void watch_hub_abort(watch_hub *h)
 }
 
 /* deliver_group gives watcher |w| the events of |evs| (one or more whole
- * revisions up to |upto|) that match it, with header revision |rev|. */
+ * revisions up to |upto|) that match it, with header revision |rev|, in
+ * pieces of about |chunk| bytes cut at revision boundaries (0: one piece).
+ * On -EAGAIN, *|resume| is the first revision not taken (0 if all was). */
 static int deliver_group(watch_hub *h, watcher *w, const struct watch_event *evs, size_t n,
-                         int64_t upto, int64_t rev)
+                         int64_t upto, int64_t rev, size_t chunk, int64_t *resume)
 {
     h->scratch.n = 0;
+    *resume = 0;
     for (size_t i = 0; i < n; i++) {
         if (evs[i].kv.mod_revision < w->next_rev || evs[i].kv.mod_revision > upto)
             continue;
-        if (matches(w, &evs[i]) && evlist_push(&h->scratch, &evs[i]) != 0)
-            return -EAGAIN; /* try again from history */
+        if (matches(w, &evs[i]) && evlist_push(&h->scratch, &evs[i]) != 0) {
+            *resume = w->next_rev; /* try again from history */
+            return -EAGAIN;
+        }
     }
-    if (h->scratch.n == 0)
-        return 0;
-    return w->ops->deliver(w, h->scratch.v, h->scratch.n, rev, w->arg);
+    struct watch_event *v = h->scratch.v;
+    size_t total = h->scratch.n, start = 0;
+    while (start < total) {
+        size_t end = start, bytes = 0;
+        while (end < total) {
+            /* never split a revision */
+            bool same_rev = end > start && v[end].kv.mod_revision == v[end - 1].kv.mod_revision;
+            if (chunk && bytes >= chunk && !same_rev)
+                break;
+            bytes += v[end].kv.key_len + v[end].kv.value_len + v[end].prev.value_len + 64;
+            end++;
+        }
+        int rv = w->ops->deliver(w, v + start, end - start, rev, w->arg);
+        if (rv != 0) {
+            *resume = v[start].kv.mod_revision;
+            return rv;
+        }
+        if (w->dead)
+            return 0;
+        start = end;
+    }
+    return 0;
 }
 
 void watch_hub_commit(watch_hub *h)
@@ -227,7 +251,8 @@ void watch_hub_commit(watch_hub *h)
             /* taken before the callback: cancelling |w| unlinks it */
             next = w->next;
             h->delivering = w;
-            int rv = deliver_group(h, w, evs + i, j - i, rev, rev);
+            int64_t resume;
+            int rv = deliver_group(h, w, evs + i, j - i, rev, rev, 0, &resume);
             h->delivering = NULL;
             if (w->dead) {
                 free_w(w);
@@ -251,9 +276,9 @@ void watch_hub_commit(watch_hub *h)
 
 /* ---- catch-up from history ---- */
 
-static bool writable(watcher *w)
+static size_t room(watcher *w)
 {
-    return w->ops->writable == NULL || w->ops->writable(w, w->arg);
+    return w->ops->room == NULL ? SIZE_MAX : w->ops->room(w, w->arg);
 }
 
 struct hist {
@@ -312,7 +337,7 @@ bool watch_hub_sync(watch_hub *h)
             move_w(w, true);
             continue;
         }
-        if (w->next_rev < min && writable(w))
+        if (w->next_rev < min && room(w) > 0)
             min = w->next_rev;
     }
     if (h->nunsynced == 0)
@@ -336,17 +361,25 @@ bool watch_hub_sync(watch_hub *h)
         fill_prev(&hi);
         for (watcher *w = h->unsynced, *next; w != NULL; w = next) {
             next = w->next; /* before the callback: cancelling |w| unlinks it */
-            if (!writable(w))
+            size_t chunk = room(w);
+            if (chunk == 0)
                 continue;
             h->delivering = w;
-            int drv = deliver_group(h, w, hi.evs.v, hi.evs.n, to, cur);
+            int64_t resume;
+            int drv = deliver_group(h, w, hi.evs.v, hi.evs.n, to, cur,
+                                    chunk == SIZE_MAX ? 0 : chunk, &resume);
             h->delivering = NULL;
             if (w->dead) {
                 free_w(w);
                 continue;
             }
-            if (drv == -EAGAIN)
-                continue; /* the consumer is full: same events next round */
+            if (drv == -EAGAIN) {
+                /* the consumer filled up: keep what it took, the rest next
+                 * round (only forward) */
+                if (resume > w->next_rev)
+                    w->next_rev = resume;
+                continue;
+            }
             /* only forward: a watcher already past |to| (the round reads
              * from the slowest one) got nothing and keeps its place */
             if (w->next_rev <= to)

@@ -49,10 +49,11 @@ struct watcher_ops {
     /* compacted: history the watcher needs is gone; the watcher is
      * removed after this returns (do not cancel it). */
     void (*compacted)(watcher *w, int64_t compact_rev, void *arg);
-    /* writable (optional): can the consumer take events now? Catch-up
-     * rounds skip watchers whose consumer is full, and read no history at
-     * all when none can take any, so retrying often is cheap. */
-    bool (*writable)(watcher *w, void *arg);
+    /* room (optional): about how many bytes of events the consumer can
+     * take now (0: it is full). Catch-up skips full consumers, reads no
+     * history when none has room, and hands events in pieces of about this
+     * size, cut at revision boundaries. NULL: always room, one piece. */
+    size_t (*room)(watcher *w, void *arg);
 };
 
 /* watch_hub_new creates the hub for |kv|. Errors: -ENOMEM. */
