@@ -251,7 +251,7 @@ static int decode(const uint8_t *p, size_t n, int64_t *id, int64_t *ttl, int64_t
             break;
         }
     }
-    return *id > 0 ? 0 : QERR_CORRUPT;
+    return *id != 0 ? 0 : QERR_CORRUPT;
 }
 
 static struct lease *new_lease(int64_t id, int64_t ttl, int64_t rem)
@@ -355,8 +355,8 @@ size_t lessor_ids(const lessor *l, int64_t *ids, size_t max)
 
 int lessor_grant(lessor *l, int64_t id, int64_t ttl, int64_t now_ms, int64_t *granted)
 {
-    if (id <= 0)
-        return -EINVAL;
+    if (id == 0)
+        return -EINVAL; /* the server picks ids for 0 before proposing */
     if (ttl > LEASE_MAX_TTL)
         return QERR_LEASE_TTL_TOO_LARGE;
     if (lookup(l, id) != NULL)

@@ -49,10 +49,11 @@ size_t lessor_ids(const lessor *l, int64_t *ids, size_t max);
 
 /* ---- replicated: call inside the open batch ---- */
 
-/* lessor_grant creates lease |id| (> 0) with |ttl| seconds (raised to the
- * minimum); *|granted| gets the TTL it has. A primary starts its clock at
- * |now_ms|. Errors: QERR_LEASE_EXISTS, QERR_LEASE_TTL_TOO_LARGE, -EINVAL
- * (id <= 0), -ENOMEM, storage errors. */
+/* lessor_grant creates lease |id| (any non-zero id: etcd accepts negative
+ * ones) with |ttl| seconds (raised to the minimum); *|granted| gets the TTL
+ * it has. A primary starts its clock at |now_ms|. Errors:
+ * QERR_LEASE_EXISTS, QERR_LEASE_TTL_TOO_LARGE, -EINVAL (id 0), -ENOMEM,
+ * storage errors. */
 int lessor_grant(lessor *l, int64_t id, int64_t ttl, int64_t now_ms, int64_t *granted);
 
 /* lessor_remove deletes lease |id| (its keys must already be deleted: see

@@ -320,7 +320,9 @@ static void on_compacted(watcher *w, int64_t compact_rev, void *arg)
     r.canceled = 1;
     r.compact_revision = compact_rev;
     send_msg(st, &r.base);
-    remove_ctx(st, c); /* the hub frees the watcher itself */
+    /* the hub frees the watcher; its id stays on the stream until the
+     * client cancels it, which etcd answers "canceled" as for any other */
+    c->w = NULL;
 }
 
 static const struct watcher_ops watch_ops = {on_deliver, on_compacted, on_room};
@@ -469,7 +471,7 @@ void server_watch_progress(struct server *s)
     int64_t rev = mvcc_rev(s->kv);
     for (struct wstream *st = s->wstreams; st != NULL; st = st->next)
         for (struct wctx *c = st->watchers; c != NULL; c = c->next)
-            if (c->progress && watcher_is_synced(c->w))
+            if (c->progress && c->w != NULL && watcher_is_synced(c->w))
                 send_ctrl(st, c->id, false, false, NULL, rev);
 }
 

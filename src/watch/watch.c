@@ -170,7 +170,20 @@ void watch_hub_observe(enum mvcc_event_type type, const struct mvcc_kv *kv,
         return; /* nobody is watching: the unsynced catch up from history */
     struct watch_event ev = {.type = type};
     int rv = copy_kv(&h->pending_arena, &ev.kv, kv);
-    if (rv == 0 && prev != NULL) {
+    if (rv == 0 && prev != NULL && prev->mod_revision == kv->mod_revision) {
+        /* the key was already written in this txn: etcd's prev_kv is the
+         * key before the txn, which that earlier change recorded */
+        for (size_t i = h->pending.n; i-- > 0;) {
+            const struct watch_event *e = &h->pending.v[i];
+            if (e->kv.mod_revision != kv->mod_revision)
+                break;
+            if (e->kv.key_len == kv->key_len && memcmp(e->kv.key, kv->key, kv->key_len) == 0) {
+                ev.prev = e->prev;
+                ev.has_prev = e->has_prev;
+                break;
+            }
+        }
+    } else if (rv == 0 && prev != NULL) {
         rv = copy_kv(&h->pending_arena, &ev.prev, prev);
         ev.has_prev = true;
     }
@@ -267,10 +280,12 @@ void watch_hub_commit(watch_hub *h)
         }
         i = j;
     }
-    /* synced watchers are now at the current revision */
+    /* synced watchers are now at the current revision (a watcher that
+     * starts in the future keeps its start) */
     int64_t next = mvcc_rev(h->kv) + 1;
     for (watcher *w = h->synced; w != NULL; w = w->next)
-        w->next_rev = next;
+        if (w->next_rev < next)
+            w->next_rev = next;
     watch_hub_abort(h);
 }
 

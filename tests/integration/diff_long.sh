@@ -8,7 +8,9 @@
 # Defaults: target quorum, seeds 1000..1199, 1000 ops per seed, no time
 # limit. -d stops starting new seeds after SECONDS (the seed under way
 # finishes). -x CLASS passes --exclude CLASS to differential.py
-# (nested-txn, compact-le0, neg-rev) to look past a known difference.
+# (nested-txn, compact-le0, neg-rev, lease, watch, same-rev-prev-kv,
+# cancel-compacted, future-watch, neg-lease-id) to look past a known difference; differential.py's
+# DEFAULT_EXCLUDE (known quorum differences) always applies here.
 # Each seed also restarts both servers once (quorum after kill -9). The
 # directed cases are not rerun here (differential.py alone runs them).
 # Exit 0 when every seed agreed, 1 on a difference (the output names the

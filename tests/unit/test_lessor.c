@@ -187,3 +187,14 @@ Test(lessor, persisted_with_checkpointed_remaining)
     cr_assert_eq(lessor_remaining(ls, 11, 1000000, &r, &g), 0);
     cr_assert_eq(r, 100, "renewed since its checkpoint: full TTL");
 }
+
+Test(lessor, negative_ids_as_etcd)
+{
+    /* etcd accepts any non-zero id; a negative one once stopped quorum */
+    cr_assert_eq(grant(-9, 3600, 0), 3600);
+    cr_assert_eq(grant(-9, 3600, 0), QERR_LEASE_EXISTS);
+    cr_assert_eq(grant(0, 10, 0), -EINVAL, "0 means 'server picks', never a lease id");
+    close_all();
+    open_all();
+    cr_assert(lessor_exists(ls, -9), "a negative id survives a restart");
+}

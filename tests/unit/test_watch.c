@@ -242,3 +242,60 @@ Test(watch, catch_up_never_moves_a_watcher_back)
     watcher_cancel(ws);
     watcher_cancel(wf);
 }
+
+Test(watch, future_start_gets_nothing_before_it)
+{
+    int64_t start = mvcc_rev(kv) + 5;
+    struct rec r = {0};
+    watch_key(&r, "f", start, 0);
+    for (int i = 0; i < 8; i++)
+        put("f", "v");
+    cr_assert_eq(r.events, 8 - 4, "revisions before the start are not sent");
+    cr_assert_eq(r.revs[0], start);
+    watcher_cancel(r.w);
+}
+
+static struct rec *prev_rec;
+static int64_t prev_versions[8];
+
+static int on_prev(watcher *w, const struct watch_event *evs, size_t n, int64_t rev, void *arg)
+{
+    (void)w;
+    (void)rev;
+    for (size_t i = 0; i < n; i++) {
+        prev_rec->types[prev_rec->events] = evs[i].type;
+        prev_versions[prev_rec->events++] = evs[i].has_prev ? evs[i].prev.version : -1;
+    }
+    (void)arg;
+    return 0;
+}
+
+static const struct watcher_ops prev_ops = {on_prev, on_compacted, NULL};
+
+Test(watch, prev_kv_within_one_txn_is_the_value_before_it)
+{
+    put("t", "old"); /* version 1 */
+    struct rec r = {0};
+    prev_rec = &r;
+    watcher *w;
+    cr_assert_eq(watcher_new(hub, (const uint8_t *)"t", 1, NULL, 0, mvcc_rev(kv) + 1, 0, &prev_ops,
+                             &r, &w),
+                 0);
+    /* one txn: put t, then delete t (etcd allows it through a from-key
+     * delete); both events' prev is the key before the txn */
+    mvcc_txn *t;
+    int64_t n;
+    cr_assert_eq(mvcc_batch_begin(kv), 0);
+    cr_assert_eq(mvcc_txn_begin(kv, &t), 0);
+    cr_assert_eq(mvcc_txn_put(t, (const uint8_t *)"t", 1, (const uint8_t *)"new", 3, 0, NULL, NULL),
+                 0);
+    cr_assert_eq(mvcc_txn_delete_range(t, (const uint8_t *)"t", 1, NULL, 0, NULL, NULL, &n), 0);
+    mvcc_txn_end(t);
+    cr_assert_eq(mvcc_batch_commit(kv), 0);
+    watch_hub_commit(hub);
+    cr_assert_eq(r.events, 2);
+    cr_assert_eq(prev_versions[0], 1);
+    cr_assert_eq(r.types[1], MVCC_EVENT_DELETE);
+    cr_assert_eq(prev_versions[1], 1, "the delete's prev is the key before the txn, as etcd");
+    watcher_cancel(w);
+}
