@@ -25,7 +25,8 @@ def _load():
                         "--include_imports"] + [os.path.join(proto, n) for n in
                         ("kv.proto", "auth.proto", "rpc.proto", "v3lock.proto",
                          "v3election.proto")], check=True)
-        fds = descriptor_pb2.FileDescriptorSet.FromString(open(f.name, "rb").read())
+        with open(f.name, "rb") as fh:
+            fds = descriptor_pb2.FileDescriptorSet.FromString(fh.read())
     pool = descriptor_pool.DescriptorPool()
     for fd in fds.file:
         pool.Add(fd)

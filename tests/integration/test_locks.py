@@ -192,7 +192,15 @@ class Elections(unittest.TestCase):
         name = b"succession"
         seen = []
         obs = self.observe(M("v3electionpb.LeaderRequest")(name=name), timeout=60)
-        threading.Thread(target=lambda: [seen.append(r.kv.value) for r in obs], daemon=True).start()
+
+        def observe():
+            try:
+                for r in obs:
+                    seen.append(r.kv.value)
+            except grpc.RpcError:
+                pass  # cancelled at the end
+        observer = threading.Thread(target=observe, daemon=True)
+        observer.start()
         l1, l2 = self.c.grant(30), self.c.grant(30)
         a = self.campaign(M("v3electionpb.CampaignRequest")(name=name, lease=l1, value=b"a"), timeout=10)
         self.assertEqual(self.leader(M("v3electionpb.LeaderRequest")(name=name)).kv.value, b"a")
@@ -211,6 +219,7 @@ class Elections(unittest.TestCase):
             time.sleep(0.05)
         self.assertEqual(seen, [b"a", b"a2", b"b"])
         obs.cancel()
+        observer.join(10)  # a stream iterated at interpreter exit can crash grpc
 
     def test_errors(self):
         with self.assertRaises(grpc.RpcError) as cm:

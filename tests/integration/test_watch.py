@@ -58,8 +58,11 @@ class Stream:
         return self.resps.get(timeout=timeout)
 
     def close(self):
+        # cancel and join the reader: a grpc stream still iterated by a
+        # thread when the interpreter exits can crash the client at exit
         self.reqs.put(None)
         self.call.cancel()
+        self.t.join(10)
 
 
 class Watch(unittest.TestCase):
@@ -290,7 +293,8 @@ class SharedEncoding(unittest.TestCase):
                         out.put(r)
                 except grpc.RpcError:
                     pass
-            threading.Thread(target=read, daemon=True).start()
+            reader = threading.Thread(target=read, daemon=True)
+            reader.start()
             kv = rpc_pb2_grpc.KVStub(ch)
             kv.Put(rpc_pb2.PutRequest(key=b"k", value=b"old"))
             for wid, frag in ((5, False), (6, True)):
@@ -305,6 +309,7 @@ class SharedEncoding(unittest.TestCase):
                 got.setdefault(WatchResponse.FromString(r).watch_id, []).append(r)
             reqs.put(None)
             call.cancel()
+            reader.join(10)
             ch.close()
             self.assertEqual(len(got[5]), 2)
             for fast, general in zip(got[5], got[6]):
