@@ -8,11 +8,13 @@
 #include "backend/backend.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/err.h"
 #include "base/log.h"
@@ -24,6 +26,8 @@ struct backend {
     MDB_dbi dbi[BACKEND_DB__COUNT];
     MDB_txn *batch;
     char *path; /* <dir>/data.mdb */
+    size_t map_size;
+    unsigned flags; /* as given to mdb_env_open, for backend_replace_file */
 };
 
 /* Names as etcd's bbolt buckets, so `mdb_stat -a` reads like `bbolt buckets`. */
@@ -70,34 +74,22 @@ static int mkdirs(const char *dir)
     return 0;
 }
 
-int backend_open(const struct backend_options *opts, backend **out)
+/* open_env opens be->env on be->path and its named databases (in enum
+ * order, so the dbi handles are the same on every open). On error be->env
+ * is NULL. */
+static int open_env(backend *be)
 {
-    *out = NULL;
-    if (opts == NULL || opts->dir == NULL)
-        return -EINVAL;
-    int rv = mkdirs(opts->dir);
-    if (rv != 0)
-        return rv;
-    backend *be = calloc(1, sizeof(*be));
-    if (be == NULL)
-        return -ENOMEM;
-    if (asprintf(&be->path, "%s/data.mdb", opts->dir) < 0) {
-        be->path = NULL;
-        rv = -ENOMEM;
-        goto err_free;
-    }
+    int rv;
     int rc = mdb_env_create(&be->env);
     if (rc != 0) {
-        rv = rc > 0 ? -rc : QERR_STORAGE;
-        goto err_free;
+        be->env = NULL;
+        return rc > 0 ? -rc : QERR_STORAGE;
     }
     rc = mdb_env_set_maxdbs(be->env, BACKEND_DB__COUNT);
     if (rc == 0)
-        rc = mdb_env_set_mapsize(be->env, opts->map_size ? opts->map_size : DEFAULT_MAP_SIZE);
-    if (rc == 0) {
-        unsigned flags = MDB_NOSUBDIR | MDB_NOTLS | (opts->no_sync ? MDB_NOSYNC : 0);
-        rc = mdb_env_open(be->env, be->path, flags, 0600);
-    }
+        rc = mdb_env_set_mapsize(be->env, be->map_size);
+    if (rc == 0)
+        rc = mdb_env_open(be->env, be->path, be->flags, 0600);
     if (rc != 0) {
         log_error("backend", "cannot open %s: %s", be->path, mdb_strerror(rc));
         rv = rc > 0 ? -rc : QERR_STORAGE;
@@ -116,11 +108,77 @@ int backend_open(const struct backend_options *opts, backend **out)
         rv = backend_err(rc);
         goto err_env;
     }
-    *out = be;
     return 0;
 
 err_env:
     mdb_env_close(be->env);
+    be->env = NULL;
+    return rv;
+}
+
+int backend_replace_file(backend *be, const char *path)
+{
+    if (be->batch != NULL)
+        return -EBUSY;
+    MDB_dbi old[BACKEND_DB__COUNT];
+    memcpy(old, be->dbi, sizeof(old));
+    mdb_env_close(be->env);
+    be->env = NULL;
+    int rv = 0;
+    if (rename(path, be->path) != 0) {
+        rv = -errno;
+        log_error("backend", "cannot rename %s to %s: %s", path, be->path, strerror(errno));
+    } else {
+        /* the rename is durable once the directory is */
+        char *dir = strdup(be->path);
+        char *slash = dir ? strrchr(dir, '/') : NULL;
+        if (slash != NULL) {
+            *slash = '\0';
+            int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+            if (fd >= 0) {
+                fsync(fd);
+                close(fd);
+            }
+        }
+        free(dir);
+    }
+    /* reopen whichever file is at be->path now */
+    int orv = open_env(be);
+    if (orv != 0) {
+        log_error("backend", "cannot reopen %s: %s", be->path, q_strerror(orv));
+        return orv;
+    }
+    if (memcmp(old, be->dbi, sizeof(old)) != 0) {
+        log_error("backend", "database handles changed on reopening %s", be->path);
+        return QERR_STORAGE;
+    }
+    return rv;
+}
+
+int backend_open(const struct backend_options *opts, backend **out)
+{
+    *out = NULL;
+    if (opts == NULL || opts->dir == NULL)
+        return -EINVAL;
+    int rv = mkdirs(opts->dir);
+    if (rv != 0)
+        return rv;
+    backend *be = calloc(1, sizeof(*be));
+    if (be == NULL)
+        return -ENOMEM;
+    if (asprintf(&be->path, "%s/data.mdb", opts->dir) < 0) {
+        be->path = NULL;
+        rv = -ENOMEM;
+        goto err_free;
+    }
+    be->map_size = opts->map_size ? opts->map_size : DEFAULT_MAP_SIZE;
+    be->flags = MDB_NOSUBDIR | MDB_NOTLS | (opts->no_sync ? MDB_NOSYNC : 0);
+    rv = open_env(be);
+    if (rv != 0)
+        goto err_free;
+    *out = be;
+    return 0;
+
 err_free:
     free(be->path);
     free(be);

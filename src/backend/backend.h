@@ -46,6 +46,17 @@ struct backend_options {
 int backend_open(const struct backend_options *opts, backend **out);
 void backend_close(backend *be);
 
+/* backend_replace_file swaps the database file for |path| (a copy of it,
+ * e.g. a compacted one from mdb_env_copy2 with MDB_CP_COMPACT, in the same
+ * directory): it closes the environment, renames |path| over data.mdb,
+ * syncs the directory and reopens the environment in the same struct, so
+ * every holder of |be| keeps working (the dbi handles stay the same). No
+ * batch and no read transaction may be open: read txns of the old
+ * environment (mvcc's spares: mvcc_release_reads) must be gone. On a failed
+ * rename the old file is reopened and the error returned. Errors: -EBUSY,
+ * -errno, QERR_STORAGE (then |be| has no environment: close it). */
+int backend_replace_file(backend *be, const char *path);
+
 MDB_env *backend_env(backend *be);
 MDB_dbi backend_dbi(backend *be, enum backend_db db);
 

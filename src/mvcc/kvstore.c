@@ -168,15 +168,20 @@ int mvcc_open(backend *be, mvcc_store **out)
     return 0;
 }
 
-void mvcc_close(mvcc_store *s)
+void mvcc_release_reads(mvcc_store *s)
 {
-    if (s == NULL)
-        return;
     while (s->nspare > 0) {
         mvcc_read *r = s->spare[--s->nspare];
         mdb_txn_abort(r->txn);
         free(r);
     }
+}
+
+void mvcc_close(mvcc_store *s)
+{
+    if (s == NULL)
+        return;
+    mvcc_release_reads(s);
     kindex_free(&s->ix);
     buf_free(&s->enc);
     buf_free(&s->prev);

@@ -82,6 +82,11 @@ struct mvcc_range_result {
 int mvcc_open(backend *be, mvcc_store **out);
 void mvcc_close(mvcc_store *s);
 
+/* mvcc_release_reads frees the ended read txns the store keeps for reuse,
+ * before the backend's environment is replaced (backend_replace_file).
+ * No read may be open. */
+void mvcc_release_reads(mvcc_store *s);
+
 int64_t mvcc_rev(const mvcc_store *s);         /* current revision */
 /* mvcc_compact_rev is the last compaction revision, -1 if the store was
  * never compacted (etcd's compactMainRev: so Compact(0) succeeds once, and a

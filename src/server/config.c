@@ -133,6 +133,11 @@ static void usage(void)
            "  --experimental-watch-progress-notify-interval\n"
            "                                  interval of watch progress notifications "
            "(default 10m)\n"
+           "  --auto-compaction-mode          periodic | revision (default periodic)\n"
+           "  --auto-compaction-retention     hours or duration (periodic), revisions "
+           "(revision); 0 = off\n"
+           "  --auto-compaction-check-interval  revision-mode check period (quorum only, "
+           "default 5m)\n"
            "  --log-level                     debug | info | warn | error (default info)\n"
            "  --version                       print the version and exit\n");
 }
@@ -179,6 +184,39 @@ static int parse_duration(const char *v, uint64_t *ms)
     return 0;
 }
 
+/* parse_auto_compaction: etcd 3.4's parseCompactionRetention. */
+static int parse_auto_compaction(struct config *c, const char *mode, const char *retention,
+                                 char *err, size_t errlen)
+{
+    if (strcmp(mode, "periodic") == 0 || mode[0] == '\0') {
+        c->auto_compaction_periodic = true;
+    } else if (strcmp(mode, "revision") == 0) {
+        c->auto_compaction_periodic = false;
+    } else {
+        snprintf(err, errlen, "unknown auto-compaction-mode %s", mode);
+        return -EINVAL;
+    }
+    char *end;
+    errno = 0;
+    long long h = strtoll(retention[0] ? retention : "0", &end, 10);
+    if (errno == 0 && *end == '\0' && h >= 0 && retention[0] != '-' && retention[0] != '+') {
+        c->auto_compaction_retention =
+            c->auto_compaction_periodic ? (uint64_t)h * 3600 * 1000 : (uint64_t)h;
+        return 0;
+    }
+    uint64_t ms;
+    if (parse_duration(retention, &ms) != 0) {
+        snprintf(err, errlen, "error parsing CompactionRetention: time: invalid duration %s",
+                 retention);
+        return -EINVAL;
+    }
+    /* etcd takes a duration even in revision mode, as that many revisions
+     * (nanoseconds): keep the value in ms for periodic, as a count (ns) for
+     * revision, as etcd does */
+    c->auto_compaction_retention = c->auto_compaction_periodic ? ms : ms * 1000000;
+    return 0;
+}
+
 int config_parse(struct config *c, int argc, char **argv, char *err, size_t errlen)
 {
     memset(c, 0, sizeof(*c));
@@ -198,6 +236,7 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
     c->election_ms = 1000;
     c->snapshot_count = 100000;
     c->watch_progress_ms = 10 * 60 * 1000;
+    char ac_mode[16] = "periodic", ac_retention[64] = "0";
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -247,6 +286,9 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
             {"election-timeout", F_U64, &c->election_ms, 0},
             {"snapshot-count", F_U64, &c->snapshot_count, 0},
             {"log-level", F_STR, c->log_level, sizeof(c->log_level)},
+            {"auto-compaction-mode", F_STR, ac_mode, sizeof(ac_mode)},
+            {"auto-compaction-retention", F_STR, ac_retention, sizeof(ac_retention)},
+            {"auto-compaction-check-interval", F_DURATION_MS, &c->auto_compaction_check_ms, 0},
             {"experimental-watch-progress-notify-interval", F_DURATION_MS, &c->watch_progress_ms,
              0},
             /* accepted for etcd compatibility, no effect in quorum */
@@ -305,6 +347,8 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
             break;
         }
     }
+    if (parse_auto_compaction(c, ac_mode, ac_retention, err, errlen) != 0)
+        return -EINVAL;
     if (c->data_dir[0] == '\0')
         snprintf(c->data_dir, sizeof(c->data_dir), "%s.quorum", c->name);
     if (strcmp(c->initial_cluster_state, "new") != 0 &&

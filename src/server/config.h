@@ -44,6 +44,14 @@ struct config {
     uint64_t election_ms;
     uint64_t snapshot_count;
     uint64_t watch_progress_ms; /* --experimental-watch-progress-notify-interval */
+    /* --auto-compaction-mode (periodic | revision) and -retention, parsed as
+     * etcd 3.4: a bare integer is hours (periodic) or revisions (revision),
+     * else a Go duration (periodic only); 0 = off. */
+    bool auto_compaction_periodic;
+    uint64_t auto_compaction_retention; /* ms (periodic) or revisions */
+    /* --auto-compaction-check-interval (quorum only, for tests): how often
+     * revision mode checks; 0 = etcd's 5 minutes */
+    uint64_t auto_compaction_check_ms;
     char log_level[16];
 };
 

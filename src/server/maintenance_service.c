@@ -1,13 +1,52 @@
 /* server/maintenance_service.c: /etcdserverpb.Maintenance/ — Status,
- * HashKV and the read side of Alarm. Defragment, Snapshot, Hash, MoveLeader
- * and alarm changes come with the maintenance issue; until then the grpc
- * layer answers them UNIMPLEMENTED. */
+ * HashKV, Hash, Alarm, Defragment and Snapshot. MoveLeader comes with the
+ * replicated server (the grpc layer answers it UNIMPLEMENTED until then).
+ *
+ * Snapshot: a worker thread copies the environment (mdb_env_copyfd2 in one
+ * LMDB read transaction, so writers go on) into an unlinked temp file in
+ * the data dir; the loop then streams it in 32 KiB messages with
+ * remaining_bytes, and last a message with the 32-byte SHA-256 of the bytes
+ * sent, as etcd 3.4 does (no response header, as 3.4). The file is LMDB's format, not bbolt's: `etcdctl
+ * snapshot save` stores it, `etcdctl snapshot status/restore` cannot read it.
+ *
+ * Defragment: mdb_env_copy2 with MDB_CP_COMPACT to a temp file next to
+ * data.mdb, fsync, then the backend swaps it in under the same store (it
+ * needs backend_replace_file and mvcc_release_reads; see defragment()). It
+ * blocks the loop for the copy, and logs how long it took. */
 #include "server/server_int.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/crc32c.h"
 #include "base/err.h"
+#include "base/log.h"
+#include "server/sha256.h"
 
 /* The etcd API version quorum implements; etcd clients parse it. */
 #define ETCD_VERSION "3.4.0"
+
+#define SNAPSHOT_CHUNK (32 * 1024)        /* etcd's snapshotSendBufferSize */
+#define SNAPSHOT_MAX_PENDING (1024 * 1024) /* queued, unwritten bytes per call */
+
+/* Copies running on worker threads: the store must not close (or be
+ * swapped by a defragmentation) under them. One server per process. */
+static pthread_mutex_t copy_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t copy_cv = PTHREAD_COND_INITIALIZER;
+static int copies_running;
+
+void server_snapshot_copies_wait(void)
+{
+    pthread_mutex_lock(&copy_mu);
+    while (copies_running > 0)
+        pthread_cond_wait(&copy_cv, &copy_mu);
+    pthread_mutex_unlock(&copy_mu);
+}
 
 static void on_status(grpc_call *call, const uint8_t *msg, size_t len)
 {
@@ -27,6 +66,15 @@ static void on_status(grpc_call *call, const uint8_t *msg, size_t len)
     r.raftindex = s->applied_index;
     r.raftappliedindex = s->applied_index;
     r.raftterm = s->term;
+    /* etcd lists each alarm's text form */
+    char text[ALARM_MAX][96];
+    char *errs[ALARM_MAX];
+    for (size_t i = 0; i < s->alarms.n; i++) {
+        server_alarm_string(&s->alarms.a[i], text[i], sizeof(text[i]));
+        errs[i] = text[i];
+    }
+    r.errors = errs;
+    r.n_errors = s->alarms.n;
     server_reply(s, call, &r.base);
 }
 
@@ -54,33 +102,353 @@ static void on_hash_kv(grpc_call *call, const uint8_t *msg, size_t len)
     server_reply(s, call, &r.base);
 }
 
+/* ---- Hash ---- */
+
+/* The databases in byte order of their names, as bbolt walks its buckets. */
+static const struct {
+    const char *name;
+    enum backend_db db;
+} hash_dbs[] = {
+    {"auth", BACKEND_DB_AUTH},       {"key", BACKEND_DB_KEY},   {"lease", BACKEND_DB_LEASE},
+    {"members", BACKEND_DB_MEMBERS}, {"meta", BACKEND_DB_META},
+};
+
+/* Meta records that differ between members holding the same data. */
+static bool hash_ignored(enum backend_db db, const MDB_val *k)
+{
+    if (db != BACKEND_DB_META)
+        return false;
+    static const char *const names[] = {"consistent_index", "term"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (k->mv_size == strlen(names[i]) && memcmp(k->mv_data, names[i], k->mv_size) == 0)
+            return true;
+    return false;
+}
+
+/* hash_db is etcd's backend.Hash over LMDB: crc32c over each database's
+ * name, then its keys and values in key order. The bytes are quorum's own
+ * encodings, so the value is comparable between quorum members only. */
+static int hash_db(struct server *s, uint32_t *out)
+{
+    MDB_txn *txn;
+    int rv = backend_read_begin(s->be, &txn);
+    if (rv != 0)
+        return rv;
+    uint32_t crc = 0;
+    for (size_t i = 0; i < sizeof(hash_dbs) / sizeof(hash_dbs[0]) && rv == 0; i++) {
+        crc = crc32c_update(crc, hash_dbs[i].name, strlen(hash_dbs[i].name));
+        MDB_cursor *cur;
+        int rc = mdb_cursor_open(txn, backend_dbi(s->be, hash_dbs[i].db), &cur);
+        if (rc != 0) {
+            rv = backend_err(rc);
+            break;
+        }
+        MDB_val k, v;
+        for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+             rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+            if (hash_ignored(hash_dbs[i].db, &k))
+                continue;
+            crc = crc32c_update(crc, k.mv_data, k.mv_size);
+            crc = crc32c_update(crc, v.mv_data, v.mv_size);
+        }
+        if (rc != MDB_NOTFOUND)
+            rv = backend_err(rc);
+        mdb_cursor_close(cur);
+    }
+    backend_read_end(txn);
+    *out = crc;
+    return rv;
+}
+
+static void on_hash(grpc_call *call, const uint8_t *msg, size_t len)
+{
+    struct server *s = server_of(call);
+    ProtobufCMessage *req = server_unpack(call, &etcdserverpb__hash_request__descriptor, msg, len);
+    if (req == NULL)
+        return;
+    protobuf_c_message_free_unpacked(req, NULL);
+    uint32_t hash = 0;
+    int rv = hash_db(s, &hash);
+    if (rv != 0) {
+        server_reply_error(call, rv);
+        return;
+    }
+    Etcdserverpb__ResponseHeader h = ETCDSERVERPB__RESPONSE_HEADER__INIT;
+    Etcdserverpb__HashResponse r = ETCDSERVERPB__HASH_RESPONSE__INIT;
+    server_fill_header(s, &h);
+    r.header = &h;
+    r.hash = hash;
+    server_reply(s, call, &r.base);
+}
+
+/* ---- Alarm ---- */
+
 static void on_alarm(grpc_call *call, const uint8_t *msg, size_t len)
 {
     struct server *s = server_of(call);
-    Etcdserverpb__AlarmRequest *req = (Etcdserverpb__AlarmRequest *)server_unpack(
-        call, &etcdserverpb__alarm_request__descriptor, msg, len);
+    ProtobufCMessage *req = server_unpack(call, &etcdserverpb__alarm_request__descriptor, msg, len);
     if (req == NULL)
         return;
-    int action = req->action;
-    protobuf_c_message_free_unpacked(&req->base, NULL);
-    if (action != ETCDSERVERPB__ALARM_REQUEST__ALARM_ACTION__GET) {
-        grpc_call_finish(call, GRPC_STATUS_UNIMPLEMENTED,
-                         "quorum: raising and clearing alarms is not implemented yet");
+    /* every action goes through the log, as etcd's (GET too: linearizable) */
+    server_propose(s, call, ENTRY_ALARM, req);
+}
+
+/* ---- Defragment ---- */
+
+static int fsync_path(const char *path, int flags)
+{
+    int fd = open(path, flags | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int rv = fsync(fd) == 0 ? 0 : -errno;
+    close(fd);
+    return rv;
+}
+
+/* defragment rewrites the database compactly and swaps it in. */
+static int defragment(struct server *s)
+{
+    char tmp[1200];
+    snprintf(tmp, sizeof(tmp), "%s/member/db/data.mdb.defrag", s->cfg.data_dir);
+    unlink(tmp);
+    server_snapshot_copies_wait(); /* the env is about to be replaced */
+    int rc = mdb_env_copy2(backend_env(s->be), tmp, MDB_CP_COMPACT);
+    if (rc != 0) {
+        log_error("maintenance", "defragment: copying to %s failed: %s", tmp, mdb_strerror(rc));
+        unlink(tmp);
+        return QERR_STORAGE;
+    }
+    int rv = fsync_path(tmp, O_RDONLY);
+    if (rv == 0) {
+        /* the spare read txns belong to the old environment */
+        mvcc_release_reads(s->kv);
+        rv = backend_replace_file(s->be, tmp);
+        if (rv != 0 && backend_env(s->be) == NULL) {
+            /* neither file could be reopened: nothing can be served (etcd
+             * panics when its defragmented db does not open) */
+            log_error("maintenance", "defragment: cannot reopen the database: %s; stopping",
+                      q_strerror(rv));
+            abort();
+        }
+    }
+    if (rv != 0) {
+        log_error("maintenance", "defragment: swapping in %s failed: %s", tmp, q_strerror(rv));
+        unlink(tmp);
+    }
+    return rv;
+}
+
+static void on_defragment(grpc_call *call, const uint8_t *msg, size_t len)
+{
+    struct server *s = server_of(call);
+    ProtobufCMessage *req =
+        server_unpack(call, &etcdserverpb__defragment_request__descriptor, msg, len);
+    if (req == NULL)
+        return;
+    protobuf_c_message_free_unpacked(req, NULL);
+    uint64_t before = backend_size(s->be), t0 = uv_hrtime();
+    int rv = defragment(s);
+    if (rv != 0) {
+        server_reply_error(call, rv);
         return;
     }
-    /* No alarm can be raised yet (quota and corruption checks come with
-     * the maintenance issue), so the list is truly empty. */
-    Etcdserverpb__ResponseHeader h = ETCDSERVERPB__RESPONSE_HEADER__INIT;
-    Etcdserverpb__AlarmResponse r = ETCDSERVERPB__ALARM_RESPONSE__INIT;
-    server_fill_header(s, &h);
-    r.header = &h;
+    /* blocking: the loop served nothing meanwhile, so say how long */
+    log_info("maintenance", "defragmented the database: %llu -> %llu bytes in %.3f s (the loop "
+                            "was blocked)",
+             (unsigned long long)before, (unsigned long long)backend_size(s->be),
+             (double)(uv_hrtime() - t0) / 1e9);
+    /* etcd 3.4 answers an empty DefragmentResponse (no header) */
+    Etcdserverpb__DefragmentResponse r = ETCDSERVERPB__DEFRAGMENT_RESPONSE__INIT;
     server_reply(s, call, &r.base);
+}
+
+/* ---- Snapshot ---- */
+
+struct snap {
+    grpc_call *call; /* NULL once the client went away */
+    struct server *s;
+    MDB_env *env;
+    uv_work_t work;
+    uv_timer_t timer; /* retries while the call's output is backed up */
+    bool timer_inited, working;
+    int fd;
+    int err; /* worker's result: 0 or an LMDB/errno code */
+    uint64_t total, sent;
+    struct sha256 sha;
+};
+
+static void snap_free_cb(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void snap_free(struct snap *st)
+{
+    if (st->fd >= 0)
+        close(st->fd);
+    st->fd = -1;
+    if (st->timer_inited) {
+        uv_close((uv_handle_t *)&st->timer, snap_free_cb);
+        return;
+    }
+    free(st);
+}
+
+static void snap_copy(uv_work_t *w)
+{
+    struct snap *st = w->data;
+    st->err = mdb_env_copyfd2(st->env, st->fd, 0);
+    pthread_mutex_lock(&copy_mu);
+    copies_running--;
+    pthread_cond_broadcast(&copy_cv);
+    pthread_mutex_unlock(&copy_mu);
+}
+
+static void snap_pump(uv_timer_t *t);
+
+/* send_some streams chunks while the call's output is not backed up;
+ * returns true when the stream is finished (or failed). */
+static bool send_some(struct snap *st)
+{
+    uint8_t buf[SNAPSHOT_CHUNK];
+    while (st->sent < st->total) {
+        if (grpc_call_pending_bytes(st->call) >= SNAPSHOT_MAX_PENDING)
+            return false;
+        size_t want = st->total - st->sent < SNAPSHOT_CHUNK ? st->total - st->sent
+                                                             : SNAPSHOT_CHUNK;
+        ssize_t n = pread(st->fd, buf, want, (off_t)st->sent);
+        if (n <= 0) {
+            log_error("maintenance", "snapshot: reading the copy failed: %s",
+                      n < 0 ? strerror(errno) : "short file");
+            server_reply_error(st->call, QERR_STORAGE);
+            return true;
+        }
+        st->sent += (uint64_t)n;
+        sha256_update(&st->sha, buf, (size_t)n);
+        Etcdserverpb__SnapshotResponse r = ETCDSERVERPB__SNAPSHOT_RESPONSE__INIT;
+        r.remaining_bytes = st->total - st->sent;
+        r.blob = (ProtobufCBinaryData){(size_t)n, buf};
+        int rv = server_send(st->s, st->call, &r.base);
+        if (rv != 0) {
+            if (rv != -EPIPE)
+                server_reply_error(st->call, rv);
+            return true;
+        }
+    }
+    /* the digest etcd's client checks on restore */
+    uint8_t digest[32];
+    sha256_final(&st->sha, digest);
+    Etcdserverpb__SnapshotResponse r = ETCDSERVERPB__SNAPSHOT_RESPONSE__INIT;
+    r.blob = (ProtobufCBinaryData){sizeof(digest), digest};
+    server_reply(st->s, st->call, &r.base);
+    log_info("maintenance", "sent a database snapshot of %llu bytes",
+             (unsigned long long)st->total);
+    return true;
+}
+
+static void snap_pump(uv_timer_t *t)
+{
+    struct snap *st = t->data;
+    if (st->call == NULL || send_some(st)) {
+        if (st->call != NULL)
+            grpc_call_set_data(st->call, NULL);
+        uv_timer_stop(t);
+        snap_free(st);
+    }
+}
+
+static void snap_copied(uv_work_t *w, int status)
+{
+    struct snap *st = w->data;
+    st->working = false;
+    if (st->call == NULL) {
+        snap_free(st); /* the client left while we copied */
+        return;
+    }
+    off_t end = st->err == 0 ? lseek(st->fd, 0, SEEK_END) : -1;
+    if (status != 0 || st->err != 0 || end < 0) {
+        log_error("maintenance", "snapshot: copying the database failed: %s",
+                  st->err ? mdb_strerror(st->err) : strerror(errno));
+        server_reply_error(st->call, QERR_STORAGE);
+        grpc_call_set_data(st->call, NULL);
+        snap_free(st);
+        return;
+    }
+    st->total = (uint64_t)end;
+    log_info("maintenance", "sending a database snapshot of %llu bytes",
+             (unsigned long long)st->total);
+    uv_timer_init(st->s->loop, &st->timer);
+    st->timer.data = st;
+    st->timer_inited = true;
+    /* first pass now; then every 2 ms while the output is backed up */
+    uv_timer_start(&st->timer, snap_pump, 0, 2);
+}
+
+static void on_snapshot(grpc_call *call, const uint8_t *msg, size_t len)
+{
+    struct server *s = server_of(call);
+    ProtobufCMessage *req =
+        server_unpack(call, &etcdserverpb__snapshot_request__descriptor, msg, len);
+    if (req == NULL)
+        return;
+    protobuf_c_message_free_unpacked(req, NULL);
+    struct snap *st = calloc(1, sizeof(*st));
+    if (st == NULL) {
+        server_reply_error(call, -ENOMEM);
+        return;
+    }
+    st->fd = -1;
+    char path[1200];
+    snprintf(path, sizeof(path), "%s/member/db/snapshot.XXXXXX", s->cfg.data_dir);
+    st->fd = mkostemp(path, O_CLOEXEC);
+    if (st->fd < 0) {
+        log_error("maintenance", "snapshot: cannot create %s: %s", path, strerror(errno));
+        free(st);
+        server_reply_error(call, QERR_STORAGE);
+        return;
+    }
+    unlink(path); /* gone with the last close, whatever happens */
+    st->call = call;
+    st->s = s;
+    st->env = backend_env(s->be);
+    sha256_init(&st->sha);
+    st->work.data = st;
+    pthread_mutex_lock(&copy_mu);
+    copies_running++;
+    pthread_mutex_unlock(&copy_mu);
+    int rv = uv_queue_work(s->loop, &st->work, snap_copy, snap_copied);
+    if (rv != 0) {
+        pthread_mutex_lock(&copy_mu);
+        copies_running--;
+        pthread_cond_broadcast(&copy_cv);
+        pthread_mutex_unlock(&copy_mu);
+        snap_free(st);
+        server_reply_error(call, -ENOMEM);
+        return;
+    }
+    st->working = true;
+    grpc_call_set_data(call, st);
+}
+
+static void on_snapshot_close(grpc_call *call)
+{
+    struct snap *st = grpc_call_get_data(call);
+    if (st == NULL)
+        return;
+    grpc_call_set_data(call, NULL);
+    st->call = NULL;
+    /* a copy in flight frees |st| when it completes; a stream in progress
+     * does on its next timer tick */
 }
 
 const struct grpc_method server_maintenance_methods[] = {
     {"/etcdserverpb.Maintenance/Status", GRPC_UNARY, on_status, NULL, NULL},
     {"/etcdserverpb.Maintenance/HashKV", GRPC_UNARY, on_hash_kv, NULL, NULL},
+    {"/etcdserverpb.Maintenance/Hash", GRPC_UNARY, on_hash, NULL, NULL},
     {"/etcdserverpb.Maintenance/Alarm", GRPC_UNARY, on_alarm, NULL, NULL},
+    {"/etcdserverpb.Maintenance/Defragment", GRPC_UNARY, on_defragment, NULL, NULL},
+    {"/etcdserverpb.Maintenance/Snapshot", GRPC_SERVER_STREAMING, on_snapshot, NULL,
+     on_snapshot_close},
 };
 const size_t server_maintenance_methods_n =
     sizeof(server_maintenance_methods) / sizeof(server_maintenance_methods[0]);

@@ -224,6 +224,12 @@ static int apply_entry(struct server *s, struct entry *e)
     Etcdserverpb__ResponseHeader *h = NULL;
     int rv;
     arena_reset(&s->arena);
+    /* the backend quota and the NOSPACE/CORRUPT alarms (alarm.c) */
+    if ((rv = server_quota_check(s, e)) != 0) {
+        s->applied_index++;
+        e->err = rv;
+        return (rv == QERR_NO_SPACE || rv == QERR_CORRUPT) ? 0 : rv;
+    }
     switch (e->kind) {
         APPLY_CASE(ENTRY_PUT, apply_put, Etcdserverpb__PutRequest, Etcdserverpb__PutResponse)
         APPLY_CASE(ENTRY_DELETE_RANGE, apply_delete_range, Etcdserverpb__DeleteRangeRequest,
@@ -237,6 +243,15 @@ static int apply_entry(struct server *s, struct entry *e)
                    Etcdserverpb__LeaseRevokeResponse)
         APPLY_CASE(ENTRY_LEASE_CHECKPOINT, apply_lease_checkpoint,
                    Etcdserverpb__LeaseCheckpointRequest, Etcdserverpb__LeaseCheckpointResponse)
+    case ENTRY_ALARM: {
+        Etcdserverpb__AlarmResponse *r = NULL;
+        rv = server_alarm_apply(s, (const Etcdserverpb__AlarmRequest *)e->req, &s->arena, &r);
+        if (rv == 0) {
+            resp = &r->base;
+            h = r->header;
+        }
+        break;
+    }
     default:
         rv = -EINVAL;
     }
@@ -271,6 +286,7 @@ static void on_apply_hook(uv_check_t *h)
     s->head = s->tail = NULL;
 
     s->env.now_ms = (int64_t)uv_now(s->loop);
+    s->db_size = backend_size(s->be); /* the file grows only at commit */
     int rv = mvcc_batch_begin(s->kv);
     for (struct entry *e = list; e != NULL && rv == 0; e = e->next)
         rv = apply_entry(s, e);
@@ -522,6 +538,9 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
     if ((rv = open_leases(s)) != 0)
         goto fail;
 
+    what = "read the alarms";
+    if ((rv = server_alarms_load(s)) != 0)
+        goto fail;
     uint64_t v = 0;
     if (backend_meta_get(s->be, NULL, "consistent_index", &v) == 0)
         s->applied_index = v;
@@ -566,6 +585,7 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
     uv_timer_init(loop, &s->lease_tick);
     s->lease_tick.data = s;
     uv_timer_start(&s->lease_tick, on_lease_tick, 100, 100);
+    server_autocompact_start(s);
     uv_check_init(loop, &s->apply_hook);
     s->apply_hook.data = s;
     uv_check_start(&s->apply_hook, on_apply_hook);
@@ -602,6 +622,7 @@ static void on_handle_closed(uv_handle_t *h)
     struct server *s = h->data;
     if (--s->closing > 0)
         return;
+    server_snapshot_copies_wait(); /* worker threads reading the store */
     lessor_close(s->leases);
     watch_hub_free(s->watches);
     mvcc_close(s->kv);
@@ -621,7 +642,8 @@ static void on_grpc_closed(void *arg)
     /* writes whose clients left are still applied: they may have been seen
      * as sent; the apply hook commits them before the store closes */
     on_apply_hook(&s->apply_hook);
-    s->closing = 6;
+    s->closing = 7;
+    server_autocompact_close(s, on_handle_closed);
     uv_close((uv_handle_t *)&s->watch_sync, on_handle_closed);
     uv_close((uv_handle_t *)&s->watch_progress, on_handle_closed);
     uv_close((uv_handle_t *)&s->lease_tick, on_handle_closed);

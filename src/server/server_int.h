@@ -13,6 +13,7 @@
 #include "grpc/grpc.h"
 #include "mvcc/mvcc.h"
 #include "rpc.pb-c.h"
+#include "server/alarm.h"
 #include "server/server.h"
 #include "watch/watch.h"
 
@@ -24,9 +25,32 @@ enum entry_kind {
     ENTRY_LEASE_GRANT,
     ENTRY_LEASE_REVOKE,
     ENTRY_LEASE_CHECKPOINT,
+    ENTRY_ALARM, /* Etcdserverpb__AlarmRequest (alarm.c) */
+};
+
+/* --auto-compaction-mode/-retention state, as etcd 3.4's compactor
+ * package: periodic samples the revision every period/10 (at most 6 min)
+ * and compacts to the one sampled a period ago; revision compacts to
+ * rev - retention every 5 minutes (--auto-compaction-check-interval, a
+ * quorum-only flag, shortens that for tests). */
+struct autocompact {
+    uv_timer_t timer; /* always initialized; started when enabled */
+    bool enabled, periodic, in_flight;
+    uint64_t period_ms, interval_ms, base_ms, last_success_ms;
+    int64_t retention; /* revision mode: revisions kept */
+    int64_t prev;      /* revision mode: last compacted-to revision */
+    int64_t *revs;     /* periodic: samples, oldest first */
+    size_t n_revs, cap_revs;
 };
 
 struct server;
+/* server_autocompact_start initializes the timer (always, so stop can
+ * close it) and starts it when --auto-compaction-retention is not 0. */
+void server_autocompact_start(struct server *s);
+/* server_autocompact_close closes the timer handle with |cb| and frees the
+ * samples. */
+void server_autocompact_close(struct server *s, uv_close_cb cb);
+
 /* Completion of a write the server made itself: |err| 0 with the packed
  * response (|resp|, |len|, valid during the call), or the request's error.
  * Runs once the batch holding the write is durable. */
@@ -64,10 +88,13 @@ struct server {
     uv_check_t apply_hook;
     uv_signal_t sigs[2];
     struct entry *head, *tail; /* queued writes, oldest first */
+    uint64_t db_size; /* the database file's size, read once per batch */
     uint64_t applied_index;    /* consistent index: entries applied */
     uint64_t term;
     uint64_t member_id;
     uint64_t cluster_id;
+    struct alarm_store alarms;     /* raised alarms (alarm.c) */
+    struct autocompact autocompact; /* --auto-compaction-* (autocompact.c) */
     struct arena arena;  /* per request (reads) or per entry (writes) */
     struct buf scratch;  /* packing buffer for replies */
     void (*stop_cb)(void *);
@@ -91,6 +118,10 @@ extern const struct grpc_method server_lock_methods[];
 extern const size_t server_lock_methods_n;
 extern const struct grpc_method server_election_methods[];
 extern const size_t server_election_methods_n;
+
+/* server_snapshot_copies_wait blocks until no Snapshot copy runs on a
+ * worker thread (maintenance_service.c): before the store closes. */
+void server_snapshot_copies_wait(void);
 
 /* server_watch_kick schedules catch-up for watchers that are behind. */
 void server_watch_kick(struct server *s);
