@@ -69,6 +69,18 @@ def barrier():
 
 # ---- double barrier: start together when N arrived, finish together -----
 
+def wait_until(c, prefix, ok):
+    """Read the number of keys under |prefix|; until ok(count), wait for the
+    next change after that read (watching from its revision + 1)."""
+    while True:
+        rev = current_revision(c)
+        if ok(len(list(c.get_prefix(prefix)))):
+            return
+        events, cancel = c.watch_prefix(prefix, start_revision=rev + 1)
+        next(iter(events))
+        cancel()
+
+
 def double_barrier(n=3):
     prefix = "/dbarrier/job/"
     lock = threading.Lock()
@@ -82,13 +94,7 @@ def double_barrier(n=3):
             arrived.append(i)
         c.put(prefix + "p%d" % i, "", lease=lease)
         # enter: wait until n participants are present
-        while True:
-            rev = current_revision(c)
-            if len(list(c.get_prefix(prefix))) >= n:
-                break
-            events, cancel = c.watch_prefix(prefix, start_revision=rev + 1)
-            next(iter(events))
-            cancel()
+        wait_until(c, prefix, lambda count: count >= n)
         with lock:
             if len(arrived) != n:
                 bad.append("%d entered before all arrived" % i)
@@ -97,13 +103,7 @@ def double_barrier(n=3):
             finished.append(i)
         # leave: remove ourselves, wait until everyone has left
         c.delete(prefix + "p%d" % i)
-        while True:
-            rev = current_revision(c)
-            if not list(c.get_prefix(prefix)):
-                break
-            events, cancel = c.watch_prefix(prefix, start_revision=rev + 1)
-            next(iter(events))
-            cancel()
+        wait_until(c, prefix, lambda count: count == 0)
         with lock:
             if len(finished) != n:
                 bad.append("%d left before all finished" % i)
