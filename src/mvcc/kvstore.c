@@ -270,6 +270,16 @@ static bool is_from_key(const uint8_t *end, size_t end_len)
     return end_len == 1 && end[0] == 0;
 }
 
+/* past_end: has a scan from |key| reached an entry beyond the range? An
+ * empty |end| is the single key; |unbounded| (end "\0") never ends. */
+static bool past_end(const struct kindex_entry *e, const uint8_t *key, size_t key_len,
+                     const uint8_t *end, size_t end_len, bool unbounded)
+{
+    if (end_len == 0)
+        return e->klen != key_len || memcmp(e->key, key, key_len) != 0;
+    return !unbounded && bytes_compare(e->key, e->klen, end, end_len) >= 0;
+}
+
 static int do_range(mvcc_store *s, MDB_txn *lt, int64_t cur, const uint8_t *key, size_t key_len,
                     const uint8_t *end, size_t end_len, const struct mvcc_range_opts *opts,
                     mvcc_kv_fn fn, void *arg, struct mvcc_range_result *res)
@@ -303,15 +313,8 @@ static int do_range(mvcc_store *s, MDB_txn *lt, int64_t cur, const uint8_t *key,
     kindex_seek(&s->ix, key, key_len, &it);
     bool unbounded = is_from_key(end, end_len);
     for (struct kindex_entry *e; (e = kindex_iter_get(&it)) != NULL; kindex_iter_next(&it)) {
-        if (end_len == 0) {
-            if (e->klen != key_len || memcmp(e->key, key, key_len) != 0)
-                break;
-        } else if (!unbounded) {
-            size_t m = e->klen < end_len ? e->klen : end_len;
-            int c = m ? memcmp(e->key, end, m) : 0;
-            if (c > 0 || (c == 0 && e->klen >= end_len))
-                break;
-        }
+        if (past_end(e, key, key_len, end, end_len, unbounded))
+            break;
         const struct kindex_rev *r = kentry_at(e, rev);
         if (r == NULL || r->tomb)
             continue;
@@ -475,15 +478,8 @@ int mvcc_txn_delete_range(mvcc_txn *t, const uint8_t *key, size_t key_len, const
     /* Appending a tombstone reallocates the entry but never changes the
      * tree's shape, so the iterator stays valid. */
     for (struct kindex_entry *e; (e = kindex_iter_get(&it)) != NULL; kindex_iter_next(&it)) {
-        if (end_len == 0) {
-            if (e->klen != key_len || memcmp(e->key, key, key_len) != 0)
-                break;
-        } else if (!unbounded) {
-            size_t m = e->klen < end_len ? e->klen : end_len;
-            int c = m ? memcmp(e->key, end, m) : 0;
-            if (c > 0 || (c == 0 && e->klen >= end_len))
-                break;
-        }
+        if (past_end(e, key, key_len, end, end_len, unbounded))
+            break;
         const struct kindex_rev *r = kentry_at(e, rrev);
         if (r == NULL || r->tomb)
             continue;
