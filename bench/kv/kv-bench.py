@@ -44,6 +44,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from benchutil import parse_h2load  # noqa: E402
 
 import grpc  # noqa: E402
 from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc  # noqa: E402
@@ -188,27 +190,6 @@ def run_h2load(case, endpoint, duration, requests, threads, workdir):
         raise RuntimeError("h2load exited %d:\n%s" % (proc.returncode, text[-2000:]))
     summary = parse_h2load(text)
     return summary, log, (ru.ru_utime + ru.ru_stime) / max(summary["secs"], 1e-6)
-
-
-def parse_h2load(text):
-    s = {}
-    m = re.search(r"finished in ([\d.]+)(m?s), ([\d.]+) req/s", text)
-    if not m:
-        raise RuntimeError("cannot parse h2load output:\n" + text[-2000:])
-    s["secs"] = float(m.group(1)) / (1000.0 if m.group(2) == "ms" else 1.0)
-    s["rps"] = float(m.group(3))
-    m = re.search(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, "
-                  r"(\d+) failed, (\d+) errored, (\d+) timeout", text)
-    if not m:
-        raise RuntimeError("cannot parse h2load requests line:\n" + text[-2000:])
-    for k, v in zip(("total", "started", "done", "succeeded", "failed", "errored", "timeout"),
-                    m.groups()):
-        s[k] = int(v)
-    m = re.search(r"traffic: .*?, .*? headers .*?, [\d.]+\w*B \((\d+)\) data", text)
-    if not m:
-        raise RuntimeError("cannot parse h2load traffic line:\n" + text[-2000:])
-    s["data_bytes"] = int(m.group(1))
-    return s
 
 
 def p99_ms(log_path):

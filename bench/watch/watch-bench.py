@@ -26,7 +26,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))  # bench/: benchutil
 
 import grpc  # noqa: E402
 from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc  # noqa: E402
