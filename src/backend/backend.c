@@ -172,7 +172,8 @@ int backend_open(const struct backend_options *opts, backend **out)
         goto err_free;
     }
     be->map_size = opts->map_size ? opts->map_size : DEFAULT_MAP_SIZE;
-    be->flags = MDB_NOSUBDIR | MDB_NOTLS | (opts->no_sync ? MDB_NOSYNC : 0);
+    be->flags = MDB_NOSUBDIR | MDB_NOTLS | (opts->no_sync ? MDB_NOSYNC : 0) |
+                (opts->no_meta_sync ? MDB_NOMETASYNC : 0);
     rv = open_env(be);
     if (rv != 0)
         goto err_free;
@@ -346,4 +347,10 @@ uint64_t backend_size_in_use(backend *be)
     if (free_pages > pages)
         free_pages = pages;
     return (pages - free_pages) * st.ms_psize;
+}
+
+int backend_sync(backend *be)
+{
+    int rc = mdb_env_sync(be->env, 1);
+    return rc == 0 ? 0 : backend_err(rc);
 }

@@ -37,9 +37,14 @@ enum backend_db {
 };
 
 struct backend_options {
-    const char *dir; /* directory holding data.mdb; created if missing */
-    size_t map_size; /* LMDB map size: the most the file may grow to; 0 = 8 GiB */
-    bool no_sync;    /* commit without fsync (only when a WAL covers it) */
+    const char *dir;   /* directory holding data.mdb; created if missing */
+    size_t map_size;   /* LMDB map size: the most the file may grow to; 0 = 8 GiB */
+    bool no_sync;      /* commit without fsync (only when a WAL covers it) */
+    bool no_meta_sync; /* MDB_NOMETASYNC: one sync per commit (data pages);
+                          the meta page reaches the disk with the next
+                          commit or backend_sync. Integrity is kept; an
+                          OS crash may undo the last commit, which the WAL
+                          replays. */
 };
 
 /* backend_open opens or creates the environment. Errors: -errno, QERR_STORAGE. */
@@ -59,6 +64,11 @@ int backend_replace_file(backend *be, const char *path);
 
 MDB_env *backend_env(backend *be);
 MDB_dbi backend_dbi(backend *be, enum backend_db db);
+
+/* backend_sync flushes everything committed, the meta page included
+ * (mdb_env_sync): before the WAL drops entries the store holds. Errors:
+ * QERR_STORAGE. */
+int backend_sync(backend *be);
 
 /* backend_batch_begin opens the write transaction; one at a time.
  * Errors: -EBUSY if one is open, QERR_STORAGE. */

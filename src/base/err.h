@@ -58,14 +58,25 @@ enum grpc_status {
     X(QERR_STOPPED, UNAVAILABLE, "etcdserver: server stopped")                                     \
     X(QERR_STORAGE, INTERNAL, "etcdserver: storage error")                                         \
     X(QERR_MEMBER_NOT_FOUND, NOT_FOUND, "etcdserver: member not found")                            \
-    X(QERR_INVALID_SORT, INVALID_ARGUMENT, "etcdserver: invalid sort option")
+    X(QERR_INVALID_SORT, INVALID_ARGUMENT, "etcdserver: invalid sort option")                      \
+    X(QERR_MEMBER_EXISTS, FAILED_PRECONDITION, "etcdserver: member ID already exist")              \
+    X(QERR_PEER_URL_EXISTS, FAILED_PRECONDITION, "etcdserver: Peer URLs already exists")           \
+    X(QERR_MEMBER_BAD_URLS, INVALID_ARGUMENT, "etcdserver: given member URLs are invalid")         \
+    X(QERR_MEMBER_NOT_LEARNER, FAILED_PRECONDITION,                                                \
+      "etcdserver: can only promote a learner member")                                             \
+    X(QERR_TOO_MANY_LEARNERS, FAILED_PRECONDITION,                                                 \
+      "etcdserver: too many learner members in cluster")                                           \
+    X(QERR_NOT_LEADER, FAILED_PRECONDITION, "etcdserver: not leader")                              \
+    X(QERR_BAD_TRANSFEREE, FAILED_PRECONDITION, "etcdserver: bad leader transferee")               \
+    X(QERR_ID_REMOVED, FAILED_PRECONDITION,                                                        \
+      "etcdserver: the member ID was removed; add the member with other peer URLs")
 
 /* Codes count downwards from QERR_BASE - 1 so that all stay negative. */
 enum {
 #define QERR_IDX_(name, status, text) name##__IDX,
     QERR_TABLE(QERR_IDX_)
 #undef QERR_IDX_
-    QERR__COUNT
+        QERR__COUNT
 };
 #define QERR_CODE_(name, status, text) static const int name = QERR_BASE - 1 - name##__IDX;
 QERR_TABLE(QERR_CODE_)

@@ -168,6 +168,14 @@ int mvcc_open(backend *be, mvcc_store **out)
     return 0;
 }
 
+int mvcc_reload(mvcc_store *s)
+{
+    mvcc_release_reads(s);
+    kindex_free(&s->ix);
+    memset(&s->ix, 0, sizeof(s->ix));
+    return load(s);
+}
+
 void mvcc_release_reads(mvcc_store *s)
 {
     while (s->nspare > 0) {

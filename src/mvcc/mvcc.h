@@ -82,12 +82,17 @@ struct mvcc_range_result {
 int mvcc_open(backend *be, mvcc_store **out);
 void mvcc_close(mvcc_store *s);
 
+/* mvcc_reload forgets the in-memory index and rebuilds it (and the
+ * revision and compaction marks) from the backend: after the backend's file
+ * was replaced by another member's snapshot. No batch or read may be open.
+ * Errors: as mvcc_open (then the store is unusable: close it). */
+int mvcc_reload(mvcc_store *s);
 /* mvcc_release_reads frees the ended read txns the store keeps for reuse,
  * before the backend's environment is replaced (backend_replace_file).
  * No read may be open. */
 void mvcc_release_reads(mvcc_store *s);
 
-int64_t mvcc_rev(const mvcc_store *s);         /* current revision */
+int64_t mvcc_rev(const mvcc_store *s); /* current revision */
 /* mvcc_compact_rev is the last compaction revision, -1 if the store was
  * never compacted (etcd's compactMainRev: so Compact(0) succeeds once, and a
  * Txn may read at a negative revision until the first compaction). */

@@ -224,7 +224,7 @@ int server_quota_check(struct server *s, const struct entry *e)
      * server's own lease revokes are let through: the lessor would retry
      * them every tick. */
     if (server_alarm_active(s, ETCDSERVERPB__ALARM_TYPE__CORRUPT) && e->kind != ENTRY_ALARM &&
-        e->kind != ENTRY_LEASE_CHECKPOINT && (e->kind != ENTRY_LEASE_REVOKE || e->call != NULL))
+        e->kind != ENTRY_LEASE_CHECKPOINT && (e->kind != ENTRY_LEASE_REVOKE || !e->internal))
         return QERR_CORRUPT;
     uint64_t cost;
     switch (e->kind) {

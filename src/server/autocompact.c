@@ -56,6 +56,11 @@ static void on_tick(uv_timer_t *t)
     struct autocompact *ac = &s->autocompact;
     if (ac->in_flight)
         return;
+    if (!server_is_leader(s)) {
+        /* etcd's compactor runs on the leader only (paused elsewhere) */
+        ac->n_revs = 0;
+        return;
+    }
     if (!ac->periodic) {
         int64_t rev = mvcc_rev(s->kv) - ac->retention;
         if (rev <= 0 || rev == ac->prev)

@@ -1,6 +1,8 @@
 /* server/kv_service.c: /etcdserverpb.KV/ — Range, Put, DeleteRange, Txn,
- * Compact. Reads are answered at once from a read transaction; writes are
- * checked (etcd's v3rpc checks), then proposed to the log (server.h). */
+ * Compact. Serializable reads are answered at once from a read transaction
+ * of this member; linearizable ones (and read-only txns that have one)
+ * wait for a read index (node.c); writes are checked (etcd's v3rpc
+ * checks), then proposed to the log. */
 #include "server/server_int.h"
 
 #include <errno.h>
@@ -37,6 +39,53 @@ static void range_read(struct server *s, grpc_call *call, const Etcdserverpb__Ra
     mvcc_read_end(rd);
 }
 
+static void txn_read(struct server *s, grpc_call *call, const Etcdserverpb__TxnRequest *r)
+{
+    mvcc_read *rd;
+    int rv = mvcc_read_begin(s->kv, &rd);
+    if (rv == 0) {
+        arena_reset(&s->arena);
+        Etcdserverpb__TxnResponse *resp = NULL;
+        rv = apply_txn_read(&s->env, rd, r, &s->arena, &resp);
+        if (rv == 0) {
+            server_fill_header(s, resp->header);
+            server_reply(s, call, &resp->base);
+        }
+        mvcc_read_end(rd);
+    }
+    if (rv != 0)
+        server_reply_error(call, rv);
+}
+
+/* etcd's isTxnSerializable: every op of both branches is a range that
+ * asks for a serializable read (a nested txn makes it linearizable) */
+static bool ops_serializable(Etcdserverpb__RequestOp **ops, size_t n);
+
+static bool txn_serializable(const Etcdserverpb__TxnRequest *r)
+{
+    return ops_serializable(r->success, r->n_success) && ops_serializable(r->failure, r->n_failure);
+}
+
+static bool ops_serializable(Etcdserverpb__RequestOp **ops, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const Etcdserverpb__RequestOp *op = ops[i];
+        if (op->request_case != ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE ||
+            !op->request_range->serializable)
+            return false;
+    }
+    return true;
+}
+
+void server_serve_read(struct server *s, grpc_call *call, enum entry_kind kind,
+                       const ProtobufCMessage *req)
+{
+    if (kind == ENTRY_READ_RANGE)
+        range_read(s, call, (const Etcdserverpb__RangeRequest *)req);
+    else
+        txn_read(s, call, (const Etcdserverpb__TxnRequest *)req);
+}
+
 static void on_range(grpc_call *call, const uint8_t *msg, size_t len)
 {
     struct server *s = server_of(call);
@@ -45,10 +94,14 @@ static void on_range(grpc_call *call, const uint8_t *msg, size_t len)
     if (r == NULL)
         return;
     int rv = apply_check_range(r);
-    if (rv != 0)
+    if (rv != 0) {
         server_reply_error(call, rv);
-    else
+    } else if (!r->serializable) {
+        server_read(s, call, ENTRY_READ_RANGE, &r->base); /* takes |r| */
+        return;
+    } else {
         range_read(s, call, r);
+    }
     protobuf_c_message_free_unpacked(&r->base, NULL);
 }
 
@@ -98,20 +151,11 @@ static void on_txn(grpc_call *call, const uint8_t *msg, size_t len)
         return;
     }
     if (apply_txn_is_read_only(r)) {
-        mvcc_read *rd;
-        rv = mvcc_read_begin(s->kv, &rd);
-        if (rv == 0) {
-            arena_reset(&s->arena);
-            Etcdserverpb__TxnResponse *resp = NULL;
-            rv = apply_txn_read(&s->env, rd, r, &s->arena, &resp);
-            if (rv == 0) {
-                server_fill_header(s, resp->header);
-                server_reply(s, call, &resp->base);
-            }
-            mvcc_read_end(rd);
+        if (!txn_serializable(r)) {
+            server_read(s, call, ENTRY_READ_TXN, &r->base); /* takes |r| */
+            return;
         }
-        if (rv != 0)
-            server_reply_error(call, rv);
+        txn_read(s, call, r);
         protobuf_c_message_free_unpacked(&r->base, NULL);
         return;
     }

@@ -3,12 +3,14 @@
  * LeaseTimeToLive, LeaseLeases.
  *
  * Grant and revoke are log entries; keep-alive and time-to-live are
- * answered by the primary from its lease clocks, as etcd's leader does. */
+ * answered from the leader's lease clocks, as etcd's: a follower forwards
+ * them to the leader. */
 #include "server/server_int.h"
 
 #include <stdlib.h>
 
 #include "base/err.h"
+#include "transport/transport.h"
 
 static void on_grant(grpc_call *call, const uint8_t *msg, size_t len)
 {
@@ -32,48 +34,182 @@ static void on_revoke(grpc_call *call, const uint8_t *msg, size_t len)
         server_propose(s, call, ENTRY_LEASE_REVOKE, r);
 }
 
-static void on_keep_alive(grpc_call *call, const uint8_t *msg, size_t len)
+int server_lease_renew_local(struct server *s, int64_t id, int64_t *ttl)
 {
-    struct server *s = server_of(call);
-    Etcdserverpb__LeaseKeepAliveRequest *r = (Etcdserverpb__LeaseKeepAliveRequest *)
-        protobuf_c_message_unpack(&etcdserverpb__lease_keep_alive_request__descriptor, NULL, len,
-                                  msg);
-    if (r == NULL) {
-        grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT,
-                         "grpc: error unmarshalling request: invalid message");
-        return;
-    }
-    int64_t ttl = 0;
     bool needs_checkpoint = false;
-    int rv = lessor_renew(s->leases, r->id, (int64_t)uv_now(s->loop), &ttl, &needs_checkpoint);
-    if (rv == QERR_LEASE_NOT_FOUND) {
-        ttl = 0; /* etcd answers an unknown lease with TTL 0, not an error */
-    } else if (rv != 0) {
-        protobuf_c_message_free_unpacked(&r->base, NULL);
-        server_reply_error(call, rv);
-        return;
-    }
-    if (needs_checkpoint) {
-        /* renewed: a new primary must use the full TTL, not the old
+    int rv = lessor_renew(s->leases, id, (int64_t)uv_now(s->loop), ttl, &needs_checkpoint);
+    if (rv == 0 && needs_checkpoint) {
+        /* renewed: a new leader must use the full TTL, not the old
          * checkpoint */
         Etcdserverpb__LeaseCheckpoint cp = ETCDSERVERPB__LEASE_CHECKPOINT__INIT;
-        cp.id = r->id;
+        cp.id = id;
         Etcdserverpb__LeaseCheckpoint *cps[1] = {&cp};
         Etcdserverpb__LeaseCheckpointRequest cr = ETCDSERVERPB__LEASE_CHECKPOINT_REQUEST__INIT;
         cr.checkpoints = cps;
         cr.n_checkpoints = 1;
         server_propose_internal(s, ENTRY_LEASE_CHECKPOINT, &cr.base);
     }
+    return rv;
+}
+
+/* ---- forwarding to the leader ----
+ *
+ * Only the leader's lease clocks count (it alone expires leases), so a
+ * follower passes keep-alives and time-to-live queries to it over the peer
+ * link and answers its client when the leader replies. */
+
+struct lease_fwd {
+    struct lease_fwd *next;
+    uint64_t ctx;
+    grpc_call *call;
+    int64_t id;
+    bool renew, keys;
+    uint64_t deadline;
+};
+
+static int forward(struct server *s, grpc_call *call, int64_t id, bool renew, bool keys)
+{
+    uint64_t lead = server_leader(s);
+    if (lead == 0)
+        return QERR_NO_LEADER;
+    struct lease_fwd *f = calloc(1, sizeof(*f));
+    if (f == NULL)
+        return -ENOMEM;
+    f->ctx = ++s->next_lease_ctx;
+    f->call = call;
+    f->id = id;
+    f->renew = renew;
+    f->keys = keys;
+    f->deadline = uv_now(s->loop) + s->request_timeout_ms;
+    struct raft_msg m = {.type = TRANSPORT_MSG_LEASE,
+                         .from = s->member_id,
+                         .to = lead,
+                         .term = server_term(s),
+                         .index = (uint64_t)id,
+                         .ctx = f->ctx,
+                         .force = renew};
+    int rv = transport_send(s->tp, &m);
+    if (rv != 0) {
+        free(f);
+        return rv == -ENOENT ? QERR_NO_LEADER : rv;
+    }
+    f->next = s->lease_fwds;
+    s->lease_fwds = f;
+    return 0;
+}
+
+static void send_keep_alive(struct server *s, grpc_call *call, int64_t id, int64_t ttl)
+{
     Etcdserverpb__ResponseHeader h = ETCDSERVERPB__RESPONSE_HEADER__INIT;
     Etcdserverpb__LeaseKeepAliveResponse resp = ETCDSERVERPB__LEASE_KEEP_ALIVE_RESPONSE__INIT;
     server_fill_header(s, &h);
     resp.header = &h;
-    resp.id = r->id;
+    resp.id = id;
     resp.ttl = ttl;
+    int rv = server_send(s, call, &resp.base);
+    if (rv != 0 && rv != -EPIPE)
+        server_reply_error(call, rv);
+}
+
+static void reply_time_to_live(struct server *s, grpc_call *call, int64_t id, bool keys, bool found,
+                               int64_t remaining, int64_t granted);
+
+void server_lease_on_request(struct server *s, const struct raft_msg *m)
+{
+    if (!server_is_leader(s))
+        return; /* the follower's request times out */
+    int64_t id = (int64_t)m->index, ttl = 0, granted = 0;
+    int rv;
+    if (m->force)
+        rv = server_lease_renew_local(s, id, &ttl);
+    else
+        rv = lessor_remaining(s->leases, id, (int64_t)uv_now(s->loop), &ttl, &granted);
+    struct raft_msg r = {.type = TRANSPORT_MSG_LEASE_RESP,
+                         .from = s->member_id,
+                         .to = m->from,
+                         .term = server_term(s),
+                         .ctx = m->ctx,
+                         .index = (uint64_t)ttl,
+                         .commit = (uint64_t)granted,
+                         .reject = rv != 0};
+    transport_send(s->tp, &r);
+}
+
+void server_lease_on_response(struct server *s, const struct raft_msg *m)
+{
+    for (struct lease_fwd **pp = &s->lease_fwds; *pp != NULL; pp = &(*pp)->next) {
+        struct lease_fwd *f = *pp;
+        if (f->ctx != m->ctx)
+            continue;
+        *pp = f->next;
+        if (f->renew)
+            send_keep_alive(s, f->call, f->id, m->reject ? 0 : (int64_t)m->index);
+        else
+            reply_time_to_live(s, f->call, f->id, f->keys, !m->reject, (int64_t)m->index,
+                               (int64_t)m->commit);
+        free(f);
+        return;
+    }
+}
+
+void server_lease_expire_fwds(struct server *s, uint64_t now)
+{
+    for (struct lease_fwd **pp = &s->lease_fwds; *pp != NULL;) {
+        struct lease_fwd *f = *pp;
+        if (f->deadline > now) {
+            pp = &f->next;
+            continue;
+        }
+        *pp = f->next;
+        /* a lost keep-alive goes unanswered: the client sends the next */
+        if (!f->renew)
+            server_reply_error(f->call, QERR_TIMEOUT);
+        free(f);
+    }
+}
+
+static void lease_call_closed(grpc_call *call)
+{
+    struct server *s = server_of(call);
+    for (struct lease_fwd **pp = &s->lease_fwds; *pp != NULL;) {
+        struct lease_fwd *f = *pp;
+        if (f->call != call) {
+            pp = &f->next;
+            continue;
+        }
+        *pp = f->next;
+        free(f);
+    }
+}
+
+static void on_keep_alive(grpc_call *call, const uint8_t *msg, size_t len)
+{
+    struct server *s = server_of(call);
+    Etcdserverpb__LeaseKeepAliveRequest *r =
+        (Etcdserverpb__LeaseKeepAliveRequest *)protobuf_c_message_unpack(
+            &etcdserverpb__lease_keep_alive_request__descriptor, NULL, len, msg);
+    if (r == NULL) {
+        grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT,
+                         "grpc: error unmarshalling request: invalid message");
+        return;
+    }
+    int64_t id = r->id, ttl = 0;
     protobuf_c_message_free_unpacked(&r->base, NULL);
-    int rv2 = server_send(s, call, &resp.base);
-    if (rv2 != 0 && rv2 != -EPIPE)
-        server_reply_error(call, rv2);
+    int rv;
+    if (!server_is_leader(s)) {
+        rv = forward(s, call, id, true, false);
+        if (rv != 0)
+            server_reply_error(call, rv);
+        return;
+    }
+    rv = server_lease_renew_local(s, id, &ttl);
+    if (rv == QERR_LEASE_NOT_FOUND) {
+        ttl = 0; /* etcd answers an unknown lease with TTL 0, not an error */
+    } else if (rv != 0) {
+        server_reply_error(call, rv);
+        return;
+    }
+    send_keep_alive(s, call, id, ttl);
 }
 
 static void on_keep_alive_end(grpc_call *call)
@@ -92,33 +228,27 @@ static void collect_key(const uint8_t *key, size_t len, void *arg)
     o->keys[o->n++] = (ProtobufCBinaryData){len, (uint8_t *)key};
 }
 
-static void on_time_to_live(grpc_call *call, const uint8_t *msg, size_t len)
+static void reply_time_to_live(struct server *s, grpc_call *call, int64_t id, bool keys, bool found,
+                               int64_t remaining, int64_t granted)
 {
-    struct server *s = server_of(call);
-    Etcdserverpb__LeaseTimeToLiveRequest *r = (Etcdserverpb__LeaseTimeToLiveRequest *)
-        server_unpack(call, &etcdserverpb__lease_time_to_live_request__descriptor, msg, len);
-    if (r == NULL)
-        return;
     Etcdserverpb__ResponseHeader h = ETCDSERVERPB__RESPONSE_HEADER__INIT;
     Etcdserverpb__LeaseTimeToLiveResponse resp = ETCDSERVERPB__LEASE_TIME_TO_LIVE_RESPONSE__INIT;
     resp.header = &h;
-    resp.id = r->id;
-    int64_t remaining = 0, granted = 0;
+    resp.id = id;
     struct key_out ko = {0};
-    if (lessor_remaining(s->leases, r->id, (int64_t)uv_now(s->loop), &remaining, &granted) != 0) {
+    if (!found || !lessor_exists(s->leases, id)) {
         resp.ttl = -1; /* etcd: not an error, TTL -1 */
     } else {
         resp.ttl = remaining;
         resp.grantedttl = granted;
-        if (r->keys) {
-            long n = lessor_keys(s->leases, r->id, NULL, NULL);
+        if (keys) {
+            long n = lessor_keys(s->leases, id, NULL, NULL);
             ko.keys = calloc((size_t)(n > 0 ? n : 1), sizeof(*ko.keys));
             if (ko.keys == NULL) {
-                protobuf_c_message_free_unpacked(&r->base, NULL);
                 server_reply_error(call, -ENOMEM);
                 return;
             }
-            lessor_keys(s->leases, r->id, collect_key, &ko);
+            lessor_keys(s->leases, id, collect_key, &ko);
             resp.keys = ko.keys;
             resp.n_keys = ko.n;
         }
@@ -126,7 +256,28 @@ static void on_time_to_live(grpc_call *call, const uint8_t *msg, size_t len)
     server_fill_header(s, &h);
     server_reply(s, call, &resp.base);
     free(ko.keys);
+}
+
+static void on_time_to_live(grpc_call *call, const uint8_t *msg, size_t len)
+{
+    struct server *s = server_of(call);
+    Etcdserverpb__LeaseTimeToLiveRequest *r = (Etcdserverpb__LeaseTimeToLiveRequest *)server_unpack(
+        call, &etcdserverpb__lease_time_to_live_request__descriptor, msg, len);
+    if (r == NULL)
+        return;
+    int64_t id = r->id;
+    bool keys = r->keys;
     protobuf_c_message_free_unpacked(&r->base, NULL);
+    if (!server_is_leader(s)) {
+        int rv = forward(s, call, id, false, keys);
+        if (rv != 0)
+            server_reply_error(call, rv);
+        return;
+    }
+    int64_t remaining = 0, granted = 0;
+    bool found =
+        lessor_remaining(s->leases, id, (int64_t)uv_now(s->loop), &remaining, &granted) == 0;
+    reply_time_to_live(s, call, id, keys, found, remaining, granted);
 }
 
 static void on_leases(grpc_call *call, const uint8_t *msg, size_t len)
@@ -166,9 +317,9 @@ static void on_leases(grpc_call *call, const uint8_t *msg, size_t len)
 const struct grpc_method server_lease_methods[] = {
     {"/etcdserverpb.Lease/LeaseGrant", GRPC_UNARY, on_grant, NULL, NULL},
     {"/etcdserverpb.Lease/LeaseRevoke", GRPC_UNARY, on_revoke, NULL, NULL},
-    {"/etcdserverpb.Lease/LeaseKeepAlive", GRPC_BIDI_STREAMING, on_keep_alive,
-     on_keep_alive_end, NULL},
-    {"/etcdserverpb.Lease/LeaseTimeToLive", GRPC_UNARY, on_time_to_live, NULL, NULL},
+    {"/etcdserverpb.Lease/LeaseKeepAlive", GRPC_BIDI_STREAMING, on_keep_alive, on_keep_alive_end,
+     lease_call_closed},
+    {"/etcdserverpb.Lease/LeaseTimeToLive", GRPC_UNARY, on_time_to_live, NULL, lease_call_closed},
     {"/etcdserverpb.Lease/LeaseLeases", GRPC_UNARY, on_leases, NULL, NULL},
 };
 const size_t server_lease_methods_n =

@@ -1,6 +1,6 @@
 /* server/maintenance_service.c: /etcdserverpb.Maintenance/ — Status,
- * HashKV, Hash, Alarm, Defragment and Snapshot. MoveLeader comes with the
- * replicated server (the grpc layer answers it UNIMPLEMENTED until then).
+ * HashKV, Hash, Alarm, Defragment and Snapshot; MoveLeader is in
+ * members.c.
  *
  * Snapshot: a worker thread copies the environment (mdb_env_copyfd2 in one
  * LMDB read transaction, so writers go on) into an unlinked temp file in
@@ -62,10 +62,11 @@ static void on_status(grpc_call *call, const uint8_t *msg, size_t len)
     r.version = (char *)ETCD_VERSION;
     r.dbsize = (int64_t)backend_size(s->be);
     r.dbsizeinuse = (int64_t)backend_size_in_use(s->be);
-    r.leader = s->member_id;
-    r.raftindex = s->applied_index;
+    r.leader = server_leader(s);
+    r.raftindex = s->raft ? raft_get_commit(s->raft) : 0;
     r.raftappliedindex = s->applied_index;
-    r.raftterm = s->term;
+    r.raftterm = server_term(s);
+    r.islearner = s->raft && raft_membership_is_learner(raft_get_membership(s->raft), s->member_id);
     /* etcd lists each alarm's text form */
     char text[ALARM_MAX][96];
     char *errs[ALARM_MAX];
@@ -443,6 +444,7 @@ static void on_snapshot_close(grpc_call *call)
 
 const struct grpc_method server_maintenance_methods[] = {
     {"/etcdserverpb.Maintenance/Status", GRPC_UNARY, on_status, NULL, NULL},
+    {"/etcdserverpb.Maintenance/MoveLeader", GRPC_UNARY, server_on_move_leader, NULL, NULL},
     {"/etcdserverpb.Maintenance/HashKV", GRPC_UNARY, on_hash_kv, NULL, NULL},
     {"/etcdserverpb.Maintenance/Hash", GRPC_UNARY, on_hash, NULL, NULL},
     {"/etcdserverpb.Maintenance/Alarm", GRPC_UNARY, on_alarm, NULL, NULL},

@@ -11,6 +11,8 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/sha1.h"
+#include "transport/transport.h"
+#include "wal/wal.h"
 
 struct server *server_of(grpc_call *call)
 {
@@ -77,7 +79,7 @@ void server_fill_header(struct server *s, Etcdserverpb__ResponseHeader *h)
 {
     h->cluster_id = s->cluster_id;
     h->member_id = s->member_id;
-    h->raft_term = s->term;
+    h->raft_term = server_term(s);
     if (h->revision == 0)
         h->revision = mvcc_rev(s->kv);
 }
@@ -137,65 +139,13 @@ ProtobufCMessage *server_unpack(grpc_call *call, const ProtobufCMessageDescripto
     return m;
 }
 
-/* ---- the single-member log and the apply hook ---- */
+/* ---- applying one entry ---- */
 
 static void entry_call_closed(grpc_call *call)
 {
     struct entry *e = grpc_call_get_data(call);
     if (e != NULL)
         e->call = NULL;
-}
-
-/* queue_entry appends an entry taking |req|; -ENOMEM (|req| freed) if it
- * cannot. */
-static int queue_entry(struct server *s, grpc_call *call, enum entry_kind kind,
-                       ProtobufCMessage *req, server_done_fn done, void *arg)
-{
-    struct entry *e = calloc(1, sizeof(*e));
-    if (e == NULL) {
-        protobuf_c_message_free_unpacked(req, NULL);
-        return -ENOMEM;
-    }
-    e->call = call;
-    e->kind = kind;
-    e->req = req;
-    e->done = done;
-    e->done_arg = arg;
-    if (call != NULL)
-        grpc_call_set_data(call, e);
-    if (s->tail)
-        s->tail->next = e;
-    else
-        s->head = e;
-    s->tail = e;
-    return 0;
-}
-
-void server_propose(struct server *s, grpc_call *call, enum entry_kind kind, ProtobufCMessage *req)
-{
-    if (queue_entry(s, call, kind, req, NULL, NULL) != 0)
-        server_reply_error(call, -ENOMEM);
-}
-
-void server_propose_cb(struct server *s, enum entry_kind kind, const ProtobufCMessage *msg,
-                       server_done_fn done, void *arg)
-{
-    /* a deep copy with protobuf-c's own allocation, freed like a request */
-    struct buf b = {0};
-    ProtobufCMessage *copy = NULL;
-    if (pack(&b, msg) == 0)
-        copy = protobuf_c_message_unpack(msg->descriptor, NULL, b.len, b.data);
-    buf_free(&b);
-    if (copy == NULL || queue_entry(s, NULL, kind, copy, done, arg) != 0) {
-        log_error("server", "out of memory queueing an internal request");
-        if (done != NULL)
-            done(s, -ENOMEM, NULL, 0, arg);
-    }
-}
-
-void server_propose_internal(struct server *s, enum entry_kind kind, const ProtobufCMessage *msg)
-{
-    server_propose_cb(s, kind, msg, NULL, NULL);
 }
 
 uint64_t server_next_id(struct server *s)
@@ -207,7 +157,7 @@ uint64_t server_next_id(struct server *s)
 /* apply_entry applies one entry inside the open batch and packs its reply.
  * A request error (a semantic one etcd also answers) is kept for the reply;
  * anything else means the store can no longer be trusted. */
-#define APPLY_CASE(KIND, FN, REQ_T, RESP_T)                                                       \
+#define APPLY_CASE(KIND, FN, REQ_T, RESP_T)                                                        \
     case KIND: {                                                                                   \
         RESP_T *r = NULL;                                                                          \
         rv = FN(&s->env, (const REQ_T *)e->req, &s->arena, &r);                                    \
@@ -218,7 +168,7 @@ uint64_t server_next_id(struct server *s)
         break;                                                                                     \
     }
 
-static int apply_entry(struct server *s, struct entry *e)
+int server_apply_entry(struct server *s, struct entry *e)
 {
     ProtobufCMessage *resp = NULL;
     Etcdserverpb__ResponseHeader *h = NULL;
@@ -226,7 +176,6 @@ static int apply_entry(struct server *s, struct entry *e)
     arena_reset(&s->arena);
     /* the backend quota and the NOSPACE/CORRUPT alarms (alarm.c) */
     if ((rv = server_quota_check(s, e)) != 0) {
-        s->applied_index++;
         e->err = rv;
         return (rv == QERR_NO_SPACE || rv == QERR_CORRUPT) ? 0 : rv;
     }
@@ -252,13 +201,14 @@ static int apply_entry(struct server *s, struct entry *e)
         }
         break;
     }
+    case ENTRY_MEMBER:
+        return server_member_apply(s, (const Etcdserverpb__Member *)e->req);
     default:
         rv = -EINVAL;
     }
-    s->applied_index++;
     if (rv != 0) {
-        bool request_error = q_is_qerr(rv) && rv != QERR_STORAGE && rv != QERR_CORRUPT &&
-                             rv != QERR_NO_SPACE;
+        bool request_error =
+            q_is_qerr(rv) && rv != QERR_STORAGE && rv != QERR_CORRUPT && rv != QERR_NO_SPACE;
         if (!request_error)
             return rv;
         e->err = rv;
@@ -270,56 +220,6 @@ static int apply_entry(struct server *s, struct entry *e)
     return pack(&e->out, resp);
 }
 
-static void free_entry(struct entry *e)
-{
-    protobuf_c_message_free_unpacked(e->req, NULL);
-    buf_free(&e->out);
-    free(e);
-}
-
-static void on_apply_hook(uv_check_t *h)
-{
-    struct server *s = h->data;
-    struct entry *list = s->head;
-    if (list == NULL)
-        return;
-    s->head = s->tail = NULL;
-
-    s->env.now_ms = (int64_t)uv_now(s->loop);
-    s->db_size = backend_size(s->be); /* the file grows only at commit */
-    int rv = mvcc_batch_begin(s->kv);
-    for (struct entry *e = list; e != NULL && rv == 0; e = e->next)
-        rv = apply_entry(s, e);
-    if (rv == 0)
-        rv = backend_meta_put(s->be, "consistent_index", s->applied_index);
-    if (rv == 0)
-        rv = mvcc_batch_commit(s->kv);
-    if (rv != 0) {
-        /* The index in memory is ahead of the disk and nothing of this
-         * batch was acknowledged: stop, and let the restart rebuild from
-         * what LMDB holds (as etcd panics on a backend failure). */
-        log_error("server", "applying a batch failed: %s; stopping", q_strerror(rv));
-        abort();
-    }
-    watch_hub_commit(s->watches);
-    server_watch_kick(s);
-    for (struct entry *e = list, *next; e != NULL; e = next) {
-        next = e->next;
-        if (e->done != NULL)
-            e->done(s, e->err, e->out.data, e->out.len, e->done_arg);
-        if (e->call != NULL) {
-            grpc_call_set_data(e->call, NULL);
-            if (e->err != 0) {
-                server_reply_error(e->call, e->err);
-            } else {
-                grpc_call_send(e->call, e->out.data, e->out.len);
-                grpc_call_finish(e->call, GRPC_STATUS_OK, NULL);
-            }
-        }
-        free_entry(e);
-    }
-}
-
 /* ---- leases ---- */
 
 /* The store's change observer keeps each lease's set of keys. */
@@ -328,8 +228,7 @@ static void on_change(enum mvcc_event_type type, const struct mvcc_kv *kv,
 {
     struct server *s = arg;
     watch_hub_observe(type, kv, prev, s->watches);
-    if (prev != NULL && prev->lease != 0 &&
-        (type == MVCC_EVENT_DELETE || prev->lease != kv->lease))
+    if (prev != NULL && prev->lease != 0 && (type == MVCC_EVENT_DELETE || prev->lease != kv->lease))
         lessor_detach(s->leases, prev->lease, prev->key, prev->key_len);
     if (type == MVCC_EVENT_PUT && kv->lease != 0 &&
         lessor_attach(s->leases, kv->lease, kv->key, kv->key_len) != 0)
@@ -353,6 +252,8 @@ static int attach_existing(const struct mvcc_kv *kv, void *arg)
 static void on_lease_tick(uv_timer_t *t)
 {
     struct server *s = t->data;
+    if (!lessor_is_primary(s->leases))
+        return; /* only the leader expires and checkpoints leases */
     int64_t now = (int64_t)uv_now(s->loop);
     int64_t ids[LEASE_REVOKES_PER_TICK];
     size_t n = lessor_expired(s->leases, now, ids, LEASE_REVOKES_PER_TICK);
@@ -383,7 +284,8 @@ static void on_lease_tick(uv_timer_t *t)
     server_propose_internal(s, ENTRY_LEASE_CHECKPOINT, &r.base);
 }
 
-static int open_leases(struct server *s)
+/* load_leases opens the lessor and attaches every key with a lease. */
+static int load_leases(struct server *s)
 {
     /* etcd's minimum TTL: 1.5 election timeouts in whole ticks, rounded up
      * to seconds */
@@ -400,14 +302,32 @@ static int open_leases(struct server *s)
         return rv;
     struct mvcc_range_opts o = {0};
     struct mvcc_range_result res;
-    rv = mvcc_read_range(rd, (const uint8_t *)"", 0, (const uint8_t *)"", 1, &o, attach_existing,
-                         s, &res);
+    rv = mvcc_read_range(rd, (const uint8_t *)"", 0, (const uint8_t *)"", 1, &o, attach_existing, s,
+                         &res);
     mvcc_read_end(rd);
     if (rv != 0)
         return rv;
+    return 0;
+}
+
+int server_leases_reload(struct server *s)
+{
+    bool primary = lessor_is_primary(s->leases);
+    lessor_close(s->leases);
+    s->leases = NULL;
+    int rv = load_leases(s);
+    if (rv == 0 && primary)
+        lessor_promote(s->leases, (int64_t)uv_now(s->loop));
+    return rv;
+}
+
+static int open_leases(struct server *s)
+{
+    int rv = load_leases(s);
+    if (rv != 0)
+        return rv;
     mvcc_set_observer(s->kv, on_change, s);
-    /* the single member is the primary from the start */
-    lessor_promote(s->leases, (int64_t)uv_now(s->loop));
+    /* the leader's lessor is promoted when it becomes leader (node.c) */
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     uint64_t now_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
@@ -465,13 +385,13 @@ static void on_signal(uv_signal_t *h, int signum)
 /* Every call of every service: entries of a closed call must be forgotten. */
 static struct grpc_method *build_methods(size_t *n)
 {
-    const struct grpc_method *tables[] = {server_kv_methods, server_maintenance_methods,
+    const struct grpc_method *tables[] = {server_kv_methods,      server_maintenance_methods,
                                           server_cluster_methods, server_lease_methods,
-                                          server_watch_methods, server_lock_methods,
+                                          server_watch_methods,   server_lock_methods,
                                           server_election_methods};
-    size_t counts[] = {server_kv_methods_n, server_maintenance_methods_n,
+    size_t counts[] = {server_kv_methods_n,      server_maintenance_methods_n,
                        server_cluster_methods_n, server_lease_methods_n,
-                       server_watch_methods_n, server_lock_methods_n,
+                       server_watch_methods_n,   server_lock_methods_n,
                        server_election_methods_n};
     const size_t ntables = sizeof(tables) / sizeof(tables[0]);
     size_t total = 0;
@@ -495,27 +415,15 @@ static struct grpc_method *build_methods(size_t *n)
 static struct grpc_method *methods;
 static size_t n_methods;
 
+static void on_pass(uv_check_t *h);
+
 int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
 {
-    if (cfg->n_initial_cluster != 1) {
-        log_error("server", "--initial-cluster names %zu members: multi-member clusters need the "
-                            "replicated server, which is not built yet",
-                  cfg->n_initial_cluster);
-        return -EINVAL;
-    }
     struct server *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return -ENOMEM;
     s->loop = loop;
     s->cfg = *cfg;
-
-    /* ids as etcd: from the advertised peer URLs and the token */
-    const char *urls[CONFIG_MAX_URLS];
-    for (size_t i = 0; i < cfg->initial_cluster[0].n_peer_urls; i++)
-        urls[i] = cfg->initial_cluster[0].peer_urls[i].text;
-    s->member_id = server_member_id(urls, cfg->initial_cluster[0].n_peer_urls,
-                                    cfg->initial_cluster_token);
-    s->cluster_id = server_cluster_id(&s->member_id, 1);
 
     const char *what = "create the data dir";
     char dir[1100];
@@ -527,7 +435,9 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
     uint64_t map = cfg->quota_backend_bytes * 2;
     if (map < (8ull << 30))
         map = 8ull << 30;
-    struct backend_options bo = {.dir = dir, .map_size = (size_t)map, .no_sync = false};
+    /* the WAL is the durability point: one sync per LMDB commit is enough */
+    struct backend_options bo = {
+        .dir = dir, .map_size = (size_t)map, .no_sync = false, .no_meta_sync = true};
     if ((rv = backend_open(&bo, &s->be)) != 0 || (rv = mvcc_open(s->be, &s->kv)) != 0)
         goto fail;
     s->env.kv = s->kv;
@@ -544,16 +454,10 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
     uint64_t v = 0;
     if (backend_meta_get(s->be, NULL, "consistent_index", &v) == 0)
         s->applied_index = v;
-    /* Each start is a new single-member election: the term goes up by one,
-     * as a restarted one-member etcd's does. */
-    s->term = 1;
-    if (backend_meta_get(s->be, NULL, "term", &v) == 0)
-        s->term = v;
-    s->term++;
-    what = "write the term";
-    if ((rv = mvcc_batch_begin(s->kv)) != 0 || (rv = backend_meta_put(s->be, "term", s->term)) ||
-        (rv = mvcc_batch_commit(s->kv)) != 0)
+    what = "start the Raft member";
+    if ((rv = server_node_start(s)) != 0)
         goto fail;
+    s->id_prefix = (s->member_id & 0xffff) << 48; /* the lease id generator */
 
     what = "start the gRPC server";
     if (methods == NULL)
@@ -588,16 +492,16 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
     server_autocompact_start(s);
     uv_check_init(loop, &s->apply_hook);
     s->apply_hook.data = s;
-    uv_check_start(&s->apply_hook, on_apply_hook);
+    uv_check_start(&s->apply_hook, on_pass);
     int signums[2] = {SIGINT, SIGTERM};
     for (int i = 0; i < 2; i++) {
         uv_signal_init(loop, &s->sigs[i]);
         s->sigs[i].data = s;
         uv_signal_start(&s->sigs[i], on_signal, signums[i]);
     }
-    log_info("server", "%s (member %016llx, cluster %016llx) at revision %lld, term %llu",
+    log_info("server", "%s (member %016llx, cluster %016llx) at revision %lld, applied index %llu",
              cfg->name, (unsigned long long)s->member_id, (unsigned long long)s->cluster_id,
-             (long long)mvcc_rev(s->kv), (unsigned long long)s->term);
+             (long long)mvcc_rev(s->kv), (unsigned long long)s->applied_index);
     for (size_t i = 0; i < cfg->n_listen_client; i++)
         log_info("server", "ready to serve client requests on %s", cfg->listen_client[i].text);
     *out = s;
@@ -607,6 +511,15 @@ fail:
     log_error("server", "cannot %s (data dir %s): %s", what, cfg->data_dir, q_strerror(rv));
     if (s->grpc)
         grpc_server_close(s->grpc, NULL, NULL); /* nothing was accepted yet */
+    if (s->tick.type == UV_TIMER) {
+        server_node_close(s, NULL, NULL);
+    } else if (s->tp != NULL) {
+        transport_close(s->tp, NULL, NULL);
+        s->tp = NULL;
+    }
+    uv_run(loop, UV_RUN_DEFAULT); /* let what was opened close */
+    raft_free(s->raft);
+    wal_close(s->wal);
     lessor_close(s->leases);
     watch_hub_free(s->watches);
     if (s->kv)
@@ -615,6 +528,13 @@ fail:
         backend_close(s->be);
     free(s);
     return rv;
+}
+
+static void on_pass(uv_check_t *h)
+{
+    struct server *s = h->data;
+    if (!s->closing)
+        server_node_pass(s);
 }
 
 static void on_handle_closed(uv_handle_t *h)
@@ -636,13 +556,21 @@ static void on_handle_closed(uv_handle_t *h)
         cb(arg);
 }
 
+static void on_node_closed(void *arg)
+{
+    struct server *s = arg;
+    on_handle_closed((uv_handle_t *)&s->apply_hook);
+}
+
 static void on_grpc_closed(void *arg)
 {
     struct server *s = arg;
-    /* writes whose clients left are still applied: they may have been seen
-     * as sent; the apply hook commits them before the store closes */
-    on_apply_hook(&s->apply_hook);
-    s->closing = 7;
+    /* the clients are gone; the server's own waiting requests learn that
+     * the member stops (what was committed is in the WAL: a restart applies
+     * it) */
+    server_node_fail_all(s, QERR_STOPPED);
+    s->closing = 8;
+    server_node_close(s, on_node_closed, s);
     server_autocompact_close(s, on_handle_closed);
     uv_close((uv_handle_t *)&s->watch_sync, on_handle_closed);
     uv_close((uv_handle_t *)&s->watch_progress, on_handle_closed);

@@ -13,6 +13,7 @@
 #include "grpc/grpc.h"
 #include "mvcc/mvcc.h"
 #include "rpc.pb-c.h"
+#include "raft/raft.h"
 #include "server/alarm.h"
 #include "server/server.h"
 #include "watch/watch.h"
@@ -25,7 +26,12 @@ enum entry_kind {
     ENTRY_LEASE_GRANT,
     ENTRY_LEASE_REVOKE,
     ENTRY_LEASE_CHECKPOINT,
-    ENTRY_ALARM, /* Etcdserverpb__AlarmRequest (alarm.c) */
+    ENTRY_ALARM,  /* Etcdserverpb__AlarmRequest (alarm.c) */
+    ENTRY_MEMBER, /* Etcdserverpb__Member: a member's attributes (members.c) */
+    ENTRY__COUNT,
+    /* not log entries: linearizable reads waiting for their read index */
+    ENTRY_READ_RANGE = 64,
+    ENTRY_READ_TXN,
 };
 
 /* --auto-compaction-mode/-retention state, as etcd 3.4's compactor
@@ -57,16 +63,49 @@ void server_autocompact_close(struct server *s, uv_close_cb cb);
 typedef void (*server_done_fn)(struct server *s, int err, const uint8_t *resp, size_t len,
                                void *arg);
 
-/* One write waiting for the apply hook: the single-member "log entry". */
+/* One request in flight (node.c). A write: queued for the next loop pass
+ * (|data| holds its log entry), then proposed and waiting for that entry to
+ * be applied, which answers it (matched by |seq|: every entry carries its
+ * proposer and sequence number). A linearizable read: waiting for a read
+ * index (|ctx|, |index|), then answered from the store. Either fails with
+ * "request timed out" at |deadline|. */
 struct entry {
-    struct entry *next;
+    struct entry *next, *prev;
     server_done_fn done; /* for the server's own writes, or NULL */
     void *done_arg;
     grpc_call *call; /* NULL once the client went away, or for the server's own */
     enum entry_kind kind;
-    ProtobufCMessage *req; /* unpacked request, owned */
+    bool internal;         /* the server's own write (no client) */
+    ProtobufCMessage *req; /* the unpacked request (reads; writes while applied) */
+    struct buf data;       /* writes: the encoded log entry */
+    uint64_t seq;          /* writes: this member's proposal number */
+    uint64_t ctx, index;   /* reads: read round (0: not asked yet), read index */
+    bool ready;            /* reads: |index| is known */
+    uint64_t deadline;     /* loop time (ms) when it times out */
     int err;               /* after apply: 0 or the error to answer */
     struct buf out;        /* after apply: the packed response */
+};
+
+/* A list of entries, oldest first. */
+struct entry_list {
+    struct entry *head, *tail;
+};
+
+/* A member's attributes as the members database holds them (members.c). */
+struct member_info {
+    uint64_t id;
+    char name[128];
+    char peer[CONFIG_MAX_URLS][300];
+    size_t n_peer;
+    char client[CONFIG_MAX_URLS][300];
+    size_t n_client;
+};
+
+/* A transport peer the server has added (node.c keeps them in step with
+ * the membership). */
+struct peer_addr {
+    uint64_t id;
+    char url[300];
 };
 
 struct server {
@@ -80,23 +119,55 @@ struct server {
     watch_hub *watches;
     struct wstream *wstreams; /* open Watch streams */
     size_t n_wstreams;
-    uv_timer_t watch_sync;    /* catch-up rounds while watchers are behind */
+    uv_timer_t watch_sync; /* catch-up rounds while watchers are behind */
     uv_timer_t watch_progress;
-    uv_timer_t lease_tick;    /* expiry and checkpoints (primary only) */
+    uv_timer_t lease_tick; /* expiry and checkpoints (primary only) */
     int64_t last_checkpoint_ms;
     uint64_t id_prefix, id_suffix; /* etcd's request id generator */
     uv_check_t apply_hook;
     uv_signal_t sigs[2];
-    struct entry *head, *tail; /* queued writes, oldest first */
-    uint64_t db_size; /* the database file's size, read once per batch */
-    uint64_t applied_index;    /* consistent index: entries applied */
-    uint64_t term;
+    uint64_t db_size;       /* the database file's size, read once per batch */
+    uint64_t applied_index; /* consistent index: entries applied */
     uint64_t member_id;
-    uint64_t cluster_id;
-    struct alarm_store alarms;     /* raised alarms (alarm.c) */
+    uint64_t cluster_id; /* 0 while a joining member has not learned it */
+
+    /* ---- Raft (node.c) ---- */
+    struct raft *raft;
+    struct wal *wal; /* NULL until a joining member knows the cluster */
+    struct transport *tp;
+    uv_timer_t tick;           /* raft_tick every --heartbeat-interval */
+    uv_timer_t sweep;          /* timeouts of waiting requests */
+    struct entry_list queued;  /* writes of this pass, not proposed yet */
+    struct entry_list waiting; /* proposed writes, waiting to be applied */
+    struct entry_list reads;   /* linearizable reads */
+    uint64_t next_seq;         /* proposal numbers */
+    uint64_t next_read_ctx;
+    uint64_t request_timeout_ms;
+    uint64_t last_leader; /* to notice leader changes */
+    bool was_leader;
+    uint64_t snap_index; /* index of the newest Raft snapshot on disk */
+    bool published;      /* our name and client URLs are in the log */
+    bool publishing;
+    bool removed; /* applied our own removal: stopping */
+    struct peer_addr peers[CONFIG_MAX_MEMBERS];
+    size_t n_peers;
+    bool peers_dirty;                         /* a member's URLs changed in this batch */
+    uint64_t initial_ids[CONFIG_MAX_MEMBERS]; /* --initial-cluster's ids */
+    /* a received snapshot's database file, until the core hands it back */
+    char recv_path[1100];
+    uint64_t recv_index, recv_term;
+    /* snapshot database copies being sent, by peer */
+    struct {
+        uint64_t to;
+        char path[1100];
+    } snap_out[CONFIG_MAX_MEMBERS];
+    struct lease_fwd *lease_fwds; /* lease requests forwarded to the leader */
+    uint64_t next_lease_ctx;
+    struct conf_wait *conf_waits;   /* membership changes waiting to apply */
+    struct alarm_store alarms;      /* raised alarms (alarm.c) */
     struct autocompact autocompact; /* --auto-compaction-* (autocompact.c) */
-    struct arena arena;  /* per request (reads) or per entry (writes) */
-    struct buf scratch;  /* packing buffer for replies */
+    struct arena arena;             /* per request (reads) or per entry (writes) */
+    struct buf scratch;             /* packing buffer for replies */
     void (*stop_cb)(void *);
     void *stop_arg;
     int closing;
@@ -164,9 +235,70 @@ void server_kv_to_pb(Mvccpb__KeyValue *o, const struct mvcc_kv *kv);
 ProtobufCMessage *server_unpack(grpc_call *call, const ProtobufCMessageDescriptor *d,
                                 const uint8_t *msg, size_t len);
 
+/* ---- node.c: the Raft member ---- */
+
+/* server_node_start creates or restarts the Raft core, the WAL and the
+ * peer transport (after the store is open); server_node_stop closes them
+ * (|cb| when the transport is closed). */
+int server_node_start(struct server *s);
+void server_node_close(struct server *s, void (*cb)(void *), void *arg);
+/* server_node_fail_all answers every request still waiting with |err|. */
+void server_node_fail_all(struct server *s, int err);
+/* server_node_pass is the per-loop-pass work: propose queued writes, ask
+ * for read indexes, and run Raft Ready rounds (apply, answer). */
+void server_node_pass(struct server *s);
+bool server_is_leader(const struct server *s);
+uint64_t server_leader(const struct server *s);
+uint64_t server_term(const struct server *s);
+/* server_read queues a linearizable read (taking |req|), answered once the
+ * member has applied up to a read index. */
+void server_read(struct server *s, grpc_call *call, enum entry_kind kind, ProtobufCMessage *req);
+/* server_serve_read answers a read (range or read-only txn) from the store. */
+void server_serve_read(struct server *s, grpc_call *call, enum entry_kind kind,
+                       const ProtobufCMessage *req);
+/* server_apply_entry applies one decoded log entry inside the open batch
+ * (server.c): |e| is the waiter (or a temporary). */
+int server_apply_entry(struct server *s, struct entry *e);
+/* server_propose_conf proposes membership |next| (through the leader);
+ * errors QERR_NO_LEADER, -EBUSY, -EINVAL. */
+int server_propose_conf(struct server *s, const struct raft_membership *next);
+/* server_lease_renew_local renews lease |id| on the leader (proposing a
+ * checkpoint reset when needed): 0 with the TTL, or QERR_LEASE_NOT_FOUND. */
+int server_lease_renew_local(struct server *s, int64_t id, int64_t *ttl);
+/* The leader's side of a forwarded lease request, the follower's side of
+ * its answer, and the timeouts of forwarded requests (lease_service.c). */
+struct raft_msg;
+void server_lease_on_request(struct server *s, const struct raft_msg *m);
+void server_lease_on_response(struct server *s, const struct raft_msg *m);
+void server_lease_expire_fwds(struct server *s, uint64_t now);
+/* server_leases_reload reopens the lessor from the backend and attaches
+ * the keys (server.c): after a snapshot replaced the store. */
+int server_leases_reload(struct server *s);
+
+/* ---- members.c: the members database and the Cluster service ---- */
+
+/* server_members_bootstrap writes the attributes of the initial members
+ * (in the open batch). */
+int server_members_bootstrap(struct server *s, const uint64_t *ids);
+/* server_member_get reads member |id|'s attributes: 0 or -ENOENT. */
+int server_member_get(struct server *s, uint64_t id, struct member_info *out);
+/* server_member_apply applies an ENTRY_MEMBER (in the open batch). */
+int server_member_apply(struct server *s, const Etcdserverpb__Member *m);
+/* server_members_conf_applied records removals after a configuration
+ * entry (in the open batch) and answers membership requests waiting on it
+ * (conf_waits). */
+int server_members_conf_applied(struct server *s, const struct raft_membership *prev,
+                                const struct raft_membership *next);
+void server_members_check_waits(struct server *s);
+void server_members_fail_waits(struct server *s, int err, bool expired_only);
+/* server_members_publish proposes our name and client URLs when the log
+ * does not have them yet. */
+void server_members_publish(struct server *s);
+/* Maintenance/MoveLeader (members.c). */
+void server_on_move_leader(grpc_call *call, const uint8_t *msg, size_t len);
+
 /* server_propose queues a write entry (taking |req|) for the apply hook;
  * the call is answered after the batch that applies it is durable. */
-void server_propose(struct server *s, grpc_call *call, enum entry_kind kind,
-                    ProtobufCMessage *req);
+void server_propose(struct server *s, grpc_call *call, enum entry_kind kind, ProtobufCMessage *req);
 
 #endif

@@ -51,7 +51,7 @@ static void header_at(struct server *s, Etcdserverpb__ResponseHeader *h, int64_t
     etcdserverpb__response_header__init(h);
     h->cluster_id = s->cluster_id;
     h->member_id = s->member_id;
-    h->raft_term = s->term;
+    h->raft_term = server_term(s);
     h->revision = rev;
 }
 
@@ -280,7 +280,7 @@ static int on_deliver(watcher *w, const struct watch_event *evs, size_t n, int64
     hl += put_field_varint(head + hl, 1, s->cluster_id);
     hl += put_field_varint(head + hl, 2, s->member_id);
     hl += put_field_varint(head + hl, 3, (uint64_t)rev);
-    hl += put_field_varint(head + hl, 4, s->term);
+    hl += put_field_varint(head + hl, 4, server_term(s));
     uint8_t pre[96];
     size_t pl = 0;
     pre[pl++] = 1 << 3 | 2; /* header */

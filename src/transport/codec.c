@@ -39,7 +39,7 @@ size_t transport_msg_size(const struct raft_msg *m)
 
 int transport_msg_encode(const struct raft_msg *m, struct buf *out)
 {
-    if (m->type >= RAFT_MSG__COUNT || (m->n_entries > 0 && m->entries == NULL))
+    if (!transport_msg_type_ok(m->type) || (m->n_entries > 0 && m->entries == NULL))
         return -EINVAL;
     for (size_t i = 0; i < m->n_entries; i++)
         if (m->entries[i].len > 0 && m->entries[i].data == NULL)
@@ -143,7 +143,7 @@ int transport_msg_decode(const void *bytes, size_t len, struct transport_msg_vie
     uint8_t type, flags;
     if (len == 0 || get_u8(&c, &type) != 0 || get_u8(&c, &flags) != 0)
         return -EINVAL;
-    if (type >= RAFT_MSG__COUNT || (flags & ~FLAGS_ALL) != 0)
+    if (!transport_msg_type_ok(type) || (flags & ~FLAGS_ALL) != 0)
         return -EINVAL;
     m->type = type;
     m->reject = (flags & FLAG_REJECT) != 0;

@@ -904,10 +904,11 @@ static bool handshake(struct conn *c, const uint8_t *hs)
     uint16_t ver = get_be16(hs + 4);
     uint8_t kind = hs[6];
     uint64_t cid = get_be64(hs + 8), from = get_be64(hs + 16), to = get_be64(hs + 24);
+    bool learn = t->o.cluster_id == 0 && cid != 0 && to == t->o.id;
     if (ver != TRANSPORT_PROTOCOL_VERSION)
         snprintf(reason, sizeof(reason), "unsupported protocol version %u (local %u)", ver,
                  TRANSPORT_PROTOCOL_VERSION);
-    else if (cid != t->o.cluster_id)
+    else if (cid != t->o.cluster_id && !learn)
         snprintf(reason, sizeof(reason),
                  "cluster ID mismatch (local %" PRIx64 ", remote %" PRIx64 ")", t->o.cluster_id,
                  cid);
@@ -927,6 +928,12 @@ static bool handshake(struct conn *c, const uint8_t *hs)
         conn_reply(c, false, reason);
         c->state = C_DONE;
         return false;
+    }
+    if (learn) {
+        log_info(MOD, "joined cluster %" PRIx64 " (learned from member %" PRIx64 ")", cid, from);
+        t->o.cluster_id = cid;
+        if (t->o.cb.on_cluster_id != NULL)
+            t->o.cb.on_cluster_id(cid, t->o.arg);
     }
     uv_timer_stop(&c->hs_timer);
     c->from = from;
@@ -1291,8 +1298,7 @@ static void listener_closed(uv_handle_t *h)
 
 int transport_new(uv_loop_t *loop, const struct transport_options *opts, struct transport **out)
 {
-    if (loop == NULL || opts == NULL || out == NULL || opts->id == 0 || opts->cluster_id == 0 ||
-        opts->cb.on_message == NULL)
+    if (loop == NULL || opts == NULL || out == NULL || opts->id == 0 || opts->cb.on_message == NULL)
         return -EINVAL;
     struct transport *t = calloc(1, sizeof(*t));
     if (t == NULL)

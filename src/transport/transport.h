@@ -92,6 +92,26 @@
 
 #define TRANSPORT_PROTOCOL_VERSION 1
 
+/* Application messages: besides the Raft types (below RAFT_MSG__COUNT) the
+ * codec and the links carry these server-to-server types in the same struct
+ * raft_msg, which raft_step never sees (the server handles them):
+ *   PROP        proposals a follower forwards to the leader (entries; a
+ *               RAFT_ENTRY_CONF entry carries a proposed membership)
+ *   LEASE       a lease renewal (force set) or time-to-live query (force
+ *               clear) forwarded to the leader: index = lease id, ctx =
+ *               the sender's request id
+ *   LEASE_RESP  its answer: ctx echoed, index = remaining TTL, commit =
+ *               granted TTL, reject = no such lease */
+#define TRANSPORT_MSG_PROP 100
+#define TRANSPORT_MSG_LEASE 101
+#define TRANSPORT_MSG_LEASE_RESP 102
+
+/* transport_msg_type_ok tells whether the codec accepts message type |t|. */
+static inline int transport_msg_type_ok(unsigned t)
+{
+    return t < RAFT_MSG__COUNT || (t >= TRANSPORT_MSG_PROP && t <= TRANSPORT_MSG_LEASE_RESP);
+}
+
 /* Largest frame (one encoded message) accepted on a message connection. A
  * bigger frame is a protocol error: the connection is closed. */
 #define TRANSPORT_MAX_FRAME (128u << 20)
@@ -171,11 +191,19 @@ struct transport_callbacks {
      * logs it too, drops the peer's queued messages and retries after the
      * backoff. May be NULL. */
     void (*on_peer_rejected)(uint64_t id, const char *reason, void *arg);
+
+    /* on_cluster_id reports the cluster id learned from the first accepted
+     * handshake when the transport was created with cluster_id 0 (a member
+     * joining an existing cluster knows its own id but not the cluster's).
+     * May be NULL. */
+    void (*on_cluster_id)(uint64_t cluster_id, void *arg);
 };
 
 struct transport_options {
     uint64_t id;         /* this member, non-zero */
-    uint64_t cluster_id; /* non-zero */
+    uint64_t cluster_id; /* 0: learn it from the first peer that connects
+                            addressed to |id| (see on_cluster_id); nothing
+                            can be sent until then */
     /* Where incoming snapshot data is written (temp files named
      * "snap-<from>-<index>-XXXXXX.tmp"); copied. NULL: the working
      * directory. */
@@ -199,7 +227,7 @@ struct transport_options {
 
 /* transport_new creates a transport on |loop| with a copy of |opts|. It
  * opens no socket until transport_listen or the first send. Errors:
- * -EINVAL (id or cluster_id 0, on_message NULL), -ENOMEM, libuv errors. */
+ * -EINVAL (id 0, on_message NULL), -ENOMEM, libuv errors. */
 int transport_new(uv_loop_t *loop, const struct transport_options *opts, struct transport **out);
 
 /* transport_close stops everything: the listener, all connections, timers

@@ -204,6 +204,13 @@ void watch_hub_observe(enum mvcc_event_type type, const struct mvcc_kv *kv,
     }
 }
 
+void watch_hub_restored(watch_hub *h)
+{
+    watch_hub_abort(h);
+    while (h->synced)
+        move_w(h->synced, false);
+}
+
 void watch_hub_abort(watch_hub *h)
 {
     h->pending.n = 0;

@@ -68,6 +68,12 @@ void watch_hub_observe(enum mvcc_event_type type, const struct mvcc_kv *kv,
 void watch_hub_commit(watch_hub *h);
 void watch_hub_abort(watch_hub *h);
 
+/* watch_hub_restored tells the hub that the store jumped ahead (it was
+ * replaced by a snapshot from another member, then reloaded): every synced
+ * watcher becomes unsynced and catches up from history from where it was
+ * (or is told its history was compacted). */
+void watch_hub_restored(watch_hub *h);
+
 /* watch_hub_sync runs one bounded round of catch-up for unsynced watchers.
  * Returns true while some remain unsynced (call again soon). */
 bool watch_hub_sync(watch_hub *h);

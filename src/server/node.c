@@ -1,0 +1,1094 @@
+/* server/node.c: the member's Raft side — the Ready loop, proposals and
+ * their forwarding, linearizable reads, peers, snapshots and log compaction.
+ *
+ * THE PASS (server_node_pass, from a uv_check handle right after the loop
+ * read everything that had arrived, and after each tick):
+ *   1. writes queued in this pass are proposed: on the leader with
+ *      raft_propose; on a follower they go to the leader in one
+ *      TRANSPORT_MSG_PROP message; with no leader known they stay queued
+ *      until one is (or until they time out, as etcd's proposals wait);
+ *   2. linearizable reads that arrived ask for one read index together;
+ *   3. Ready rounds: a received snapshot is installed, entries and hard
+ *      state go to the WAL with one fdatasync, then messages are sent,
+ *      committed entries are applied in one LMDB batch that also records
+ *      the consistent index, the writes they belong to are answered, reads
+ *      whose index is applied are served, raft_advance;
+ *   4. every --snapshot-count applied entries the log is compacted.
+ *
+ * A log entry's data: u8 kind (enum entry_kind), u8 flags (1: the server's
+ * own write), u64 proposer member id, u64 proposal number (little-endian),
+ * then the request as protobuf. Every member applies every entry; the
+ * proposer recognises its own by (member id, number) and answers the
+ * client then. So a follower needs nothing back from the leader: a lost
+ * forward simply times out ("etcdserver: request timed out"), as etcd's.
+ *
+ * Snapshots: the Raft core's snapshots carry no data. The state is the LMDB
+ * file: when the core wants to send a snapshot, this member copies its
+ * database (consistent, at its applied index A >= the snapshot's index) and
+ * streams the file; the receiver swaps its database for it and skips every
+ * committed entry at or below the copy's consistent index, so entries
+ * between the snapshot's index and A are not applied twice. */
+#include "server/server_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "base/log.h"
+#include "transport/transport.h"
+#include "wal/wal.h"
+
+#define ENTRY_HDR 18
+#define ENTRY_FLAG_INTERNAL 1u
+#define SWEEP_MS 100
+
+static void put_le64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* ---- entry lists ---- */
+
+static void list_push(struct entry_list *l, struct entry *e)
+{
+    e->next = NULL;
+    e->prev = l->tail;
+    if (l->tail)
+        l->tail->next = e;
+    else
+        l->head = e;
+    l->tail = e;
+}
+
+static void list_remove(struct entry_list *l, struct entry *e)
+{
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        l->head = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    else
+        l->tail = e->prev;
+    e->next = e->prev = NULL;
+}
+
+static void free_entry(struct entry *e)
+{
+    if (e->req)
+        protobuf_c_message_free_unpacked(e->req, NULL);
+    buf_free(&e->data);
+    buf_free(&e->out);
+    free(e);
+}
+
+/* finish answers |e| (its err, or its packed response) and frees it. */
+static void finish(struct server *s, struct entry *e)
+{
+    if (e->done != NULL)
+        e->done(s, e->err, e->out.data, e->out.len, e->done_arg);
+    if (e->call != NULL) {
+        grpc_call_set_data(e->call, NULL);
+        if (e->err != 0) {
+            server_reply_error(e->call, e->err);
+        } else {
+            grpc_call_send(e->call, e->out.data, e->out.len);
+            grpc_call_finish(e->call, GRPC_STATUS_OK, NULL);
+        }
+    }
+    free_entry(e);
+}
+
+static void fail(struct server *s, struct entry *e, int err)
+{
+    e->err = err;
+    buf_reset(&e->out);
+    finish(s, e);
+}
+
+/* ---- accessors ---- */
+
+bool server_is_leader(const struct server *s)
+{
+    return s->raft != NULL && raft_get_role(s->raft) == RAFT_LEADER;
+}
+
+uint64_t server_leader(const struct server *s)
+{
+    return s->raft != NULL ? raft_get_leader(s->raft) : 0;
+}
+
+uint64_t server_term(const struct server *s)
+{
+    return s->raft != NULL ? raft_get_term(s->raft) : 0;
+}
+
+/* ---- queueing writes ---- */
+
+static const ProtobufCMessageDescriptor *entry_desc(unsigned kind)
+{
+    switch (kind) {
+    case ENTRY_PUT:
+        return &etcdserverpb__put_request__descriptor;
+    case ENTRY_DELETE_RANGE:
+        return &etcdserverpb__delete_range_request__descriptor;
+    case ENTRY_TXN:
+        return &etcdserverpb__txn_request__descriptor;
+    case ENTRY_COMPACT:
+        return &etcdserverpb__compaction_request__descriptor;
+    case ENTRY_LEASE_GRANT:
+        return &etcdserverpb__lease_grant_request__descriptor;
+    case ENTRY_LEASE_REVOKE:
+        return &etcdserverpb__lease_revoke_request__descriptor;
+    case ENTRY_LEASE_CHECKPOINT:
+        return &etcdserverpb__lease_checkpoint_request__descriptor;
+    case ENTRY_ALARM:
+        return &etcdserverpb__alarm_request__descriptor;
+    case ENTRY_MEMBER:
+        return &etcdserverpb__member__descriptor;
+    default:
+        return NULL;
+    }
+}
+
+/* queue_write encodes |msg| as a log entry and queues it for this pass. */
+static int queue_write(struct server *s, grpc_call *call, enum entry_kind kind,
+                       const ProtobufCMessage *msg, server_done_fn done, void *arg, bool internal)
+{
+    struct entry *e = calloc(1, sizeof(*e));
+    if (e == NULL)
+        return -ENOMEM;
+    size_t n = protobuf_c_message_get_packed_size(msg);
+    if (buf_reserve(&e->data, ENTRY_HDR + n + 1) != 0) {
+        free(e);
+        return -ENOMEM;
+    }
+    e->seq = ++s->next_seq;
+    e->data.data[0] = (uint8_t)kind;
+    e->data.data[1] = internal ? ENTRY_FLAG_INTERNAL : 0;
+    put_le64(e->data.data + 2, s->member_id);
+    put_le64(e->data.data + 10, e->seq);
+    e->data.len = ENTRY_HDR + protobuf_c_message_pack(msg, e->data.data + ENTRY_HDR);
+    if (msg->n_unknown_fields > 0) {
+        /* a request with fields we do not know is passed on as it came;
+         * make sure every member will be able to read it back */
+        ProtobufCMessage *back = protobuf_c_message_unpack(
+            msg->descriptor, NULL, e->data.len - ENTRY_HDR, e->data.data + ENTRY_HDR);
+        if (back == NULL) {
+            free_entry(e);
+            return QERR_UNDECODABLE;
+        }
+        protobuf_c_message_free_unpacked(back, NULL);
+    }
+    e->kind = kind;
+    e->internal = internal;
+    e->call = call;
+    e->done = done;
+    e->done_arg = arg;
+    e->deadline = uv_now(s->loop) + s->request_timeout_ms;
+    if (call != NULL)
+        grpc_call_set_data(call, e);
+    list_push(&s->queued, e);
+    return 0;
+}
+
+void server_propose(struct server *s, grpc_call *call, enum entry_kind kind, ProtobufCMessage *req)
+{
+    int rv = queue_write(s, call, kind, req, NULL, NULL, false);
+    protobuf_c_message_free_unpacked(req, NULL);
+    if (rv != 0)
+        server_reply_error(call, rv);
+}
+
+void server_propose_cb(struct server *s, enum entry_kind kind, const ProtobufCMessage *msg,
+                       server_done_fn done, void *arg)
+{
+    int rv = queue_write(s, NULL, kind, msg, done, arg, true);
+    if (rv != 0) {
+        log_error("server", "cannot queue an internal request: %s", q_strerror(rv));
+        if (done != NULL)
+            done(s, rv, NULL, 0, arg);
+    }
+}
+
+void server_propose_internal(struct server *s, enum entry_kind kind, const ProtobufCMessage *msg)
+{
+    server_propose_cb(s, kind, msg, NULL, NULL);
+}
+
+static void move_all(struct entry_list *from, struct entry_list *to)
+{
+    struct entry *e;
+    while ((e = from->head) != NULL) {
+        list_remove(from, e);
+        list_push(to, e);
+    }
+}
+
+/* propose_queued hands this pass's writes to Raft: see THE PASS. */
+static void propose_queued(struct server *s)
+{
+    if (s->queued.head == NULL || s->raft == NULL || s->wal == NULL)
+        return;
+    uint64_t lead = raft_get_leader(s->raft);
+    if (lead == RAFT_NONE)
+        return;
+    if (lead == s->member_id) {
+        struct entry *e;
+        while ((e = s->queued.head) != NULL) {
+            int rv = raft_propose(s->raft, e->data.data, e->data.len, NULL);
+            if (rv == -EBUSY)
+                return; /* transferring leadership: after it */
+            list_remove(&s->queued, e);
+            if (rv != 0)
+                fail(s, e, rv);
+            else
+                list_push(&s->waiting, e);
+        }
+        return;
+    }
+    size_t n = 0;
+    for (struct entry *e = s->queued.head; e != NULL; e = e->next)
+        n++;
+    struct raft_entry *ents = calloc(n, sizeof(*ents));
+    if (ents == NULL)
+        return; /* next pass */
+    n = 0;
+    for (struct entry *e = s->queued.head; e != NULL; e = e->next)
+        ents[n++] = (struct raft_entry){
+            .type = RAFT_ENTRY_NORMAL, .data = e->data.data, .len = e->data.len};
+    struct raft_msg m = {.type = TRANSPORT_MSG_PROP,
+                         .from = s->member_id,
+                         .to = lead,
+                         .term = raft_get_term(s->raft),
+                         .entries = ents,
+                         .n_entries = n};
+    int rv = transport_send(s->tp, &m);
+    free(ents);
+    if (rv == 0)
+        move_all(&s->queued, &s->waiting);
+}
+
+/* on_forwarded: a follower's proposals, on the leader. */
+static void on_forwarded(struct server *s, const struct raft_msg *m)
+{
+    if (!server_is_leader(s))
+        return; /* the follower's requests time out, as etcd's */
+    for (size_t i = 0; i < m->n_entries; i++) {
+        const struct raft_entry *e = &m->entries[i];
+        int rv;
+        if (e->type == RAFT_ENTRY_CONF) {
+            struct raft_membership next;
+            rv = raft_membership_decode(e->data, e->len, &next);
+            if (rv == 0)
+                rv = raft_propose_conf(s->raft, &next, NULL);
+        } else {
+            rv = raft_propose(s->raft, e->data, e->len, NULL);
+        }
+        if (rv != 0)
+            log_debug("raft", "dropped a proposal forwarded by %016llx: %s",
+                      (unsigned long long)m->from, q_strerror(rv));
+    }
+}
+
+int server_propose_conf(struct server *s, const struct raft_membership *next)
+{
+    uint64_t lead = server_leader(s);
+    if (lead == RAFT_NONE)
+        return QERR_NO_LEADER;
+    if (lead == s->member_id)
+        return raft_propose_conf(s->raft, next, NULL);
+    uint8_t buf[8 * 2 * RAFT_MAX_MEMBERS + 64];
+    if (raft_membership_size(next) > sizeof(buf))
+        return -EINVAL;
+    size_t len = raft_membership_encode(next, buf);
+    struct raft_entry e = {.type = RAFT_ENTRY_CONF, .data = buf, .len = len};
+    struct raft_msg m = {.type = TRANSPORT_MSG_PROP,
+                         .from = s->member_id,
+                         .to = lead,
+                         .term = raft_get_term(s->raft),
+                         .entries = &e,
+                         .n_entries = 1};
+    return transport_send(s->tp, &m);
+}
+
+/* ---- linearizable reads ---- */
+
+void server_read(struct server *s, grpc_call *call, enum entry_kind kind, ProtobufCMessage *req)
+{
+    struct entry *e = calloc(1, sizeof(*e));
+    if (e == NULL) {
+        protobuf_c_message_free_unpacked(req, NULL);
+        server_reply_error(call, -ENOMEM);
+        return;
+    }
+    e->call = call;
+    e->kind = kind;
+    e->req = req;
+    e->deadline = uv_now(s->loop) + s->request_timeout_ms;
+    grpc_call_set_data(call, e);
+    list_push(&s->reads, e);
+}
+
+/* ask_reads asks for one read index for every read not asked for yet. */
+static void ask_reads(struct server *s)
+{
+    if (s->raft == NULL || raft_get_leader(s->raft) == RAFT_NONE)
+        return;
+    bool any = false;
+    for (struct entry *e = s->reads.head; e != NULL && !any; e = e->next)
+        any = e->ctx == 0;
+    if (!any)
+        return;
+    uint64_t ctx = ++s->next_read_ctx;
+    if (raft_read_index(s->raft, ctx) != 0)
+        return;
+    for (struct entry *e = s->reads.head; e != NULL; e = e->next)
+        if (e->ctx == 0)
+            e->ctx = ctx;
+}
+
+static void serve_reads(struct server *s)
+{
+    for (struct entry *e = s->reads.head, *next; e != NULL; e = next) {
+        next = e->next;
+        if (!e->ready || e->index > s->applied_index)
+            continue;
+        list_remove(&s->reads, e);
+        if (e->call != NULL) {
+            grpc_call_set_data(e->call, NULL);
+            server_serve_read(s, e->call, e->kind, e->req);
+        }
+        free_entry(e);
+    }
+}
+
+/* ---- peers ---- */
+
+static const struct member_cfg *initial_member(const struct server *s, uint64_t id)
+{
+    for (size_t i = 0; i < s->cfg.n_initial_cluster; i++)
+        if (s->initial_ids[i] == id)
+            return &s->cfg.initial_cluster[i];
+    return NULL;
+}
+
+/* sync_peers keeps the transport's peers equal to the membership (or, for
+ * a member that knows no membership yet, the initial cluster), at the
+ * first peer URL the members database (or the flags) give. */
+static void sync_peers(struct server *s)
+{
+    uint64_t ids[2 * RAFT_MAX_MEMBERS + CONFIG_MAX_MEMBERS];
+    size_t n = 0;
+    const struct raft_membership *m = raft_get_membership(s->raft);
+    for (uint32_t i = 0; i < m->n_voters; i++)
+        ids[n++] = m->voters[i];
+    for (uint32_t i = 0; i < m->n_learners; i++)
+        ids[n++] = m->learners[i];
+    if (n == 0)
+        for (size_t i = 0; i < s->cfg.n_initial_cluster; i++)
+            ids[n++] = s->initial_ids[i];
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] == s->member_id)
+            continue;
+        struct member_info mi;
+        const char *url = NULL;
+        if (server_member_get(s, ids[i], &mi) == 0 && mi.n_peer > 0) {
+            url = mi.peer[0];
+        } else {
+            const struct member_cfg *mc = initial_member(s, ids[i]);
+            if (mc != NULL && mc->n_peer_urls > 0)
+                url = mc->peer_urls[0].text;
+        }
+        if (url == NULL)
+            continue;
+        struct url u;
+        size_t nu = 0;
+        char err[200];
+        if (config_parse_urls(url, &u, 1, &nu, err, sizeof(err)) != 0 || nu != 1) {
+            log_warn("server", "member %016llx: bad peer URL %s: %s", (unsigned long long)ids[i],
+                     url, err);
+            continue;
+        }
+        size_t k = 0;
+        while (k < s->n_peers && s->peers[k].id != ids[i])
+            k++;
+        if (k == s->n_peers) {
+            if (k == CONFIG_MAX_MEMBERS || transport_add_peer(s->tp, ids[i], u.host, u.port) != 0)
+                continue;
+            s->n_peers++;
+        } else if (strcmp(s->peers[k].url, url) == 0) {
+            continue;
+        } else if (transport_update_peer(s->tp, ids[i], u.host, u.port) != 0) {
+            continue;
+        }
+        s->peers[k].id = ids[i];
+        snprintf(s->peers[k].url, sizeof(s->peers[k].url), "%s", url);
+    }
+    for (size_t k = 0; k < s->n_peers;) {
+        bool keep = false;
+        for (size_t i = 0; i < n && !keep; i++)
+            keep = ids[i] == s->peers[k].id;
+        if (keep) {
+            k++;
+            continue;
+        }
+        transport_remove_peer(s->tp, s->peers[k].id);
+        s->peers[k] = s->peers[--s->n_peers];
+    }
+}
+
+/* ---- snapshots ---- */
+
+static void db_dir(const struct server *s, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/member/db", s->cfg.data_dir);
+}
+
+/* send_snapshot streams a copy of the database to m->to (see the top). */
+static void send_snapshot(struct server *s, const struct raft_msg *m)
+{
+    size_t k = 0, free_slot = CONFIG_MAX_MEMBERS;
+    for (k = 0; k < CONFIG_MAX_MEMBERS; k++) {
+        if (s->snap_out[k].to == m->to)
+            return; /* one at a time; the core asks again later */
+        if (s->snap_out[k].to == 0 && free_slot == CONFIG_MAX_MEMBERS)
+            free_slot = k;
+    }
+    if (free_slot == CONFIG_MAX_MEMBERS)
+        return;
+    char dir[1100], path[1100];
+    db_dir(s, dir, sizeof(dir));
+    snprintf(path, sizeof(path), "%.1000s/send-%016llx.mdb", dir, (unsigned long long)m->to);
+    unlink(path);
+    int rc = mdb_env_copy2(backend_env(s->be), path, 0);
+    if (rc != 0) {
+        log_error("raft", "cannot copy the database for a snapshot: %s", mdb_strerror(rc));
+        unlink(path);
+        return;
+    }
+    int rv = transport_send_snapshot(s->tp, m, path, NULL);
+    if (rv != 0) {
+        unlink(path);
+        return;
+    }
+    log_info("raft", "sending a snapshot at index %llu (database at %llu) to %016llx",
+             (unsigned long long)m->snapshot->index, (unsigned long long)s->applied_index,
+             (unsigned long long)m->to);
+    s->snap_out[free_slot].to = m->to;
+    snprintf(s->snap_out[free_slot].path, sizeof(s->snap_out[free_slot].path), "%s", path);
+}
+
+static void on_snapshot_sent(uint64_t to, bool ok, void *arg)
+{
+    struct server *s = arg;
+    for (size_t k = 0; k < CONFIG_MAX_MEMBERS; k++) {
+        if (s->snap_out[k].to != to)
+            continue;
+        unlink(s->snap_out[k].path);
+        s->snap_out[k].to = 0;
+        s->snap_out[k].path[0] = '\0';
+    }
+    log_info("raft", "snapshot to %016llx %s", (unsigned long long)to, ok ? "sent" : "failed");
+}
+
+static void on_snapshot(const struct raft_msg *m, const char *path, void *arg)
+{
+    struct server *s = arg;
+    char dir[1100], target[1100];
+    db_dir(s, dir, sizeof(dir));
+    snprintf(target, sizeof(target), "%.1000s/recv.mdb", dir);
+    if (s->raft == NULL || rename(path, target) != 0) {
+        log_error("raft", "cannot keep a received snapshot: %s", strerror(errno));
+        unlink(path);
+        return;
+    }
+    snprintf(s->recv_path, sizeof(s->recv_path), "%s", target);
+    s->recv_index = m->snapshot->index;
+    s->recv_term = m->snapshot->term;
+    log_info("raft", "received a snapshot at index %llu from %016llx",
+             (unsigned long long)m->snapshot->index, (unsigned long long)m->from);
+    struct raft_snapshot snap = *m->snapshot;
+    snap.data = NULL;
+    snap.len = 0;
+    struct raft_msg mm = *m;
+    mm.snapshot = &snap;
+    raft_step(s->raft, &mm);
+}
+
+/* install_snapshot swaps the database for the received copy and reloads
+ * everything built on it. A failure here leaves the member without a
+ * usable store: it stops (a restart reopens whichever file is in place). */
+static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
+{
+    if (s->recv_path[0] == '\0' || s->recv_index != snap->index || s->recv_term != snap->term) {
+        log_error("raft", "the core restored a snapshot at %llu whose database is not here",
+                  (unsigned long long)snap->index);
+        abort();
+    }
+    server_snapshot_copies_wait();
+    mvcc_release_reads(s->kv);
+    int rv = backend_replace_file(s->be, s->recv_path);
+    if (rv == 0)
+        rv = mvcc_reload(s->kv);
+    if (rv == 0)
+        rv = server_leases_reload(s);
+    if (rv == 0)
+        rv = server_alarms_load(s);
+    uint64_t ci = 0;
+    if (rv == 0)
+        rv = backend_meta_get(s->be, NULL, "consistent_index", &ci);
+    if (rv != 0) {
+        log_error("raft", "installing the snapshot at %llu failed: %s",
+                  (unsigned long long)snap->index, q_strerror(rv));
+        abort();
+    }
+    s->recv_path[0] = '\0';
+    s->applied_index = ci;
+    watch_hub_restored(s->watches);
+    server_watch_kick(s);
+    log_info("raft", "applied snapshot at index %llu (database at index %llu, revision %lld)",
+             (unsigned long long)snap->index, (unsigned long long)ci, (long long)mvcc_rev(s->kv));
+}
+
+/* maybe_compact takes a Raft snapshot every --snapshot-count entries:
+ * the store is made durable first, then the snapshot marker, then the WAL
+ * segments it covers go. */
+static void maybe_compact(struct server *s)
+{
+    uint64_t applied = raft_get_applied(s->raft);
+    if (s->cfg.snapshot_count == 0 || applied < s->snap_index + s->cfg.snapshot_count)
+        return;
+    const struct raft_entry *e = raft_get_entry(s->raft, applied);
+    if (e == NULL || s->applied_index < applied)
+        return;
+    uint64_t term = e->term;
+    int rv = backend_sync(s->be);
+    if (rv == 0)
+        rv = raft_compact(s->raft, NULL, 0);
+    struct raft_snapshot snap = {.index = applied, .term = term};
+    if (rv == 0) {
+        snap.conf = *raft_get_membership(s->raft);
+        rv = wal_snap_save(s->cfg.data_dir, &snap);
+    }
+    if (rv == 0)
+        rv = wal_save_snapshot(s->wal, applied, term, 0);
+    if (rv == 0)
+        rv = wal_sync(s->wal);
+    if (rv != 0) {
+        log_error("raft", "taking a snapshot at %llu failed: %s", (unsigned long long)applied,
+                  q_strerror(rv));
+        abort();
+    }
+    s->snap_index = applied;
+    if ((rv = wal_release_to(s->wal, applied)) != 0 ||
+        (rv = wal_snap_purge(s->cfg.data_dir, 3)) != 0)
+        log_warn("raft", "cleaning up after the snapshot at %llu: %s", (unsigned long long)applied,
+                 q_strerror(rv));
+    log_info("raft", "snapshot at index %llu (term %llu); log compacted",
+             (unsigned long long)applied, (unsigned long long)term);
+}
+
+/* ---- applying ---- */
+
+static struct entry *find_waiting(struct server *s, uint64_t seq)
+{
+    for (struct entry *e = s->waiting.head; e != NULL; e = e->next)
+        if (e->seq == seq)
+            return e;
+    return NULL;
+}
+
+static int apply_normal(struct server *s, const struct raft_entry *le, struct entry_list *done)
+{
+    const uint8_t *d = le->data;
+    unsigned kind = d[0];
+    const ProtobufCMessageDescriptor *desc = entry_desc(kind);
+    if (desc == NULL) {
+        log_warn("server", "entry %llu: unknown kind %u, skipped", (unsigned long long)le->index,
+                 kind);
+        return 0;
+    }
+    ProtobufCMessage *req =
+        protobuf_c_message_unpack(desc, NULL, le->len - ENTRY_HDR, d + ENTRY_HDR);
+    if (req == NULL) {
+        log_error("server", "entry %llu: undecodable request, skipped",
+                  (unsigned long long)le->index);
+        return 0;
+    }
+    struct entry *w = NULL, tmp = {0};
+    if (get_le64(d + 2) == s->member_id)
+        w = find_waiting(s, get_le64(d + 10));
+    struct entry *e = w != NULL ? w : &tmp;
+    e->kind = (enum entry_kind)kind;
+    e->internal = (d[1] & ENTRY_FLAG_INTERNAL) != 0;
+    e->req = req;
+    e->err = 0;
+    int rv = server_apply_entry(s, e);
+    protobuf_c_message_free_unpacked(req, NULL);
+    e->req = NULL;
+    buf_free(&tmp.out);
+    if (w != NULL) {
+        list_remove(&s->waiting, w);
+        list_push(done, w);
+    }
+    return rv;
+}
+
+static void apply_committed(struct server *s, const struct raft_entry *ents, size_t n)
+{
+    size_t i = 0;
+    while (i < n && ents[i].index <= s->applied_index)
+        i++;
+    if (i == n)
+        return;
+    struct entry_list done = {0};
+    s->env.now_ms = (int64_t)uv_now(s->loop);
+    s->db_size = backend_size(s->be); /* the file grows only at commit */
+    struct raft_membership cur = *raft_get_membership(s->raft);
+    int rv = mvcc_batch_begin(s->kv);
+    for (; i < n && rv == 0; i++) {
+        const struct raft_entry *le = &ents[i];
+        if (le->type == RAFT_ENTRY_CONF) {
+            struct raft_membership next;
+            if (raft_membership_decode(le->data, le->len, &next) == 0) {
+                rv = server_members_conf_applied(s, &cur, &next);
+                cur = next;
+            }
+        } else if (le->len >= ENTRY_HDR) {
+            rv = apply_normal(s, le, &done);
+        }
+        if (rv == 0)
+            s->applied_index = le->index;
+    }
+    if (rv == 0)
+        rv = backend_meta_put(s->be, "consistent_index", s->applied_index);
+    if (rv == 0)
+        rv = mvcc_batch_commit(s->kv);
+    if (rv != 0) {
+        /* The index in memory is ahead of the disk and nothing of this
+         * batch was answered: stop, and let the restart replay the WAL
+         * from what LMDB holds (as etcd panics on a backend failure). */
+        log_error("server", "applying a batch failed: %s; stopping", q_strerror(rv));
+        abort();
+    }
+    watch_hub_commit(s->watches);
+    server_watch_kick(s);
+    if (s->peers_dirty) {
+        s->peers_dirty = false;
+        sync_peers(s);
+    }
+    struct entry *e;
+    while ((e = done.head) != NULL) {
+        list_remove(&done, e);
+        finish(s, e);
+    }
+}
+
+/* ---- leadership ---- */
+
+static void check_leader(struct server *s)
+{
+    uint64_t lead = raft_get_leader(s->raft);
+    if (lead != s->last_leader) {
+        if (lead != RAFT_NONE)
+            log_info("raft", "leader is %016llx at term %llu", (unsigned long long)lead,
+                     (unsigned long long)raft_get_term(s->raft));
+        else
+            log_info("raft", "no leader at term %llu", (unsigned long long)raft_get_term(s->raft));
+        s->last_leader = lead;
+        /* reads asked of the old leader are dropped by the core: ask again */
+        for (struct entry *e = s->reads.head; e != NULL; e = e->next)
+            if (!e->ready)
+                e->ctx = 0;
+    }
+    bool leader = raft_get_role(s->raft) == RAFT_LEADER;
+    if (leader && !s->was_leader)
+        lessor_promote(s->leases, (int64_t)uv_now(s->loop));
+    else if (!leader && s->was_leader)
+        lessor_demote(s->leases);
+    s->was_leader = leader;
+    if (lead != RAFT_NONE && !s->published)
+        server_members_publish(s);
+}
+
+static bool is_member(const struct raft_membership *m, uint64_t id)
+{
+    return raft_membership_is_voter(m, id) || raft_membership_is_learner(m, id);
+}
+
+/* ---- the Ready loop ---- */
+
+static void send_msgs(struct server *s, const struct raft_msg *msgs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (msgs[i].type == RAFT_MSG_SNAP)
+            send_snapshot(s, &msgs[i]);
+        else
+            transport_send(s->tp, &msgs[i]); /* unknown peers: dropped */
+    }
+}
+
+static void run_ready(struct server *s)
+{
+    while (s->wal != NULL && !s->removed && raft_has_ready(s->raft)) {
+        struct raft_ready rd;
+        if (raft_ready(s->raft, &rd) != 0)
+            return;
+        int rv = 0;
+        bool sync = false;
+        if (rd.snapshot != NULL) {
+            install_snapshot(s, rd.snapshot);
+            rv = wal_snap_save(s->cfg.data_dir, rd.snapshot);
+            if (rv == 0)
+                rv = wal_save_snapshot(s->wal, rd.snapshot->index, rd.snapshot->term,
+                                       WAL_SNAP_DROP_ENTRIES);
+            s->snap_index = rd.snapshot->index;
+            sync = true;
+        }
+        if (rv == 0 && (rd.n_entries > 0 || rd.hs_changed)) {
+            rv = wal_save(s->wal, rd.hs_changed ? &rd.hs : NULL, rd.entries, rd.n_entries);
+            sync = true;
+        }
+        if (rv == 0 && sync)
+            rv = wal_sync(s->wal);
+        if (rv != 0) {
+            /* nothing of this Ready may be sent or applied: the disk did
+             * not take it (etcd panics here too) */
+            log_error("wal", "writing the log failed: %s; stopping", q_strerror(rv));
+            abort();
+        }
+        send_msgs(s, rd.msgs, rd.n_msgs);
+        if (rd.n_committed > 0)
+            apply_committed(s, rd.committed, rd.n_committed);
+        for (size_t i = 0; i < rd.n_reads; i++)
+            for (struct entry *e = s->reads.head; e != NULL; e = e->next)
+                if (e->ctx == rd.reads[i].ctx) {
+                    e->index = rd.reads[i].index;
+                    e->ready = true;
+                }
+        struct raft_membership before = *raft_get_membership(s->raft);
+        raft_advance(s->raft);
+        const struct raft_membership *after = raft_get_membership(s->raft);
+        if (memcmp(&before, after, sizeof(before)) != 0) {
+            sync_peers(s);
+            server_members_check_waits(s);
+            if (is_member(&before, s->member_id) && !is_member(after, s->member_id)) {
+                log_warn("server",
+                         "this member (%016llx) was removed from the cluster; "
+                         "stopping",
+                         (unsigned long long)s->member_id);
+                s->removed = true;
+                server_stop(s, NULL, NULL);
+            }
+        }
+        check_leader(s);
+        serve_reads(s);
+    }
+}
+
+void server_node_pass(struct server *s)
+{
+    if (s->raft == NULL || s->removed)
+        return;
+    check_leader(s);
+    propose_queued(s);
+    ask_reads(s);
+    run_ready(s);
+    if (s->wal != NULL && !s->removed)
+        maybe_compact(s);
+}
+
+/* ---- timers ---- */
+
+static void on_tick(uv_timer_t *t)
+{
+    struct server *s = t->data;
+    if (s->raft == NULL)
+        return;
+    raft_tick(s->raft);
+    server_node_pass(s);
+}
+
+static void expire(struct server *s, struct entry_list *l, uint64_t now)
+{
+    for (struct entry *e = l->head, *next; e != NULL; e = next) {
+        next = e->next;
+        if (e->deadline > now)
+            continue;
+        list_remove(l, e);
+        fail(s, e, QERR_TIMEOUT);
+    }
+}
+
+static void on_sweep(uv_timer_t *t)
+{
+    struct server *s = t->data;
+    uint64_t now = uv_now(s->loop);
+    expire(s, &s->queued, now);
+    expire(s, &s->waiting, now);
+    expire(s, &s->reads, now);
+    server_members_fail_waits(s, QERR_TIMEOUT, true);
+    server_lease_expire_fwds(s, now);
+}
+
+void server_node_fail_all(struct server *s, int err)
+{
+    struct entry_list *lists[] = {&s->queued, &s->waiting, &s->reads};
+    for (size_t i = 0; i < 3; i++) {
+        struct entry *e;
+        while ((e = lists[i]->head) != NULL) {
+            list_remove(lists[i], e);
+            fail(s, e, err);
+        }
+    }
+    server_members_fail_waits(s, err, false);
+}
+
+/* ---- transport callbacks ---- */
+
+static void on_message(const struct raft_msg *m, void *arg)
+{
+    struct server *s = arg;
+    if (s->raft == NULL || s->removed)
+        return;
+    switch (m->type) {
+    case TRANSPORT_MSG_PROP:
+        on_forwarded(s, m);
+        break;
+    case TRANSPORT_MSG_LEASE:
+        server_lease_on_request(s, m);
+        break;
+    case TRANSPORT_MSG_LEASE_RESP:
+        server_lease_on_response(s, m);
+        break;
+    default:
+        raft_step(s->raft, m);
+    }
+}
+
+static void on_cluster_id(uint64_t cluster_id, void *arg)
+{
+    struct server *s = arg;
+    s->cluster_id = cluster_id;
+    struct wal_options wo = {
+        .data_dir = s->cfg.data_dir, .node_id = s->member_id, .cluster_id = cluster_id};
+    char err[WAL_ERR_LEN] = "";
+    int rv = wal_create(&wo, &s->wal, err, sizeof(err));
+    if (rv != 0) {
+        log_error("wal", "cannot create the log: %s %s", q_strerror(rv), err);
+        server_stop(s, NULL, NULL);
+        return;
+    }
+    log_info("server", "member %016llx joined cluster %016llx", (unsigned long long)s->member_id,
+             (unsigned long long)cluster_id);
+}
+
+/* ---- start and stop ---- */
+
+int server_node_start(struct server *s)
+{
+    const struct config *c = &s->cfg;
+    size_t self = c->n_initial_cluster;
+    for (size_t i = 0; i < c->n_initial_cluster; i++) {
+        const char *urls[CONFIG_MAX_URLS];
+        for (size_t k = 0; k < c->initial_cluster[i].n_peer_urls; k++)
+            urls[k] = c->initial_cluster[i].peer_urls[k].text;
+        s->initial_ids[i] =
+            server_member_id(urls, c->initial_cluster[i].n_peer_urls, c->initial_cluster_token);
+        if (strcmp(c->initial_cluster[i].name, c->name) == 0)
+            self = i;
+    }
+    bool exists = wal_exist(c->data_dir);
+    if (self == c->n_initial_cluster && !exists) {
+        log_error("server",
+                  "couldn't find local name \"%s\" in the initial cluster "
+                  "configuration",
+                  c->name);
+        return -EINVAL;
+    }
+    s->request_timeout_ms = 5000 + 2 * c->election_ms;
+    struct raft_config rc;
+    uint64_t hb = c->heartbeat_ms ? c->heartbeat_ms : 100;
+    int rv;
+    char err[WAL_ERR_LEN] = "";
+    struct wal_options wo = {.data_dir = c->data_dir};
+    if (exists) {
+        struct wal_state st;
+        rv = wal_open(&wo, &s->wal, &st, err, sizeof(err));
+        if (rv != 0) {
+            log_error("wal", "cannot open the log: %s", err[0] ? err : q_strerror(rv));
+            return rv;
+        }
+        if (st.repaired)
+            log_warn("wal", "%s", err);
+        s->member_id = st.node_id;
+        s->cluster_id = st.cluster_id;
+        raft_config_default(&rc, s->member_id);
+        struct raft_storage rs;
+        wal_state_storage(&st, &rs);
+        rs.applied = s->applied_index < rs.hs.commit ? s->applied_index : rs.hs.commit;
+        if (rs.snapshot != NULL && rs.applied < rs.snapshot->index) {
+            log_error("server", "the store is at index %llu, behind the snapshot at %llu",
+                      (unsigned long long)s->applied_index, (unsigned long long)rs.snapshot->index);
+            wal_state_free(&st);
+            return QERR_CORRUPT;
+        }
+        s->snap_index = st.has_snapshot ? st.snapshot.index : 0;
+        rc.election_tick = (unsigned)(c->election_ms / hb);
+        rc.heartbeat_tick = 1;
+        rc.seed = s->member_id ^ uv_hrtime();
+        rv = raft_new(&rc, &rs, NULL, &s->raft);
+        wal_state_free(&st);
+        if (rv != 0) {
+            log_error("raft", "cannot restart from the log: %s", q_strerror(rv));
+            return rv;
+        }
+        log_info("server",
+                 "restarted member %016llx of cluster %016llx from the log (commit "
+                 "%llu, applied %llu)",
+                 (unsigned long long)s->member_id, (unsigned long long)s->cluster_id,
+                 (unsigned long long)raft_get_commit(s->raft),
+                 (unsigned long long)s->applied_index);
+    } else {
+        s->member_id = s->initial_ids[self];
+        raft_config_default(&rc, s->member_id);
+        rc.election_tick = (unsigned)(c->election_ms / hb);
+        rc.heartbeat_tick = 1;
+        rc.seed = s->member_id ^ uv_hrtime();
+        if (s->applied_index != 0) {
+            log_warn("server",
+                     "the store has entries up to %llu but there is no log: starting "
+                     "a new log on top of it",
+                     (unsigned long long)s->applied_index);
+            s->applied_index = 0;
+        }
+        bool joining = strcmp(c->initial_cluster_state, "existing") == 0;
+        struct raft_membership boot = {0};
+        if (!joining) {
+            s->cluster_id = server_cluster_id(s->initial_ids, c->n_initial_cluster);
+            wo.node_id = s->member_id;
+            wo.cluster_id = s->cluster_id;
+            rv = wal_create(&wo, &s->wal, err, sizeof(err));
+            if (rv != 0) {
+                log_error("wal", "cannot create the log: %s", err[0] ? err : q_strerror(rv));
+                return rv;
+            }
+            if ((rv = mvcc_batch_begin(s->kv)) != 0 ||
+                (rv = server_members_bootstrap(s, s->initial_ids)) != 0 ||
+                (rv = backend_meta_put(s->be, "consistent_index", 0)) != 0 ||
+                (rv = mvcc_batch_commit(s->kv)) != 0)
+                return rv;
+            for (size_t i = 0; i < c->n_initial_cluster && i < RAFT_MAX_MEMBERS; i++)
+                boot.voters[boot.n_voters++] = s->initial_ids[i];
+        }
+        rv = raft_new(&rc, NULL, joining ? NULL : &boot, &s->raft);
+        if (rv != 0)
+            return rv;
+        log_info("server", "%s member %016llx%s", joining ? "joining as" : "starting new",
+                 (unsigned long long)s->member_id,
+                 joining ? " (waiting for the cluster to contact us)" : "");
+    }
+
+    char dir[1100];
+    db_dir(s, dir, sizeof(dir));
+    struct transport_options to = {
+        .id = s->member_id,
+        .cluster_id = s->cluster_id,
+        .snap_dir = dir,
+        .cb = {.on_message = on_message,
+               .on_snapshot = on_snapshot,
+               .on_snapshot_sent = on_snapshot_sent,
+               .on_cluster_id = on_cluster_id},
+        .arg = s,
+    };
+    if ((rv = transport_new(s->loop, &to, &s->tp)) != 0)
+        return rv;
+    for (size_t i = 0; i < c->n_listen_peer && i < 1; i++) {
+        rv = transport_listen(s->tp, c->listen_peer[i].host, c->listen_peer[i].port, NULL);
+        if (rv != 0) {
+            log_error("server", "cannot listen for peers on %s: %s", c->listen_peer[i].text,
+                      uv_strerror(rv));
+            return rv;
+        }
+    }
+    sync_peers(s);
+    s->last_leader = RAFT_NONE;
+    /* a lone voter need not wait an election timeout to lead */
+    const struct raft_membership *m = raft_get_membership(s->raft);
+    if (m->n_voters == 1 && m->voters[0] == s->member_id && s->wal != NULL)
+        raft_campaign(s->raft);
+    uv_timer_init(s->loop, &s->tick);
+    s->tick.data = s;
+    uv_timer_start(&s->tick, on_tick, hb, hb);
+    uv_timer_init(s->loop, &s->sweep);
+    s->sweep.data = s;
+    uv_timer_start(&s->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
+    server_node_pass(s);
+    return 0;
+}
+
+struct node_close {
+    struct server *s;
+    int pending;
+    void (*cb)(void *);
+    void *arg;
+};
+
+static void node_closed_step(struct node_close *nc)
+{
+    if (--nc->pending > 0)
+        return;
+    struct server *s = nc->s;
+    raft_free(s->raft);
+    s->raft = NULL;
+    wal_close(s->wal);
+    s->wal = NULL;
+    for (size_t k = 0; k < CONFIG_MAX_MEMBERS; k++)
+        if (s->snap_out[k].to != 0)
+            unlink(s->snap_out[k].path);
+    void (*cb)(void *) = nc->cb;
+    void *arg = nc->arg;
+    free(nc);
+    if (cb)
+        cb(arg);
+}
+
+static void on_node_handle_closed(uv_handle_t *h)
+{
+    node_closed_step(h->data);
+}
+
+static void on_tp_closed(void *arg)
+{
+    node_closed_step(arg);
+}
+
+void server_node_close(struct server *s, void (*cb)(void *), void *arg)
+{
+    struct node_close *nc = calloc(1, sizeof(*nc));
+    if (nc == NULL)
+        abort(); /* tiny; nothing sensible to do without it */
+    nc->s = s;
+    nc->cb = cb;
+    nc->arg = arg;
+    nc->pending = 3;
+    s->tick.data = nc;
+    s->sweep.data = nc;
+    uv_close((uv_handle_t *)&s->tick, on_node_handle_closed);
+    uv_close((uv_handle_t *)&s->sweep, on_node_handle_closed);
+    transport_close(s->tp, on_tp_closed, nc);
+    s->tp = NULL;
+}
