@@ -702,7 +702,7 @@ void server_on_move_leader(grpc_call *call, const uint8_t *msg, size_t len)
     else if (!raft_membership_is_voter(raft_get_membership(s->raft), id))
         rv = QERR_BAD_TRANSFEREE;
     else if (id != s->member_id)
-        rv = raft_transfer_leader(s->raft, id);
+        rv = server_transfer_leader(s, id);
     struct conf_wait *w = NULL;
     if (rv == 0 && (w = new_wait(s, call, OP_MOVE_LEADER, id)) == NULL)
         rv = -ENOMEM;

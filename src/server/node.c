@@ -45,6 +45,8 @@
 #define ENTRY_FLAG_INTERNAL 1u
 #define SWEEP_MS 100
 
+static void defer_msg(struct server *s, const struct raft_msg *m);
+
 static void put_le64(uint8_t *p, uint64_t v)
 {
     for (int i = 0; i < 8; i++)
@@ -308,7 +310,7 @@ int server_propose_conf(struct server *s, const struct raft_membership *next)
     uint64_t lead = server_leader(s);
     if (lead == RAFT_NONE)
         return QERR_NO_LEADER;
-    if (lead == s->member_id)
+    if (lead == s->member_id && !s->persisting)
         return raft_propose_conf(s->raft, next, NULL);
     uint8_t buf[8 * 2 * RAFT_MAX_MEMBERS + 64];
     if (raft_membership_size(next) > sizeof(buf))
@@ -525,7 +527,10 @@ static void on_snapshot(const struct raft_msg *m, const char *path, void *arg)
     snap.len = 0;
     struct raft_msg mm = *m;
     mm.snapshot = &snap;
-    raft_step(s->raft, &mm);
+    if (s->persisting)
+        defer_msg(s, &mm);
+    else
+        raft_step(s->raft, &mm);
 }
 
 /* install_snapshot swaps the database for the received copy and reloads
@@ -654,7 +659,7 @@ static void apply_committed(struct server *s, const struct raft_entry *ents, siz
         i++;
     if (i == n)
         return;
-    struct entry_list done = {0};
+    struct entry_list *done = &s->applied_done;
     s->env.now_ms = (int64_t)uv_now(s->loop);
     s->db_size = backend_size(s->be); /* the file grows only at commit */
     struct raft_membership cur = *raft_get_membership(s->raft);
@@ -668,7 +673,7 @@ static void apply_committed(struct server *s, const struct raft_entry *ents, siz
                 cur = next;
             }
         } else if (le->len >= ENTRY_HDR) {
-            rv = apply_normal(s, le, &done);
+            rv = apply_normal(s, le, done);
         }
         if (rv == 0)
             s->applied_index = le->index;
@@ -689,11 +694,6 @@ static void apply_committed(struct server *s, const struct raft_entry *ents, siz
     if (s->peers_dirty) {
         s->peers_dirty = false;
         sync_peers(s);
-    }
-    struct entry *e;
-    while ((e = done.head) != NULL) {
-        list_remove(&done, e);
-        finish(s, e);
     }
 }
 
@@ -741,67 +741,183 @@ static void send_msgs(struct server *s, const struct raft_msg *msgs, size_t n)
     }
 }
 
+/* finish_round does the rest of a Ready once its state is durable: send,
+ * apply, advance, and what follows from it. */
+static void finish_round(struct server *s)
+{
+    struct raft_ready *rd = &s->rd;
+    send_msgs(s, rd->msgs, rd->n_msgs);
+    if (rd->n_committed > 0)
+        apply_committed(s, rd->committed, rd->n_committed);
+    for (size_t i = 0; i < rd->n_reads; i++)
+        for (struct entry *e = s->reads.head; e != NULL; e = e->next)
+            if (e->ctx == rd->reads[i].ctx) {
+                e->index = rd->reads[i].index;
+                e->ready = true;
+            }
+    struct raft_membership before = *raft_get_membership(s->raft);
+    raft_advance(s->raft);
+    /* answers run callbacks that may propose: only now, after advance */
+    struct entry *e;
+    while ((e = s->applied_done.head) != NULL) {
+        list_remove(&s->applied_done, e);
+        finish(s, e);
+    }
+    const struct raft_membership *after = raft_get_membership(s->raft);
+    if (memcmp(&before, after, sizeof(before)) != 0) {
+        sync_peers(s);
+        server_members_check_waits(s);
+        if (is_member(&before, s->member_id) && !is_member(after, s->member_id)) {
+            log_warn("server", "this member (%016llx) was removed from the cluster; stopping",
+                     (unsigned long long)s->member_id);
+            s->removed = true;
+            server_stop(s, NULL, NULL);
+        }
+    }
+    check_leader(s);
+    serve_reads(s);
+}
+
+/* persist_work runs on a worker thread: the Ready's entries and hard state
+ * go to the WAL with one fdatasync. The loop thread does not change the
+ * core meanwhile (inputs are deferred), so the Ready's memory is stable. */
+static void persist_work(uv_work_t *w)
+{
+    struct server *s = w->data;
+    struct raft_ready *rd = &s->rd;
+    int rv = 0;
+    if (rd->n_entries > 0 || rd->hs_changed)
+        rv = wal_save(s->wal, rd->hs_changed ? &rd->hs : NULL, rd->entries, rd->n_entries);
+    if (rv == 0)
+        rv = wal_sync(s->wal);
+    s->work_rv = rv;
+}
+
+static void replay_deferred(struct server *s);
+static void node_closed_step(struct node_close *nc);
+
+static void persist_done(uv_work_t *w, int status)
+{
+    (void)status;
+    struct server *s = w->data;
+    s->persisting = false;
+    if (s->work_rv != 0) {
+        /* nothing of this Ready may be sent or applied: the disk did not
+         * take it (etcd panics here too) */
+        log_error("wal", "writing the log failed: %s; stopping", q_strerror(s->work_rv));
+        abort();
+    }
+    if (s->node_closing != NULL) {
+        node_closed_step(s->node_closing);
+        return;
+    }
+    s->synced_term = s->rd.hs.term;
+    s->synced_vote = s->rd.hs.vote;
+    finish_round(s);
+    replay_deferred(s);
+    server_node_pass(s);
+}
+
+/* run_ready takes Ready rounds until there is nothing to do or one waits
+ * for the disk. A round that must persist entries, a new term or vote, or a
+ * snapshot hands the fdatasync to a worker thread and continues in
+ * persist_done; one that only advances the commit index writes it without
+ * a sync (the commit index can be learned again after a crash, as etcd's
+ * MustSync reasons) and continues at once. */
 static void run_ready(struct server *s)
 {
-    while (s->wal != NULL && !s->removed && raft_has_ready(s->raft)) {
-        struct raft_ready rd;
-        if (raft_ready(s->raft, &rd) != 0)
+    while (!s->persisting && s->wal != NULL && !s->removed && raft_has_ready(s->raft)) {
+        struct raft_ready *rd = &s->rd;
+        if (raft_ready(s->raft, rd) != 0)
             return;
         int rv = 0;
-        bool sync = false;
-        if (rd.snapshot != NULL) {
-            install_snapshot(s, rd.snapshot);
-            rv = wal_snap_save(s->cfg.data_dir, rd.snapshot);
+        if (rd->snapshot != NULL) {
+            install_snapshot(s, rd->snapshot);
+            rv = wal_snap_save(s->cfg.data_dir, rd->snapshot);
             if (rv == 0)
-                rv = wal_save_snapshot(s->wal, rd.snapshot->index, rd.snapshot->term,
+                rv = wal_save_snapshot(s->wal, rd->snapshot->index, rd->snapshot->term,
                                        WAL_SNAP_DROP_ENTRIES);
-            s->snap_index = rd.snapshot->index;
-            sync = true;
+            s->snap_index = rd->snapshot->index;
         }
-        if (rv == 0 && (rd.n_entries > 0 || rd.hs_changed)) {
-            rv = wal_save(s->wal, rd.hs_changed ? &rd.hs : NULL, rd.entries, rd.n_entries);
-            sync = true;
+        bool must_sync = rd->snapshot != NULL || rd->n_entries > 0 ||
+                         (rd->hs_changed &&
+                          (rd->hs.term != s->synced_term || rd->hs.vote != s->synced_vote));
+        if (rv == 0 && must_sync) {
+            s->persisting = true;
+            s->work.data = s;
+            rv = uv_queue_work(s->loop, &s->work, persist_work, persist_done);
+            if (rv == 0)
+                return;
+            s->persisting = false;
+        } else if (rv == 0 && rd->hs_changed) {
+            rv = wal_save(s->wal, &rd->hs, NULL, 0);
         }
-        if (rv == 0 && sync)
-            rv = wal_sync(s->wal);
         if (rv != 0) {
-            /* nothing of this Ready may be sent or applied: the disk did
-             * not take it (etcd panics here too) */
             log_error("wal", "writing the log failed: %s; stopping", q_strerror(rv));
             abort();
         }
-        send_msgs(s, rd.msgs, rd.n_msgs);
-        if (rd.n_committed > 0)
-            apply_committed(s, rd.committed, rd.n_committed);
-        for (size_t i = 0; i < rd.n_reads; i++)
-            for (struct entry *e = s->reads.head; e != NULL; e = e->next)
-                if (e->ctx == rd.reads[i].ctx) {
-                    e->index = rd.reads[i].index;
-                    e->ready = true;
-                }
-        struct raft_membership before = *raft_get_membership(s->raft);
-        raft_advance(s->raft);
-        const struct raft_membership *after = raft_get_membership(s->raft);
-        if (memcmp(&before, after, sizeof(before)) != 0) {
-            sync_peers(s);
-            server_members_check_waits(s);
-            if (is_member(&before, s->member_id) && !is_member(after, s->member_id)) {
-                log_warn("server",
-                         "this member (%016llx) was removed from the cluster; "
-                         "stopping",
-                         (unsigned long long)s->member_id);
-                s->removed = true;
-                server_stop(s, NULL, NULL);
-            }
-        }
-        check_leader(s);
-        serve_reads(s);
+        finish_round(s);
     }
+}
+
+/* ---- inputs that arrive while a Ready is being persisted ---- */
+
+/* defer_msg keeps an encoded copy of |m| (u32 length, bytes) to step once
+ * the round is over. */
+static void defer_msg(struct server *s, const struct raft_msg *m)
+{
+    size_t at = s->deferred.len;
+    uint8_t len[4] = {0};
+    if (buf_append(&s->deferred, len, 4) != 0)
+        return; /* dropped, as a lossy network would */
+    if (transport_msg_encode(m, &s->deferred) != 0) {
+        s->deferred.len = at;
+        return;
+    }
+    uint32_t n = (uint32_t)(s->deferred.len - at - 4);
+    memcpy(s->deferred.data + at, &n, 4);
+}
+
+static void dispatch(struct server *s, const struct raft_msg *m);
+
+static void replay_deferred(struct server *s)
+{
+    while (s->deferred_ticks > 0) {
+        s->deferred_ticks--;
+        raft_tick(s->raft);
+    }
+    if (s->deferred_transfer != 0) {
+        if (server_is_leader(s))
+            raft_transfer_leader(s->raft, s->deferred_transfer);
+        s->deferred_transfer = 0;
+    }
+    struct buf b = s->deferred;
+    memset(&s->deferred, 0, sizeof(s->deferred));
+    for (size_t off = 0; off + 4 <= b.len;) {
+        uint32_t n;
+        memcpy(&n, b.data + off, 4);
+        struct transport_msg_view v;
+        if (transport_msg_decode(b.data + off + 4, n, &v) == 0) {
+            dispatch(s, &v.msg);
+            transport_msg_view_free(&v);
+        }
+        off += 4 + n;
+    }
+    buf_free(&b);
+}
+
+int server_transfer_leader(struct server *s, uint64_t to)
+{
+    if (s->persisting) {
+        s->deferred_transfer = to;
+        return 0;
+    }
+    return raft_transfer_leader(s->raft, to);
 }
 
 void server_node_pass(struct server *s)
 {
-    if (s->raft == NULL || s->removed)
+    if (s->raft == NULL || s->removed || s->persisting)
         return;
     check_leader(s);
     propose_queued(s);
@@ -818,6 +934,10 @@ static void on_tick(uv_timer_t *t)
     struct server *s = t->data;
     if (s->raft == NULL)
         return;
+    if (s->persisting) {
+        s->deferred_ticks++;
+        return;
+    }
     raft_tick(s->raft);
     server_node_pass(s);
 }
@@ -859,11 +979,8 @@ void server_node_fail_all(struct server *s, int err)
 
 /* ---- transport callbacks ---- */
 
-static void on_message(const struct raft_msg *m, void *arg)
+static void dispatch(struct server *s, const struct raft_msg *m)
 {
-    struct server *s = arg;
-    if (s->raft == NULL || s->removed)
-        return;
     switch (m->type) {
     case TRANSPORT_MSG_PROP:
         on_forwarded(s, m);
@@ -877,6 +994,17 @@ static void on_message(const struct raft_msg *m, void *arg)
     default:
         raft_step(s->raft, m);
     }
+}
+
+static void on_message(const struct raft_msg *m, void *arg)
+{
+    struct server *s = arg;
+    if (s->raft == NULL || s->removed)
+        return;
+    if (s->persisting && m->type != TRANSPORT_MSG_LEASE && m->type != TRANSPORT_MSG_LEASE_RESP)
+        defer_msg(s, m);
+    else
+        dispatch(s, m);
 }
 
 static void on_cluster_id(uint64_t cluster_id, void *arg)
@@ -1052,6 +1180,7 @@ static void node_closed_step(struct node_close *nc)
     if (--nc->pending > 0)
         return;
     struct server *s = nc->s;
+    buf_free(&s->deferred);
     raft_free(s->raft);
     s->raft = NULL;
     wal_close(s->wal);
@@ -1084,7 +1213,9 @@ void server_node_close(struct server *s, void (*cb)(void *), void *arg)
     nc->s = s;
     nc->cb = cb;
     nc->arg = arg;
-    nc->pending = 3;
+    nc->pending = s->persisting ? 4 : 3;
+    if (s->persisting)
+        s->node_closing = nc; /* persist_done finishes the close */
     s->tick.data = nc;
     s->sweep.data = nc;
     uv_close((uv_handle_t *)&s->tick, on_node_handle_closed);

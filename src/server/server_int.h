@@ -161,6 +161,18 @@ struct server {
         uint64_t to;
         char path[1100];
     } snap_out[CONFIG_MAX_MEMBERS];
+    /* a Ready whose state a worker thread is making durable (node.c);
+     * meanwhile the core is not touched: inputs wait in deferred* */
+    bool persisting;
+    struct raft_ready rd;
+    uv_work_t work;
+    int work_rv;
+    uint64_t synced_term, synced_vote;
+    struct buf deferred;          /* encoded messages: u32 length, bytes */
+    unsigned deferred_ticks;
+    uint64_t deferred_transfer;
+    struct node_close *node_closing;
+    struct entry_list applied_done; /* applied writes, answered after advance */
     struct lease_fwd *lease_fwds; /* lease requests forwarded to the leader */
     uint64_t next_lease_ctx;
     struct conf_wait *conf_waits;   /* membership changes waiting to apply */
@@ -259,6 +271,9 @@ void server_serve_read(struct server *s, grpc_call *call, enum entry_kind kind,
 /* server_apply_entry applies one decoded log entry inside the open batch
  * (server.c): |e| is the waiter (or a temporary). */
 int server_apply_entry(struct server *s, struct entry *e);
+/* server_transfer_leader starts a leadership transfer (deferred while a
+ * Ready is being persisted). Errors: as raft_transfer_leader. */
+int server_transfer_leader(struct server *s, uint64_t to);
 /* server_propose_conf proposes membership |next| (through the leader);
  * errors QERR_NO_LEADER, -EBUSY, -EINVAL. */
 int server_propose_conf(struct server *s, const struct raft_membership *next);
