@@ -908,6 +908,11 @@ static bool handshake(struct conn *c, const uint8_t *hs)
     if (ver != TRANSPORT_PROTOCOL_VERSION)
         snprintf(reason, sizeof(reason), "unsupported protocol version %u (local %u)", ver,
                  TRANSPORT_PROTOCOL_VERSION);
+    else if (t->o.cluster_id == 0 && to != t->o.id)
+        snprintf(reason, sizeof(reason),
+                 "member ID mismatch (local %" PRIx64 ", remote expects %" PRIx64
+                 "; joining, cluster ID not known yet)",
+                 t->o.id, to);
     else if (cid != t->o.cluster_id && !learn)
         snprintf(reason, sizeof(reason),
                  "cluster ID mismatch (local %" PRIx64 ", remote %" PRIx64 ")", t->o.cluster_id,
