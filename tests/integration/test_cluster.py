@@ -309,14 +309,17 @@ def _refused(c, k, state):
     check(len(mine) == 1 and mine[0]["name"] == "" and not mine[0]["clientURLs"],
           "the cluster does not list it as unstarted: %s" % mine)
     logs = {x.name: x.log() for x in c.members}
-    where = [n for n, text in logs.items() if "cluster ID mismatch" in text]
-    check(where, "no log says \"cluster ID mismatch\"")
-    line = next(ln for ln in logs[where[0]].splitlines() if "cluster ID mismatch" in ln)
+    # a new member with another token computes another cluster id; a joining
+    # one (quorum) another member id, which is what its peers address
+    what = "cluster ID mismatch" if state == "new" else "ID mismatch"
+    where = [n for n, text in logs.items() if what in text]
+    check(where, "no log says \"%s\"" % what)
+    line = next(ln for ln in logs[where[0]].splitlines() if what in ln)
     put(c, 0, "e/still", "serving")
     check(get(c, 1, "e/still") == "serving", "the cluster stopped serving")
-    print("  state %s: %s; \"cluster ID mismatch\" in the logs of %s, e.g. %s"
+    print("  state %s: %s; \"%s\" in the logs of %s, e.g. %s"
           % (state, "still running, never healthy" if exited is None else
-             "exited %d" % exited, where, line.strip()[:200]))
+             "exited %d" % exited, what, where, line.strip()[:200]))
 
 
 def case_e_wrong_token_new():
