@@ -1179,47 +1179,6 @@ def restart_all(servers):
     return [e for e in errors if e]
 
 
-class ClusterTarget:
-    """A three-member quorum cluster standing in for one server (--cluster):
-    every request goes to member 1, which may or may not be the leader, so
-    writes are forwarded and linearizable reads go through ReadIndex; a
-    restart kills every member with SIGKILL and starts them all again."""
-    kind = "quorum"
-
-    def __init__(self, via=1):
-        import cluster
-        # etcd's timing, as the reference's: the minimum lease TTL follows it
-        self.c = cluster.Cluster("quorum", n=3, heartbeat_ms=100, election_ms=1000)
-        self.via = via
-        self.started = False
-
-    @property
-    def endpoint(self):
-        return self.c.endpoint(self.via)
-
-    def start(self):
-        if not self.started:
-            self.c.start()
-            self.started = True
-            return self
-        for i in range(3):
-            self.c.restart(i, wait=False)
-        for i in range(3):
-            self.c.wait_member(i)
-        self.c.wait_leader()
-        return self
-
-    def kill(self, sig=signal.SIGKILL):
-        for i in range(3):
-            self.c.kill(i, sig)
-
-    def log_tail(self, n=1500):
-        return "\n".join(m.log_tail(n // 3) for m in self.c.members)
-
-    def cleanup(self):
-        self.c.cleanup()
-
-
 def run_seed(seed, nops, target, verbose, max_diffs=1, exclude=(), restarts=0, fixed=None,
              label=""):
     """Run one seed. Returns (ops_done, [difference texts]); stops at
@@ -1231,7 +1190,7 @@ def run_seed(seed, nops, target, verbose, max_diffs=1, exclude=(), restarts=0, f
     list of (method, request)), those are sent instead of generated ones;
     label names them in the output."""
     ref = harness.Server("etcd", name="ref")
-    tgt = ClusterTarget() if target == "quorum-cluster" else harness.Server(target, name="tgt")
+    tgt = harness.Server(target, name="tgt")
     diffs = []
     try:
         try:

@@ -41,7 +41,15 @@ def free_port():
 
 
 class Server:
-    """One single-member server: kind is "quorum" or "etcd"."""
+    """One single-member server: kind is "quorum" or "etcd". The kind
+    "quorum-cluster" gives a ClusterServer instead: three quorum members
+    standing in for one server, so a test written for one server runs
+    against a cluster (TARGET=quorum-cluster)."""
+
+    def __new__(cls, kind, *args, **kwargs):
+        if cls is Server and kind == "quorum-cluster":
+            return ClusterServer(*args, **kwargs)
+        return super().__new__(cls)
 
     def __init__(self, kind, name="default", data_dir=None, extra_args=(), log=None):
         self.kind = kind
@@ -150,6 +158,70 @@ class Server:
         self.kill()
         if self.own_dir and self.tmp:
             shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.cleanup()
+
+
+class ClusterServer:
+    """Three quorum members behind the interface of Server. Clients talk to
+    member 1, a follower or the leader: writes may be forwarded, linearizable
+    reads go through ReadIndex. kill(sig) signals every member; start()
+    after a kill restarts all three on their data dirs. etcd's timing
+    (heartbeat 100 ms, election 1 s) so lease minimums match a single
+    server's."""
+    kind = "quorum"
+
+    def __init__(self, name="default", data_dir=None, extra_args=(), log=None, via=1):
+        import cluster  # cluster imports this module
+        self.c = cluster.Cluster("quorum", n=3, extra_args=extra_args, heartbeat_ms=100,
+                                 election_ms=1000)
+        self.via = via
+        self.started = False
+
+    @property
+    def endpoint(self):
+        return self.c.endpoint(self.via)
+
+    @property
+    def client_port(self):
+        return int(self.endpoint.rsplit(":", 1)[1])
+
+    def start(self, timeout=60.0):
+        if not self.started:
+            self.c.start()
+            self.started = True
+            return self
+        for i in range(self.c.n):
+            self.c.restart(i, wait=False)
+        for i in range(self.c.n):
+            self.c.wait_member(i, timeout)
+        self.c.wait_leader()
+        return self
+
+    def etcdctl(self, *args, check=True, timeout=30, input=None):
+        return self.c.etcdctl(self.via, *args, check=check, timeout=timeout, input=input,
+                              command_timeout="10s")
+
+    def client(self):
+        import etcd3
+        return etcd3.client(host="127.0.0.1", port=self.client_port, timeout=10)
+
+    def kill(self, sig=signal.SIGKILL):
+        for i in range(self.c.n):
+            self.c.kill(i, sig)
+
+    def stop(self):
+        self.kill(signal.SIGTERM)
+
+    def log_tail(self, n=4000):
+        return "\n".join(m.log_tail(n // self.c.n) for m in self.c.members)
+
+    def cleanup(self):
+        self.c.cleanup()
 
     def __enter__(self):
         return self.start()
