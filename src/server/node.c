@@ -448,6 +448,12 @@ static void sync_peers(struct server *s)
             continue;
         }
         transport_remove_peer(s->tp, s->peers[k].id);
+        /* a transfer to a removed peer never reports back */
+        for (size_t j = 0; j < CONFIG_MAX_MEMBERS; j++)
+            if (s->snap_out[j].to == s->peers[k].id) {
+                unlink(s->snap_out[j].path);
+                s->snap_out[j].to = 0;
+            }
         s->peers[k] = s->peers[--s->n_peers];
     }
 }
@@ -562,6 +568,7 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
     }
     s->recv_path[0] = '\0';
     s->applied_index = ci;
+    s->peers_dirty = true; /* members' addresses came with the database */
     watch_hub_restored(s->watches);
     server_watch_kick(s);
     log_info("raft", "applied snapshot at index %llu (database at index %llu, revision %lld)",
@@ -764,6 +771,10 @@ static void finish_round(struct server *s)
         finish(s, e);
     }
     const struct raft_membership *after = raft_get_membership(s->raft);
+    if (s->peers_dirty) {
+        s->peers_dirty = false;
+        sync_peers(s);
+    }
     if (memcmp(&before, after, sizeof(before)) != 0) {
         sync_peers(s);
         server_members_check_waits(s);
