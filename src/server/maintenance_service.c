@@ -40,6 +40,21 @@ static pthread_mutex_t copy_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t copy_cv = PTHREAD_COND_INITIALIZER;
 static int copies_running;
 
+void server_copy_begin(void)
+{
+    pthread_mutex_lock(&copy_mu);
+    copies_running++;
+    pthread_mutex_unlock(&copy_mu);
+}
+
+void server_copy_end(void)
+{
+    pthread_mutex_lock(&copy_mu);
+    copies_running--;
+    pthread_cond_broadcast(&copy_cv);
+    pthread_mutex_unlock(&copy_mu);
+}
+
 void server_snapshot_copies_wait(void)
 {
     pthread_mutex_lock(&copy_mu);
@@ -299,10 +314,7 @@ static void snap_copy(uv_work_t *w)
 {
     struct snap *st = w->data;
     st->err = mdb_env_copyfd2(st->env, st->fd, 0);
-    pthread_mutex_lock(&copy_mu);
-    copies_running--;
-    pthread_cond_broadcast(&copy_cv);
-    pthread_mutex_unlock(&copy_mu);
+    server_copy_end();
 }
 
 static void snap_pump(uv_timer_t *t);
@@ -414,15 +426,10 @@ static void on_snapshot(grpc_call *call, const uint8_t *msg, size_t len)
     st->env = backend_env(s->be);
     sha256_init(&st->sha);
     st->work.data = st;
-    pthread_mutex_lock(&copy_mu);
-    copies_running++;
-    pthread_mutex_unlock(&copy_mu);
+    server_copy_begin();
     int rv = uv_queue_work(s->loop, &st->work, snap_copy, snap_copied);
     if (rv != 0) {
-        pthread_mutex_lock(&copy_mu);
-        copies_running--;
-        pthread_cond_broadcast(&copy_cv);
-        pthread_mutex_unlock(&copy_mu);
+        server_copy_end();
         snap_free(st);
         server_reply_error(call, -ENOMEM);
         return;

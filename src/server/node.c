@@ -31,6 +31,7 @@
 #include "server/server_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -465,38 +466,109 @@ static void db_dir(const struct server *s, char *out, size_t cap)
     snprintf(out, cap, "%s/member/db", s->cfg.data_dir);
 }
 
-/* send_snapshot streams a copy of the database to m->to (see the top). */
+/* A copy of the database for a peer, made on a worker thread (one LMDB
+ * read transaction: writes go on meanwhile). */
+struct snap_job {
+    uv_work_t work;
+    struct server *s;
+    struct raft_msg m;
+    struct raft_snapshot snap;
+    size_t slot;
+    int fd, err;
+};
+
+static void clear_slot(struct server *s, size_t slot)
+{
+    unlink(s->snap_out[slot].path);
+    s->snap_out[slot].to = 0;
+    s->snap_out[slot].path[0] = '\0';
+}
+
+static void snap_job_copy(uv_work_t *w)
+{
+    struct snap_job *j = w->data;
+    j->err = mdb_env_copyfd2(backend_env(j->s->be), j->fd, 0);
+    close(j->fd);
+    server_copy_end();
+}
+
+static void node_closed_step(struct node_close *nc);
+
+static void snap_job_done(uv_work_t *w, int status)
+{
+    (void)status;
+    struct snap_job *j = w->data;
+    struct server *s = j->s;
+    s->snap_jobs--;
+    if (s->node_closing != NULL) {
+        clear_slot(s, j->slot);
+        free(j);
+        node_closed_step(s->node_closing);
+        return;
+    }
+    int rv = j->err;
+    if (rv != 0)
+        log_error("raft", "cannot copy the database for a snapshot: %s", mdb_strerror(rv));
+    else if (s->snap_out[j->slot].to != j->m.to) /* the peer was removed meanwhile */
+        rv = -ENOENT;
+    else
+        rv = transport_send_snapshot(s->tp, &j->m, s->snap_out[j->slot].path, NULL);
+    if (rv != 0) {
+        if (s->snap_out[j->slot].to == j->m.to)
+            clear_slot(s, j->slot);
+    } else {
+        log_info("raft", "sending a snapshot at index %llu to %016llx",
+                 (unsigned long long)j->snap.index, (unsigned long long)j->m.to);
+    }
+    free(j);
+}
+
+/* send_snapshot streams a copy of the database to m->to (see the top):
+ * the copy is made on a worker thread, then the transport sends the file.
+ * One transfer per peer at a time; the core asks again if it is lost. */
 static void send_snapshot(struct server *s, const struct raft_msg *m)
 {
     size_t k = 0, free_slot = CONFIG_MAX_MEMBERS;
     for (k = 0; k < CONFIG_MAX_MEMBERS; k++) {
         if (s->snap_out[k].to == m->to)
-            return; /* one at a time; the core asks again later */
+            return;
         if (s->snap_out[k].to == 0 && free_slot == CONFIG_MAX_MEMBERS)
             free_slot = k;
     }
     if (free_slot == CONFIG_MAX_MEMBERS)
         return;
-    char dir[1100], path[1100];
+    struct snap_job *j = calloc(1, sizeof(*j));
+    if (j == NULL)
+        return;
+    char dir[1100];
     db_dir(s, dir, sizeof(dir));
-    snprintf(path, sizeof(path), "%.1000s/send-%016llx.mdb", dir, (unsigned long long)m->to);
-    unlink(path);
-    int rc = mdb_env_copy2(backend_env(s->be), path, 0);
-    if (rc != 0) {
-        log_error("raft", "cannot copy the database for a snapshot: %s", mdb_strerror(rc));
-        unlink(path);
-        return;
-    }
-    int rv = transport_send_snapshot(s->tp, m, path, NULL);
-    if (rv != 0) {
-        unlink(path);
-        return;
-    }
-    log_info("raft", "sending a snapshot at index %llu (database at %llu) to %016llx",
-             (unsigned long long)m->snapshot->index, (unsigned long long)s->applied_index,
+    char *path = s->snap_out[free_slot].path;
+    snprintf(path, sizeof(s->snap_out[free_slot].path), "%.1000s/send-%016llx.mdb", dir,
              (unsigned long long)m->to);
+    j->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (j->fd < 0) {
+        log_error("raft", "cannot create %s: %s", path, strerror(errno));
+        free(j);
+        return;
+    }
+    j->s = s;
+    j->m = *m;
+    j->snap = *m->snapshot;
+    j->m.snapshot = &j->snap;
+    j->m.entries = NULL;
+    j->m.n_entries = 0;
+    j->slot = free_slot;
+    j->work.data = j;
     s->snap_out[free_slot].to = m->to;
-    snprintf(s->snap_out[free_slot].path, sizeof(s->snap_out[free_slot].path), "%s", path);
+    server_copy_begin();
+    if (uv_queue_work(s->loop, &j->work, snap_job_copy, snap_job_done) != 0) {
+        server_copy_end();
+        close(j->fd);
+        clear_slot(s, free_slot);
+        free(j);
+        return;
+    }
+    s->snap_jobs++;
 }
 
 static void on_snapshot_sent(uint64_t to, bool ok, void *arg)
@@ -1224,9 +1296,9 @@ void server_node_close(struct server *s, void (*cb)(void *), void *arg)
     nc->s = s;
     nc->cb = cb;
     nc->arg = arg;
-    nc->pending = s->persisting ? 4 : 3;
-    if (s->persisting)
-        s->node_closing = nc; /* persist_done finishes the close */
+    nc->pending = 3 + (s->persisting ? 1 : 0) + (int)s->snap_jobs;
+    if (nc->pending > 3)
+        s->node_closing = nc; /* persist_done and snap_job_done finish it */
     s->tick.data = nc;
     s->sweep.data = nc;
     uv_close((uv_handle_t *)&s->tick, on_node_handle_closed);

@@ -172,6 +172,7 @@ struct server {
     unsigned deferred_ticks;
     uint64_t deferred_transfer;
     struct node_close *node_closing;
+    unsigned snap_jobs;           /* database copies for peers in flight */
     struct entry_list applied_done; /* applied writes, answered after advance */
     struct lease_fwd *lease_fwds; /* lease requests forwarded to the leader */
     uint64_t next_lease_ctx;
@@ -205,6 +206,10 @@ extern const size_t server_election_methods_n;
 /* server_snapshot_copies_wait blocks until no Snapshot copy runs on a
  * worker thread (maintenance_service.c): before the store closes. */
 void server_snapshot_copies_wait(void);
+/* server_copy_begin/_end bracket a copy of the store on a worker thread
+ * (counted for server_snapshot_copies_wait). */
+void server_copy_begin(void);
+void server_copy_end(void);
 
 /* server_watch_kick schedules catch-up for watchers that are behind. */
 void server_watch_kick(struct server *s);
