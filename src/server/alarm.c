@@ -12,8 +12,8 @@
 #include "server/server_int.h"
 
 #define ALARM_PREFIX "alarm/"
-#define KV_OVERHEAD 256    /* etcd's quota.go kvOverhead */
-#define LEASE_OVERHEAD 64  /* etcd's quota.go leaseOverhead */
+#define KV_OVERHEAD 256   /* etcd's quota.go kvOverhead */
+#define LEASE_OVERHEAD 64 /* etcd's quota.go leaseOverhead */
 
 static const char *type_name(int type)
 {
@@ -166,8 +166,8 @@ int server_alarm_apply(struct server *s, const Etcdserverpb__AlarmRequest *req, 
     switch (req->action) {
     case ETCDSERVERPB__ALARM_REQUEST__ALARM_ACTION__GET:
         for (size_t i = 0; i < s->alarms.n; i++)
-            if ((list[r->n_alarms] = member_pb(a, s->alarms.a[i].member_id,
-                                               s->alarms.a[i].type)) == NULL)
+            if ((list[r->n_alarms] = member_pb(a, s->alarms.a[i].member_id, s->alarms.a[i].type)) ==
+                NULL)
                 return -ENOMEM;
             else
                 r->n_alarms++;

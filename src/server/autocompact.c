@@ -106,8 +106,9 @@ void server_autocompact_start(struct server *s)
         ac->retention = (int64_t)s->cfg.auto_compaction_retention;
         ac->interval_ms =
             s->cfg.auto_compaction_check_ms ? s->cfg.auto_compaction_check_ms : REVISION_CHECK_MS;
-        log_info("compactor", "auto revision compaction keeping %lld revisions, checked every "
-                              "%llu ms",
+        log_info("compactor",
+                 "auto revision compaction keeping %lld revisions, checked every "
+                 "%llu ms",
                  (long long)ac->retention, (unsigned long long)ac->interval_ms);
     }
     ac->enabled = true;

@@ -128,11 +128,12 @@ static void usage(void)
            "  --heartbeat-interval            ms between heartbeats (default 100)\n"
            "  --election-timeout              ms before an election (default 1000)\n"
            "  --snapshot-count                applied entries per snapshot (default 100000)\n"
-           "  --experimental-watch-progress-notify-interval  progress notifications "
-           "(default 10m)\n"
            "  --experimental-watch-progress-notify-interval\n"
            "                                  interval of watch progress notifications "
            "(default 10m)\n"
+           "  --experimental-corrupt-check-time\n"
+           "                                  how often the leader compares the members' "
+           "HashKV (default 0: never)\n"
            "  --auto-compaction-mode          periodic | revision (default periodic)\n"
            "  --auto-compaction-retention     hours or duration (periodic), revisions "
            "(revision); 0 = off\n"
@@ -291,6 +292,7 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
             {"auto-compaction-check-interval", F_DURATION_MS, &c->auto_compaction_check_ms, 0},
             {"experimental-watch-progress-notify-interval", F_DURATION_MS, &c->watch_progress_ms,
              0},
+            {"experimental-corrupt-check-time", F_DURATION_MS, &c->corrupt_check_ms, 0},
             /* accepted for etcd compatibility, no effect in quorum */
             {"enable-pprof", F_IGNORED_BOOL, NULL, 0},
             {"logger", F_IGNORED_STR, NULL, 0},
@@ -363,13 +365,12 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
     }
     if (config_parse_urls(listen_client, c->listen_client, CONFIG_MAX_URLS, &c->n_listen_client,
                           err, errlen) ||
-        config_parse_urls(advertise_client ? advertise_client : listen_client,
-                          c->advertise_client, CONFIG_MAX_URLS, &c->n_advertise_client, err,
-                          errlen) ||
+        config_parse_urls(advertise_client ? advertise_client : listen_client, c->advertise_client,
+                          CONFIG_MAX_URLS, &c->n_advertise_client, err, errlen) ||
         config_parse_urls(listen_peer, c->listen_peer, CONFIG_MAX_URLS, &c->n_listen_peer, err,
                           errlen) ||
-        config_parse_urls(advertise_peer, c->advertise_peer, CONFIG_MAX_URLS,
-                          &c->n_advertise_peer, err, errlen))
+        config_parse_urls(advertise_peer, c->advertise_peer, CONFIG_MAX_URLS, &c->n_advertise_peer,
+                          err, errlen))
         return -EINVAL;
     if (cluster == NULL) {
         /* etcd's default: this member alone, at its advertised peer URLs */

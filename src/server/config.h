@@ -44,6 +44,9 @@ struct config {
     uint64_t election_ms;
     uint64_t snapshot_count;
     uint64_t watch_progress_ms; /* --experimental-watch-progress-notify-interval */
+    /* --experimental-corrupt-check-time: how often the leader compares
+     * every member's HashKV at its revision; 0 = never (etcd's default) */
+    uint64_t corrupt_check_ms;
     /* --auto-compaction-mode (periodic | revision) and -retention, parsed as
      * etcd 3.4: a bare integer is hours (periodic) or revisions (revision),
      * else a Go duration (periodic only); 0 = off. */

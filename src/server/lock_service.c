@@ -151,8 +151,8 @@ static void on_granted(struct recipe *r, int err, int64_t id)
 static void on_lock(grpc_call *call, const uint8_t *msg, size_t len)
 {
     struct server *s = server_of(call);
-    V3lockpb__LockRequest *req = (V3lockpb__LockRequest *)server_unpack(
-        call, &v3lockpb__lock_request__descriptor, msg, len);
+    V3lockpb__LockRequest *req =
+        (V3lockpb__LockRequest *)server_unpack(call, &v3lockpb__lock_request__descriptor, msg, len);
     if (req == NULL)
         return;
     struct lock_op *op = calloc(1, sizeof(*op));

@@ -6,8 +6,8 @@
  * LMDB read transaction, so writers go on) into an unlinked temp file in
  * the data dir; the loop then streams it in 32 KiB messages with
  * remaining_bytes, and last a message with the 32-byte SHA-256 of the bytes
- * sent, as etcd 3.4 does (no response header, as 3.4). The file is LMDB's format, not bbolt's: `etcdctl
- * snapshot save` stores it, `etcdctl snapshot status/restore` cannot read it.
+ * sent, as etcd 3.4 does (no response header, as 3.4). The file is LMDB's format, not bbolt's:
+ * `etcdctl snapshot save` stores it, `etcdctl snapshot status/restore` cannot read it.
  *
  * Defragment: mdb_env_copy2 with MDB_CP_COMPACT to a temp file next to
  * data.mdb, fsync, then the backend swaps it in under the same store (it
@@ -31,7 +31,7 @@
 /* The etcd API version quorum implements; etcd clients parse it. */
 #define ETCD_VERSION "3.4.0"
 
-#define SNAPSHOT_CHUNK (32 * 1024)        /* etcd's snapshotSendBufferSize */
+#define SNAPSHOT_CHUNK (32 * 1024)         /* etcd's snapshotSendBufferSize */
 #define SNAPSHOT_MAX_PENDING (1024 * 1024) /* queued, unwritten bytes per call */
 
 /* Copies running on worker threads: the store must not close (or be
@@ -66,7 +66,8 @@ void server_snapshot_copies_wait(void)
 static void on_status(grpc_call *call, const uint8_t *msg, size_t len)
 {
     struct server *s = server_of(call);
-    ProtobufCMessage *req = server_unpack(call, &etcdserverpb__status_request__descriptor, msg, len);
+    ProtobufCMessage *req =
+        server_unpack(call, &etcdserverpb__status_request__descriptor, msg, len);
     if (req == NULL)
         return;
     protobuf_c_message_free_unpacked(req, NULL);
@@ -269,8 +270,9 @@ static void on_defragment(grpc_call *call, const uint8_t *msg, size_t len)
         return;
     }
     /* blocking: the loop served nothing meanwhile, so say how long */
-    log_info("maintenance", "defragmented the database: %llu -> %llu bytes in %.3f s (the loop "
-                            "was blocked)",
+    log_info("maintenance",
+             "defragmented the database: %llu -> %llu bytes in %.3f s (the loop "
+             "was blocked)",
              (unsigned long long)before, (unsigned long long)backend_size(s->be),
              (double)(uv_hrtime() - t0) / 1e9);
     /* etcd 3.4 answers an empty DefragmentResponse (no header) */
@@ -327,8 +329,7 @@ static bool send_some(struct snap *st)
     while (st->sent < st->total) {
         if (grpc_call_pending_bytes(st->call) >= SNAPSHOT_MAX_PENDING)
             return false;
-        size_t want = st->total - st->sent < SNAPSHOT_CHUNK ? st->total - st->sent
-                                                             : SNAPSHOT_CHUNK;
+        size_t want = st->total - st->sent < SNAPSHOT_CHUNK ? st->total - st->sent : SNAPSHOT_CHUNK;
         ssize_t n = pread(st->fd, buf, want, (off_t)st->sent);
         if (n <= 0) {
             log_error("maintenance", "snapshot: reading the copy failed: %s",

@@ -922,9 +922,9 @@ static void run_ready(struct server *s)
                                        WAL_SNAP_DROP_ENTRIES);
             s->snap_index = rd->snapshot->index;
         }
-        bool must_sync = rd->snapshot != NULL || rd->n_entries > 0 ||
-                         (rd->hs_changed &&
-                          (rd->hs.term != s->synced_term || rd->hs.vote != s->synced_vote));
+        bool must_sync =
+            rd->snapshot != NULL || rd->n_entries > 0 ||
+            (rd->hs_changed && (rd->hs.term != s->synced_term || rd->hs.vote != s->synced_vote));
         if (rv == 0 && must_sync) {
             s->persisting = true;
             s->work.data = s;
@@ -1074,6 +1074,12 @@ static void dispatch(struct server *s, const struct raft_msg *m)
     case TRANSPORT_MSG_LEASE_RESP:
         server_lease_on_response(s, m);
         break;
+    case TRANSPORT_MSG_HASH:
+        server_corrupt_on_request(s, m);
+        break;
+    case TRANSPORT_MSG_HASH_RESP:
+        server_corrupt_on_response(s, m);
+        break;
     default:
         raft_step(s->raft, m);
     }
@@ -1084,7 +1090,8 @@ static void on_message(const struct raft_msg *m, void *arg)
     struct server *s = arg;
     if (s->raft == NULL || s->removed)
         return;
-    if (s->persisting && m->type != TRANSPORT_MSG_LEASE && m->type != TRANSPORT_MSG_LEASE_RESP)
+    /* only what changes the core waits for the round to end */
+    if (s->persisting && (m->type < RAFT_MSG__COUNT || m->type == TRANSPORT_MSG_PROP))
         defer_msg(s, m);
     else
         dispatch(s, m);

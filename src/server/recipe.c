@@ -137,8 +137,7 @@ int recipe_read_edge(struct server *s, const uint8_t *pfx, size_t len, bool last
     return 0;
 }
 
-static int wait_deliver(watcher *w, const struct watch_event *evs, size_t n, int64_t rev,
-                        void *arg)
+static int wait_deliver(watcher *w, const struct watch_event *evs, size_t n, int64_t rev, void *arg)
 {
     struct recipe *r = arg;
     (void)rev;
@@ -250,8 +249,8 @@ void recipe_op_put(Etcdserverpb__RequestOp *op, Etcdserverpb__PutRequest *p, con
     op->request_put = p;
 }
 
-void recipe_op_get(Etcdserverpb__RequestOp *op, Etcdserverpb__RangeRequest *g,
-                   const uint8_t *key, size_t len)
+void recipe_op_get(Etcdserverpb__RequestOp *op, Etcdserverpb__RangeRequest *g, const uint8_t *key,
+                   size_t len)
 {
     etcdserverpb__request_op__init(op);
     etcdserverpb__range_request__init(g);

@@ -76,8 +76,8 @@ size_t recipe_prefix_end(const uint8_t *p, size_t n, uint8_t *out);
 void recipe_cmp_create(Etcdserverpb__Compare *c, const uint8_t *key, size_t len, int64_t rev);
 void recipe_op_put(Etcdserverpb__RequestOp *op, Etcdserverpb__PutRequest *p, const uint8_t *key,
                    size_t len, const uint8_t *val, size_t vlen, int64_t lease);
-void recipe_op_get(Etcdserverpb__RequestOp *op, Etcdserverpb__RangeRequest *g,
-                   const uint8_t *key, size_t len);
+void recipe_op_get(Etcdserverpb__RequestOp *op, Etcdserverpb__RangeRequest *g, const uint8_t *key,
+                   size_t len);
 void recipe_op_delete(Etcdserverpb__RequestOp *op, Etcdserverpb__DeleteRangeRequest *d,
                       const uint8_t *key, size_t len);
 

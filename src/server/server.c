@@ -490,6 +490,7 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
     s->lease_tick.data = s;
     uv_timer_start(&s->lease_tick, on_lease_tick, 100, 100);
     server_autocompact_start(s);
+    server_corrupt_start(s);
     uv_check_init(loop, &s->apply_hook);
     s->apply_hook.data = s;
     uv_check_start(&s->apply_hook, on_pass);
@@ -569,8 +570,9 @@ static void on_grpc_closed(void *arg)
      * the member stops (what was committed is in the WAL: a restart applies
      * it) */
     server_node_fail_all(s, QERR_STOPPED);
-    s->closing = 8;
+    s->closing = 9;
     server_node_close(s, on_node_closed, s);
+    server_corrupt_close(s, on_handle_closed);
     server_autocompact_close(s, on_handle_closed);
     uv_close((uv_handle_t *)&s->watch_sync, on_handle_closed);
     uv_close((uv_handle_t *)&s->watch_progress, on_handle_closed);

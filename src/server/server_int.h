@@ -49,7 +49,24 @@ struct autocompact {
     size_t n_revs, cap_revs;
 };
 
+/* The leader's periodic corruption check (corrupt.c). */
+struct corrupt_check {
+    uv_timer_t timer; /* always initialized; started when the period is set */
+    uint64_t round;
+    int64_t rev, compact;
+    uint32_t hash;
+};
+
 struct server;
+struct raft_msg;
+/* server_corrupt_start initializes (and, with a period, starts) the check;
+ * server_corrupt_close closes its timer with |cb|. The other two handle the
+ * peer messages TRANSPORT_MSG_HASH and _HASH_RESP. */
+void server_corrupt_start(struct server *s);
+void server_corrupt_close(struct server *s, uv_close_cb cb);
+void server_corrupt_on_request(struct server *s, const struct raft_msg *m);
+void server_corrupt_on_response(struct server *s, const struct raft_msg *m);
+
 /* server_autocompact_start initializes the timer (always, so stop can
  * close it) and starts it when --auto-compaction-retention is not 0. */
 void server_autocompact_start(struct server *s);
@@ -168,17 +185,18 @@ struct server {
     uv_work_t work;
     int work_rv;
     uint64_t synced_term, synced_vote;
-    struct buf deferred;          /* encoded messages: u32 length, bytes */
+    struct buf deferred; /* encoded messages: u32 length, bytes */
     unsigned deferred_ticks;
     uint64_t deferred_transfer;
     struct node_close *node_closing;
-    unsigned snap_jobs;           /* database copies for peers in flight */
+    unsigned snap_jobs;             /* database copies for peers in flight */
     struct entry_list applied_done; /* applied writes, answered after advance */
-    struct lease_fwd *lease_fwds; /* lease requests forwarded to the leader */
+    struct lease_fwd *lease_fwds;   /* lease requests forwarded to the leader */
     uint64_t next_lease_ctx;
     struct conf_wait *conf_waits;   /* membership changes waiting to apply */
     struct alarm_store alarms;      /* raised alarms (alarm.c) */
     struct autocompact autocompact; /* --auto-compaction-* (autocompact.c) */
+    struct corrupt_check corrupt;   /* --experimental-corrupt-check-time */
     struct arena arena;             /* per request (reads) or per entry (writes) */
     struct buf scratch;             /* packing buffer for replies */
     void (*stop_cb)(void *);

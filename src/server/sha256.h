@@ -8,9 +8,9 @@
 
 struct sha256 {
     uint32_t h[8];
-    uint64_t len;       /* bytes hashed so far */
+    uint64_t len; /* bytes hashed so far */
     uint8_t block[64];
-    size_t used;        /* bytes waiting in |block| */
+    size_t used; /* bytes waiting in |block| */
 };
 
 /* sha256_init starts a digest; sha256_update hashes |n| bytes at |p|;

@@ -196,9 +196,8 @@ static unsigned cache_next;
 
 static struct ev_id ev_id_of(const struct watch_event *e, bool prev_kv)
 {
-    return (struct ev_id){e->kv.key, e->kv.value,
-                          prev_kv && e->has_prev ? e->prev.value : NULL, e->kv.mod_revision,
-                          (int)e->type};
+    return (struct ev_id){e->kv.key, e->kv.value, prev_kv && e->has_prev ? e->prev.value : NULL,
+                          e->kv.mod_revision, (int)e->type};
 }
 
 static bool cache_hit(const struct ev_cache *cache, const struct watch_event *evs, size_t n,
@@ -216,8 +215,7 @@ static bool cache_hit(const struct ev_cache *cache, const struct watch_event *ev
     return true;
 }
 
-static int cache_fill(struct ev_cache *cache, const struct watch_event *evs, size_t n,
-                      bool prev_kv)
+static int cache_fill(struct ev_cache *cache, const struct watch_event *evs, size_t n, bool prev_kv)
 {
     if (cache->cap < n) {
         struct ev_id *ids = realloc(cache->ids, n * sizeof(*ids));
@@ -384,8 +382,8 @@ static void create_watch(struct wstream *st, const Etcdserverpb__WatchCreateRequ
     }
     /* "created" goes out before any event of the watcher */
     send_ctrl(st, id, true, false, NULL, wsrev);
-    if (watcher_new(s->watches, key, key_len, end, end_len, start, filters, &watch_ops, c,
-                    &c->w) != 0) {
+    if (watcher_new(s->watches, key, key_len, end, end_len, start, filters, &watch_ops, c, &c->w) !=
+        0) {
         send_ctrl(st, id, false, true, "etcdserver: out of memory", wsrev);
         free(c);
         return;
@@ -478,4 +476,5 @@ void server_watch_progress(struct server *s)
 const struct grpc_method server_watch_methods[] = {
     {"/etcdserverpb.Watch/Watch", GRPC_BIDI_STREAMING, on_watch_message, NULL, on_watch_close},
 };
-const size_t server_watch_methods_n = sizeof(server_watch_methods) / sizeof(server_watch_methods[0]);
+const size_t server_watch_methods_n =
+    sizeof(server_watch_methods) / sizeof(server_watch_methods[0]);

@@ -101,15 +101,22 @@
  *               clear) forwarded to the leader: index = lease id, ctx =
  *               the sender's request id
  *   LEASE_RESP  its answer: ctx echoed, index = remaining TTL, commit =
- *               granted TTL, reject = no such lease */
+ *               granted TTL, reject = no such lease
+ *   HASH        the leader's corruption check: index = revision, ctx =
+ *               the check round
+ *   HASH_RESP   its answer: ctx echoed, index = revision, commit = the
+ *               HashKV there, log_term = the compaction revision + 1,
+ *               reject = cannot hash at that revision (behind, compacted) */
 #define TRANSPORT_MSG_PROP 100
 #define TRANSPORT_MSG_LEASE 101
 #define TRANSPORT_MSG_LEASE_RESP 102
+#define TRANSPORT_MSG_HASH 103
+#define TRANSPORT_MSG_HASH_RESP 104
 
 /* transport_msg_type_ok tells whether the codec accepts message type |t|. */
 static inline int transport_msg_type_ok(unsigned t)
 {
-    return t < RAFT_MSG__COUNT || (t >= TRANSPORT_MSG_PROP && t <= TRANSPORT_MSG_LEASE_RESP);
+    return t < RAFT_MSG__COUNT || (t >= TRANSPORT_MSG_PROP && t <= TRANSPORT_MSG_HASH_RESP);
 }
 
 /* Largest frame (one encoded message) accepted on a message connection. A
