@@ -19,19 +19,27 @@
  *           raft_ready(r, &rd);
  *           1. persist rd.snapshot (if set), then rd.entries, then rd.hs (if
  *              rd.hs_changed), and make them durable (fdatasync);
- *           2. only then send rd.msgs;
+ *           2. only then send rd.msgs (a leader may send first: see the
+ *              persistence rule);
  *           3. if rd.snapshot is set, restore the state machine from it; apply
  *              rd.committed in order; serve rd.reads once applied >= index;
  *           4. raft_advance(r);
  *       }
  *   }
  *
- * Persistence rule (the simple safe one): everything a Ready asks to persist
- * is durable before any message of that same Ready is sent. etcd lets a
- * leader send appends while it writes its own disk; quorum does not, which
- * costs nothing in the group-commit loop (one fdatasync per pass) and keeps
- * the proof obvious: no vote, acknowledgement or append ever leaves a node
- * before the state that justifies it is on its disk.
+ * Persistence rule: everything a Ready asks to persist is durable before any
+ * message of that same Ready is sent — no vote or acknowledgement ever
+ * leaves a node before the state that justifies it is on its disk. One
+ * exception, etcd's (Raft thesis 10.2.1): a LEADER whose Ready does not
+ * change the term or vote (or whose term and vote are already durable) may
+ * send that Ready's messages first and write its disk meanwhile, provided
+ * it steps nothing until the write is done. The leader counts its own log
+ * in the commit index, but an acknowledgement of an entry can only be
+ * stepped after the Ready holding that entry was persisted, so no entry
+ * commits on the strength of the leader's unsynced copy; if the leader
+ * dies before its write, the entries it sent are uncommitted entries of a
+ * crashed leader, which Raft handles. tests/raft/sim.c sends leader Readies
+ * this way and crashes leaders between the send and the write.
  *
  * Between raft_ready and raft_advance the caller must not call any function
  * that changes the core (everything except raft_has_ready and the

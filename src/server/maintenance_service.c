@@ -26,7 +26,7 @@
 #include "base/crc32c.h"
 #include "base/err.h"
 #include "base/log.h"
-#include "server/sha256.h"
+#include "base/sha256.h"
 
 /* The etcd API version quorum implements; etcd clients parse it. */
 #define ETCD_VERSION "3.4.0"

@@ -825,7 +825,9 @@ static void send_msgs(struct server *s, const struct raft_msg *msgs, size_t n)
 static void finish_round(struct server *s)
 {
     struct raft_ready *rd = &s->rd;
-    send_msgs(s, rd->msgs, rd->n_msgs);
+    if (!s->rd_sent)
+        send_msgs(s, rd->msgs, rd->n_msgs);
+    s->rd_sent = false;
     if (rd->n_committed > 0)
         apply_committed(s, rd->committed, rd->n_committed);
     for (size_t i = 0; i < rd->n_reads; i++)
@@ -926,6 +928,16 @@ static void run_ready(struct server *s)
             rd->snapshot != NULL || rd->n_entries > 0 ||
             (rd->hs_changed && (rd->hs.term != s->synced_term || rd->hs.vote != s->synced_vote));
         if (rv == 0 && must_sync) {
+            /* A leader sends its appends while its own disk write runs
+             * (raft.h: its term and vote are durable, and no message is
+             * stepped before the write completes, so its commit index
+             * never counts entries only it holds unsynced). */
+            if (rd->snapshot == NULL && raft_get_role(s->raft) == RAFT_LEADER &&
+                (!rd->hs_changed ||
+                 (rd->hs.term == s->synced_term && rd->hs.vote == s->synced_vote))) {
+                send_msgs(s, rd->msgs, rd->n_msgs);
+                s->rd_sent = true;
+            }
             s->persisting = true;
             s->work.data = s;
             rv = uv_queue_work(s->loop, &s->work, persist_work, persist_done);

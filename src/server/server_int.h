@@ -182,6 +182,7 @@ struct server {
      * meanwhile the core is not touched: inputs wait in deferred* */
     bool persisting;
     struct raft_ready rd;
+    bool rd_sent;                 /* its messages went out already (leader) */
     uv_work_t work;
     int work_rv;
     uint64_t synced_term, synced_vote;

@@ -202,7 +202,7 @@ static struct raft_config base_cfg;
 /* Totals over all seeds, to show the simulator exercises what it should. */
 static struct {
     uint64_t applied, leaders, reads_ok, restores, compactions, conf_proposed, transfers,
-        crashes, partitions, msgs;
+        crashes, partitions, msgs, early_crashes;
 } stats;
 
 /* ---- global knowledge for the checks ------------------------------------ */
@@ -314,6 +314,7 @@ struct netmsg {
 static struct netmsg **net;
 static size_t n_net, cap_net;
 static double p_drop, p_dup;
+static double p_crash_unpersisted; /* a leader dies between sending and persisting */
 static unsigned max_delay;
 
 static struct netmsg *netmsg_copy(const struct raft_msg *m)
@@ -382,6 +383,7 @@ static void send_msg(const struct raft_msg *m)
 /* ---- the Ready loop of one node ------------------------------------------ */
 
 static void check_leaders(struct node *n);
+static void node_crash(struct node *n);
 
 static void disk_truncate(struct node *n, uint64_t from_index)
 {
@@ -514,6 +516,23 @@ static void handle_ready(struct node *n)
         struct raft_ready rd;
         if (raft_ready(n->r, &rd) != 0)
             violation("raft_ready failed");
+        /* A leader may send before its disk write (raft.h, THE READY LOOP:
+         * its appends, once term and vote are durable); model the server
+         * doing that, and now and then crashing in between, before the
+         * entries reach its disk. */
+        bool early = raft_get_role(n->r) == RAFT_LEADER && rd.snapshot == NULL &&
+                     (!rd.hs_changed || (rd.hs.term == n->hs.term && rd.hs.vote == n->hs.vote));
+        if (early) {
+            for (size_t k = 0; k < rd.n_msgs; k++)
+                send_msg(&rd.msgs[k]);
+            if (rd.n_entries > 0 && chance(p_crash_unpersisted)) {
+                trace("n%" PRIu64 " crashes after sending, before persisting %zu entries", n->id,
+                      rd.n_entries);
+                stats.early_crashes++;
+                node_crash(n);
+                return;
+            }
+        }
         /* 1. persist */
         if (rd.snapshot) {
             disk_set_snapshot(n, rd.snapshot);
@@ -529,7 +548,7 @@ static void handle_ready(struct node *n)
         if (rd.hs_changed)
             n->hs = rd.hs;
         /* 2. send */
-        for (size_t k = 0; k < rd.n_msgs; k++)
+        for (size_t k = 0; k < rd.n_msgs && !early; k++)
             send_msg(&rd.msgs[k]);
         /* 3. apply */
         if (rd.snapshot) {
@@ -931,6 +950,7 @@ static void run_seed(uint64_t seed, int n_nodes)
     base_cfg.check_quorum = chance(0.6);
     p_drop = (double)rnd_n(15) / 100.0;
     p_dup = (double)rnd_n(5) / 100.0;
+    p_crash_unpersisted = (double)rnd_n(20) / 1000.0;
     max_delay = (unsigned)rnd_n(5);
     double p_crash = 0.005 + (double)rnd_n(40) / 1000.0;
     double p_part = (double)rnd_n(20) / 1000.0;
@@ -971,10 +991,14 @@ static void run_seed(uint64_t seed, int n_nodes)
             if (t)
                 do_compact(t);
         }
+        if (l && !l->up)
+            l = NULL; /* crashed in a Ready above (between sending and persisting) */
         if (l && chance(0.02)) {
             do_conf(l);
             handle_ready(l);
         }
+        if (l && !l->up)
+            l = NULL;
         if (l && chance(0.005)) {
             const struct raft_membership *m = raft_get_membership(l->r);
             uint64_t to = m->voters[rnd_n(m->n_voters)];
@@ -992,6 +1016,8 @@ static void run_seed(uint64_t seed, int n_nodes)
                 handle_ready(t);
             }
         }
+        if (l && !l->up)
+            l = NULL;
         if (chance(p_crash)) {
             struct node *t = l && chance(0.5) ? l : random_up();
             int up = 0;
@@ -1022,6 +1048,7 @@ static void run_seed(uint64_t seed, int n_nodes)
     }
 
     /* Phase 2: heal everything and demand progress. */
+    p_crash_unpersisted = 0;
     heal();
     p_drop = 0;
     p_dup = 0;
@@ -1104,9 +1131,11 @@ int main(int argc, char **argv)
     }
     printf("raft-sim: totals: %" PRIu64 " entries applied, %" PRIu64 " leaders, %" PRIu64
            " reads served, %" PRIu64 " snapshots restored, %" PRIu64 " compactions, %" PRIu64
-           " membership changes proposed, %" PRIu64 " transfers, %" PRIu64 " crashes, %" PRIu64
-           " partitions, %" PRIu64 " messages\n",
+           " membership changes proposed, %" PRIu64 " transfers, %" PRIu64 " crashes (%" PRIu64
+           " of a leader between sending and persisting), %" PRIu64 " partitions, %" PRIu64
+           " messages\n",
            stats.applied, stats.leaders, stats.reads_ok, stats.restores, stats.compactions,
-           stats.conf_proposed, stats.transfers, stats.crashes, stats.partitions, stats.msgs);
+           stats.conf_proposed, stats.transfers, stats.crashes, stats.early_crashes,
+           stats.partitions, stats.msgs);
     return 0;
 }

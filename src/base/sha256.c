@@ -1,6 +1,6 @@
 /* server/sha256.c: SHA-256 (FIPS 180-4), a plain portable implementation;
  * only the Snapshot stream uses it, at disk speed. */
-#include "server/sha256.h"
+#include "base/sha256.h"
 
 #include <string.h>
 

@@ -1,7 +1,7 @@
-/* server/sha256.h: SHA-256 (FIPS 180-4), for the digest etcd appends to a
+/* base/sha256.h: SHA-256 (FIPS 180-4), for the digest etcd appends to a
  * Snapshot stream. */
-#ifndef QUORUM_SERVER_SHA256_H
-#define QUORUM_SERVER_SHA256_H
+#ifndef QUORUM_BASE_SHA256_H
+#define QUORUM_BASE_SHA256_H
 
 #include <stddef.h>
 #include <stdint.h>
