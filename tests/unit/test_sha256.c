@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "server/sha256.h"
+#include "base/sha256.h"
 
 static void hex(const uint8_t *d, char *out)
 {
