@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "base/err.h"
+#include "base/fs.h"
 #include "base/log.h"
 #include "base/sha1.h"
 #include "transport/transport.h"
@@ -358,23 +359,6 @@ static void on_watch_progress(uv_timer_t *t)
 
 /* ---- start and stop ---- */
 
-static int mkdir_p(const char *path)
-{
-    char tmp[1100];
-    snprintf(tmp, sizeof(tmp), "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
-                return -errno;
-            *p = '/';
-        }
-    }
-    if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
-        return -errno;
-    return 0;
-}
-
 static void on_signal(uv_signal_t *h, int signum)
 {
     struct server *s = h->data;
@@ -428,7 +412,7 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
     const char *what = "create the data dir";
     char dir[1100];
     snprintf(dir, sizeof(dir), "%s/member/db", cfg->data_dir);
-    int rv = mkdir_p(dir);
+    int rv = fs_mkdir_p(dir);
     if (rv != 0)
         goto fail;
     what = "open the store";

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "base/crc32c.h"
+#include "base/fs.h"
 #include "base/err.h"
 #include "wal/wal.h"
 #include "wal/wal_int.h"
@@ -62,7 +63,7 @@ int wal_snap_save(const char *data_dir, const struct raft_snapshot *snap)
     wal__fmt(tmp, sizeof(tmp), "%s.tmp", path);
     char member[PATH_MAX];
     wal__fmt(member, sizeof(member), "%s/member", data_dir);
-    int rv = wal__mkdir_p(dir);
+    int rv = fs_mkdir_p(dir);
     /* member/snap may be new: make its entry durable too. */
     if (rv != 0 || (rv = wal__fsync_dir(member)) != 0)
         goto out;

@@ -18,6 +18,7 @@
 
 #include "base/buf.h"
 #include "base/crc32c.h"
+#include "base/fs.h"
 #include "base/err.h"
 #include "wal/wal_int.h"
 
@@ -89,26 +90,6 @@ void wal__fmt(char *out, size_t n, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(out, n, fmt, ap);
     va_end(ap);
-}
-
-int wal__mkdir_p(const char *path)
-{
-    char tmp[PATH_MAX];
-    size_t n = strlen(path);
-    if (n == 0 || n >= sizeof(tmp))
-        return -EINVAL;
-    memcpy(tmp, path, n + 1);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
-            return -errno;
-        *p = '/';
-    }
-    if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
-        return -errno;
-    return 0;
 }
 
 int wal__fsync_dir(const char *path)
@@ -548,7 +529,7 @@ int wal_create(const struct wal_options *opts, struct wal **out, char *err, size
     int rv = wal_alloc(opts, &w);
     if (rv != 0)
         return rv;
-    if ((rv = wal__mkdir_p(w->dir)) != 0) {
+    if ((rv = fs_mkdir_p(w->dir)) != 0) {
         set_err(err, errlen, "wal: cannot create %s: %s", w->dir, strerror(-rv));
         goto fail;
     }

@@ -38,10 +38,6 @@ static inline uint64_t get64(const uint8_t *p)
  * which later fails to open rather than touching another file). */
 void wal__fmt(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* wal__mkdir_p creates |path| and its parents (mode 0700, as etcd's data
- * dirs). Returns 0 or -errno. */
-int wal__mkdir_p(const char *path);
-
 /* wal__fsync_dir fsyncs the directory |path| so renames and unlinks in it
  * are durable. Returns 0 or -errno. */
 int wal__fsync_dir(const char *path);

@@ -23,6 +23,7 @@
 
 #include "backend/backend.h"
 #include "base/err.h"
+#include "base/fs.h"
 #include "base/sha256.h"
 #include "mvcc/mvcc.h"
 
@@ -125,23 +126,6 @@ static int check_file(const char *path, bool verify, int *fd_out, uint64_t *db_l
         }
     }
     *fd_out = fd;
-    return 0;
-}
-
-static int mkdirs(const char *path)
-{
-    char tmp[1100];
-    snprintf(tmp, sizeof(tmp), "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
-            return -errno;
-        *p = '/';
-    }
-    if (mkdir(tmp, 0700) != 0 && errno != EEXIST)
-        return -errno;
     return 0;
 }
 
@@ -344,7 +328,7 @@ int cmd_snapshot_restore(struct ctl *ctl, int argc, char **argv)
     char dbdir[1100], db[1200];
     snprintf(dbdir, sizeof(dbdir), "%s/member/db", data_dir);
     snprintf(db, sizeof(db), "%s/data.mdb", dbdir);
-    int rv = mkdirs(dbdir);
+    int rv = fs_mkdir_p(dbdir);
     if (rv != 0)
         snprintf(err, sizeof(err), "cannot create %.400s: %s", dbdir, strerror(-rv));
     backend *be = NULL;
