@@ -34,7 +34,31 @@ def etcd_binary():
     return b
 
 
+def _ephemeral_range():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = f.read().split()
+            return int(lo), int(hi)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port():
+    """A port free on 127.0.0.1 now, chosen BELOW the kernel's ephemeral
+    range: a port the kernel hands out (bind to 0) can be taken again as the
+    source port of any outgoing connection — a cluster's members dial each
+    other — before the process meant to listen on it has started."""
+    import random
+    lo, _ = _ephemeral_range()
+    top = min(lo, 32768) - 1
+    for _ in range(200):
+        port = random.randint(10000, top)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
