@@ -107,7 +107,7 @@ int server_member_get(struct server *s, uint64_t id, struct member_info *out)
     return rv;
 }
 
-static bool is_removed(struct server *s, uint64_t id)
+bool server_member_removed(struct server *s, uint64_t id)
 {
     MDB_val v;
     MDB_txn *own;
@@ -161,7 +161,7 @@ int server_members_bootstrap(struct server *s, const uint64_t *ids)
 
 int server_member_apply(struct server *s, const Etcdserverpb__Member *m)
 {
-    if (m->id == 0 || is_removed(s, m->id))
+    if (m->id == 0 || server_member_removed(s, m->id))
         return 0;
     struct member_info mi;
     int rv = server_member_get(s, m->id, &mi);
@@ -557,7 +557,7 @@ static void on_member_add(grpc_call *call, const uint8_t *msg, size_t len)
         id = server_member_id((const char *const *)r->peerurls, r->n_peerurls,
                               s->cfg.initial_cluster_token);
         const struct raft_membership *m = raft_get_membership(s->raft);
-        if (is_removed(s, id))
+        if (server_member_removed(s, id))
             rv = QERR_ID_REMOVED;
         else if (in_membership(m, id))
             rv = QERR_MEMBER_EXISTS;

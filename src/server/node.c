@@ -1109,6 +1109,30 @@ static void on_message(const struct raft_msg *m, void *arg)
         dispatch(s, m);
 }
 
+/* A removed member may not know it was removed (it was cut off before the
+ * change reached it): the others refuse it by name, and it stops when it
+ * hears that, as etcd's removed members do. */
+#define REMOVED_REASON "the member has been permanently removed from the cluster"
+
+static bool refuse_peer(uint64_t from, char *reason, size_t cap, void *arg)
+{
+    struct server *s = arg;
+    if (!server_member_removed(s, from))
+        return false;
+    snprintf(reason, cap, "%s", REMOVED_REASON);
+    return true;
+}
+
+static void on_peer_rejected(uint64_t id, const char *reason, void *arg)
+{
+    struct server *s = arg;
+    if (strstr(reason, REMOVED_REASON) == NULL || s->removed)
+        return;
+    log_warn("server", "member %016llx says %s; stopping", (unsigned long long)id, reason);
+    s->removed = true;
+    server_stop(s, NULL, NULL);
+}
+
 static void on_cluster_id(uint64_t cluster_id, void *arg)
 {
     struct server *s = arg;
@@ -1241,7 +1265,9 @@ int server_node_start(struct server *s)
         .cb = {.on_message = on_message,
                .on_snapshot = on_snapshot,
                .on_snapshot_sent = on_snapshot_sent,
-               .on_cluster_id = on_cluster_id},
+               .on_cluster_id = on_cluster_id,
+               .on_peer_rejected = on_peer_rejected,
+               .refuse_peer = refuse_peer},
         .arg = s,
     };
     if ((rv = transport_new(s->loop, &to, &s->tp)) != 0)

@@ -182,7 +182,7 @@ struct server {
      * meanwhile the core is not touched: inputs wait in deferred* */
     bool persisting;
     struct raft_ready rd;
-    bool rd_sent;                 /* its messages went out already (leader) */
+    bool rd_sent; /* its messages went out already (leader) */
     uv_work_t work;
     int work_rv;
     uint64_t synced_term, synced_vote;
@@ -321,6 +321,8 @@ int server_leases_reload(struct server *s);
 int server_members_bootstrap(struct server *s, const uint64_t *ids);
 /* server_member_get reads member |id|'s attributes: 0 or -ENOENT. */
 int server_member_get(struct server *s, uint64_t id, struct member_info *out);
+/* server_member_removed: |id| was a member and was removed. */
+bool server_member_removed(struct server *s, uint64_t id);
 /* server_member_apply applies an ENTRY_MEMBER (in the open batch). */
 int server_member_apply(struct server *s, const Etcdserverpb__Member *m);
 /* server_members_conf_applied records removals after a configuration

@@ -926,7 +926,8 @@ static bool handshake(struct conn *c, const uint8_t *hs)
         snprintf(reason, sizeof(reason), "unknown connection kind %u", kind);
     else if (kind == KIND_SNAP && t->o.cb.on_snapshot == NULL)
         snprintf(reason, sizeof(reason), "snapshots are not accepted");
-    else
+    else if (t->o.cb.refuse_peer == NULL ||
+             !t->o.cb.refuse_peer(from, reason, sizeof(reason), t->o.arg))
         reason[0] = '\0';
     if (reason[0] != '\0') {
         log_warn(MOD, "rejected connection from member %" PRIx64 ": %s", from, reason);
@@ -1454,6 +1455,13 @@ static void peer_destroy(struct peer *p)
 
 int transport_remove_peer(struct transport *t, uint64_t id)
 {
+    /* its connections to us go too: if it dials again, the handshake
+     * (refuse_peer) can tell it why it is not welcome */
+    for (struct conn *c = t->conns, *next; c != NULL; c = next) {
+        next = c->next;
+        if (c->from == id && !c->closing)
+            conn_close(c);
+    }
     for (struct peer **pp = &t->peers; *pp != NULL; pp = &(*pp)->next) {
         struct peer *p = *pp;
         if (p->id == id) {

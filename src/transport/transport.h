@@ -204,6 +204,12 @@ struct transport_callbacks {
      * joining an existing cluster knows its own id but not the cluster's).
      * May be NULL. */
     void (*on_cluster_id)(uint64_t cluster_id, void *arg);
+
+    /* refuse_peer lets the owner refuse a sender that passed every other
+     * handshake check (e.g. a member removed from the cluster): return
+     * true and write the reason (at most 200 bytes) to |reason|, which the
+     * sender gets in its on_peer_rejected. May be NULL. */
+    bool (*refuse_peer)(uint64_t from, char *reason, size_t cap, void *arg);
 };
 
 struct transport_options {
@@ -259,7 +265,8 @@ int transport_add_peer(struct transport *t, uint64_t id, const char *host, int p
 int transport_update_peer(struct transport *t, uint64_t id, const char *host, int port);
 
 /* transport_remove_peer forgets |id|: its connection, queue and snapshot
- * transfer are dropped (no on_snapshot_sent). Errors: -ENOENT. */
+ * transfer are dropped (no on_snapshot_sent), and the connections it
+ * opened to us are closed. Errors: -ENOENT. */
 int transport_remove_peer(struct transport *t, uint64_t id);
 
 /* transport_send encodes |m| at once (so the caller may release the Ready

@@ -518,6 +518,27 @@ def case_i_corruption_check():
         print("  %s" % line.strip()[:220])
 
 
+# -- j ------------------------------------------------------------------------
+
+def case_j_removed_while_cut_off():
+    """A follower removed while it was stopped (SIGSTOP) never applies its
+    own removal; when it runs again the others tell it, and it exits."""
+    with Cluster(TARGET) as c:
+        lead = c.wait_leader()
+        victim = next(i for i in range(3) if i != lead)
+        vid = c.member_ids[victim]
+        m = c.members[victim]
+        c.kill(victim, signal.SIGSTOP)
+        c.reconfigure(lead, "member", "remove", "%x" % vid)  # etcd: retried while "unhealthy"
+        c.kill(victim, signal.SIGCONT)
+        wait_for(lambda: not m.running(), timeout=DEADLINE,
+                 what="the removed member's exit")
+        check(vid not in {x["ID"] for x in c.member_list(lead)}, "still listed")
+        m.removed = True
+        put(c, lead, "j/after", "1")
+        print("  m%d removed while stopped; it exited with %s" % (victim, m.proc.returncode))
+
+
 CASES = [
     ("a_every_member_serves", case_a_every_member_serves),
     ("b_leader_kill", case_b_leader_kill),
@@ -529,6 +550,7 @@ CASES = [
     ("g_isolated_member", case_g_isolated_member),
     ("h_lease_ttl_survives_leader_change", case_h_lease_ttl_survives_leader_change),
     ("i_corruption_check", case_i_corruption_check),
+    ("j_removed_while_cut_off", case_j_removed_while_cut_off),
 ]
 
 
