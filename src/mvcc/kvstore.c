@@ -44,6 +44,7 @@ struct mvcc_read {
     MDB_txn *txn;
     int64_t rev;
     struct rd_chunk *chunks;
+    bool borrowed; /* txn is the open batch's */
 };
 
 struct mvcc_store {
@@ -549,6 +550,20 @@ int mvcc_read_begin(mvcc_store *s, mvcc_read **out)
 {
     *out = NULL;
     mvcc_read *r = NULL;
+    MDB_txn *batch = backend_batch_txn(s->be);
+    if (batch != NULL && !s->txn.open) {
+        /* a batch stays open across loop passes: read through it, so
+         * what was applied (and answered) is what is read */
+        r = calloc(1, sizeof(*r));
+        if (r == NULL)
+            return -ENOMEM;
+        r->s = s;
+        r->txn = batch;
+        r->borrowed = true;
+        r->rev = s->rev;
+        *out = r;
+        return 0;
+    }
     while (r == NULL && s->nspare > 0) {
         r = s->spare[--s->nspare];
         if (mdb_txn_renew(r->txn) != 0) {
@@ -592,6 +607,10 @@ void mvcc_read_end(mvcc_read *r)
         r->chunks = next;
     }
     mvcc_store *s = r->s;
+    if (r->borrowed) {
+        free(r);
+        return;
+    }
     if (s->nspare < READ_SPARES) {
         mdb_txn_reset(r->txn); /* releases the snapshot now, as an abort would */
         s->spare[s->nspare++] = r;

@@ -146,12 +146,15 @@ int mvcc_txn_delete_range(mvcc_txn *t, const uint8_t *key, size_t key_len, const
  * a new main revision if anything changed, else the current one. */
 int64_t mvcc_txn_end(mvcc_txn *t);
 
-/* Read transactions: a consistent view at the current revision, outside any
- * batch. kv pointers stay valid until mvcc_read_end. The view is the last
- * committed batch: a read begun while a batch is open reads at the revision
- * of the last mvcc_batch_commit, not at the uncommitted one. Ended read txns
- * are reset and reused (mdb_txn_renew), so begin/end are cheap; a read must
- * end before mvcc_close. Errors (begin): -ENOMEM, QERR_STORAGE. */
+/* Read transactions: a consistent view at the current revision. kv
+ * pointers stay valid until mvcc_read_end. Outside a batch the view is the
+ * last commit, in an LMDB read txn of its own (any thread may read). While
+ * a batch is open, a read begun on the batch's thread (outside
+ * mvcc_txn_begin/end) goes through the batch's write txn and sees its
+ * changes at the current revision: it must end before the batch's next
+ * change and before its commit. Ended read txns are reset and reused
+ * (mdb_txn_renew), so begin/end are cheap; a read must end before
+ * mvcc_close. Errors (begin): -ENOMEM, QERR_STORAGE. */
 int mvcc_read_begin(mvcc_store *s, mvcc_read **out);
 int mvcc_read_range(mvcc_read *r, const uint8_t *key, size_t key_len, const uint8_t *end,
                     size_t end_len, const struct mvcc_range_opts *opts, mvcc_kv_fn fn, void *arg,

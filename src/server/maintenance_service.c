@@ -185,6 +185,7 @@ static void on_hash(grpc_call *call, const uint8_t *msg, size_t len)
         return;
     protobuf_c_message_free_unpacked(req, NULL);
     uint32_t hash = 0;
+    server_flush(s); /* hash_db reads committed state */
     int rv = hash_db(s, &hash);
     if (rv != 0) {
         server_reply_error(call, rv);
@@ -228,6 +229,7 @@ static int defragment(struct server *s)
     char tmp[1200];
     snprintf(tmp, sizeof(tmp), "%s/member/db/data.mdb.defrag", s->cfg.data_dir);
     unlink(tmp);
+    server_flush(s);
     server_snapshot_copies_wait(); /* the env is about to be replaced */
     int rc = mdb_env_copy2(backend_env(s->be), tmp, MDB_CP_COMPACT);
     if (rc != 0) {
@@ -424,6 +426,7 @@ static void on_snapshot(grpc_call *call, const uint8_t *msg, size_t len)
     unlink(path); /* gone with the last close, whatever happens */
     st->call = call;
     st->s = s;
+    server_flush(s); /* the copy is of committed state: make it current */
     st->env = backend_env(s->be);
     sha256_init(&st->sha);
     st->work.data = st;

@@ -45,6 +45,8 @@
 #define ENTRY_HDR 18
 #define ENTRY_FLAG_INTERNAL 1u
 #define SWEEP_MS 100
+#define BATCH_INTERVAL_MS 100  /* etcd's --backend-batch-interval */
+#define BATCH_MAX_ENTRIES 10000 /* etcd's --backend-batch-limit */
 
 static void defer_msg(struct server *s, const struct raft_msg *m);
 
@@ -560,6 +562,7 @@ static void send_snapshot(struct server *s, const struct raft_msg *m)
     j->slot = free_slot;
     j->work.data = j;
     s->snap_out[free_slot].to = m->to;
+    server_flush(s); /* the copy reads committed state */
     server_copy_begin();
     if (uv_queue_work(s->loop, &j->work, snap_job_copy, snap_job_done) != 0) {
         server_copy_end();
@@ -621,6 +624,7 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
                   (unsigned long long)snap->index);
         abort();
     }
+    server_flush(s);
     server_snapshot_copies_wait();
     mvcc_release_reads(s->kv);
     int rv = backend_replace_file(s->be, s->recv_path);
@@ -659,6 +663,7 @@ static void maybe_compact(struct server *s)
     if (e == NULL || s->applied_index < applied)
         return;
     uint64_t term = e->term;
+    server_flush(s);
     int rv = backend_sync(s->be);
     if (rv == 0)
         rv = raft_compact(s->raft, NULL, 0);
@@ -685,7 +690,29 @@ static void maybe_compact(struct server *s)
              (unsigned long long)applied, (unsigned long long)term);
 }
 
-/* ---- applying ---- */
+/* ---- applying ----
+ *
+ * Applied entries go into one LMDB write transaction that stays open across
+ * loop passes and is committed (one sync) every BATCH_INTERVAL_MS or
+ * BATCH_MAX_ENTRIES entries, as etcd's backend batches its bbolt commits:
+ * the WAL is the durability point, so a client is answered once its entry
+ * is applied, and reads go through the open transaction (mvcc_read_begin)
+ * and see it. A crash loses only the uncommitted batch, which the restart
+ * replays from the WAL (the consistent index commits with it). Whatever
+ * reads the store from another thread or replaces it flushes first
+ * (server_flush). */
+
+void server_flush(struct server *s)
+{
+    if (backend_batch_txn(s->be) == NULL)
+        return;
+    int rv = mvcc_batch_commit(s->kv);
+    if (rv != 0) {
+        log_error("server", "committing applied entries failed: %s; stopping", q_strerror(rv));
+        abort(); /* memory is ahead of the disk; the restart replays the WAL */
+    }
+}
+
 
 static struct entry *find_waiting(struct server *s, uint64_t seq)
 {
@@ -742,7 +769,12 @@ static void apply_committed(struct server *s, const struct raft_entry *ents, siz
     s->env.now_ms = (int64_t)uv_now(s->loop);
     s->db_size = backend_size(s->be); /* the file grows only at commit */
     struct raft_membership cur = *raft_get_membership(s->raft);
-    int rv = mvcc_batch_begin(s->kv);
+    int rv = 0;
+    if (backend_batch_txn(s->be) == NULL) {
+        rv = mvcc_batch_begin(s->kv);
+        s->batch_opened_ms = uv_now(s->loop);
+        s->batch_entries = 0;
+    }
     for (; i < n && rv == 0; i++) {
         const struct raft_entry *le = &ents[i];
         if (le->type == RAFT_ENTRY_CONF) {
@@ -754,13 +786,13 @@ static void apply_committed(struct server *s, const struct raft_entry *ents, siz
         } else if (le->len >= ENTRY_HDR) {
             rv = apply_normal(s, le, done);
         }
-        if (rv == 0)
+        if (rv == 0) {
             s->applied_index = le->index;
+            s->batch_entries++;
+        }
     }
     if (rv == 0)
         rv = backend_meta_put(s->be, "consistent_index", s->applied_index);
-    if (rv == 0)
-        rv = mvcc_batch_commit(s->kv);
     if (rv != 0) {
         /* The index in memory is ahead of the disk and nothing of this
          * batch was answered: stop, and let the restart replay the WAL
@@ -768,8 +800,12 @@ static void apply_committed(struct server *s, const struct raft_entry *ents, siz
         log_error("server", "applying a batch failed: %s; stopping", q_strerror(rv));
         abort();
     }
+    /* durable in the WAL: watchers may see it (the store commits later) */
     watch_hub_commit(s->watches);
     server_watch_kick(s);
+    if (s->batch_entries >= BATCH_MAX_ENTRIES ||
+        uv_now(s->loop) - s->batch_opened_ms >= BATCH_INTERVAL_MS)
+        server_flush(s);
     if (s->peers_dirty) {
         s->peers_dirty = false;
         sync_peers(s);
@@ -1052,6 +1088,8 @@ static void on_sweep(uv_timer_t *t)
 {
     struct server *s = t->data;
     uint64_t now = uv_now(s->loop);
+    if (backend_batch_txn(s->be) != NULL && now - s->batch_opened_ms >= BATCH_INTERVAL_MS)
+        server_flush(s);
     expire(s, &s->queued, now);
     expire(s, &s->waiting, now);
     expire(s, &s->reads, now);

@@ -554,6 +554,7 @@ static void on_grpc_closed(void *arg)
      * the member stops (what was committed is in the WAL: a restart applies
      * it) */
     server_node_fail_all(s, QERR_STOPPED);
+    server_flush(s); /* applied entries reach the store before it closes */
     s->closing = 9;
     server_node_close(s, on_node_closed, s);
     server_corrupt_close(s, on_handle_closed);

@@ -192,6 +192,8 @@ struct server {
     struct node_close *node_closing;
     unsigned snap_jobs;             /* database copies for peers in flight */
     struct entry_list applied_done; /* applied writes, answered after advance */
+    uint64_t batch_opened_ms;     /* the open LMDB batch (node.c) */
+    uint64_t batch_entries;
     struct lease_fwd *lease_fwds;   /* lease requests forwarded to the leader */
     uint64_t next_lease_ctx;
     struct conf_wait *conf_waits;   /* membership changes waiting to apply */
@@ -295,6 +297,9 @@ void server_serve_read(struct server *s, grpc_call *call, enum entry_kind kind,
 /* server_apply_entry applies one decoded log entry inside the open batch
  * (server.c): |e| is the waiter (or a temporary). */
 int server_apply_entry(struct server *s, struct entry *e);
+/* server_flush commits the open batch of applied entries (node.c): before
+ * anything reads the store from another thread, copies or replaces it. */
+void server_flush(struct server *s);
 /* server_transfer_leader starts a leadership transfer (deferred while a
  * Ready is being persisted). Errors: as raft_transfer_leader. */
 int server_transfer_leader(struct server *s, uint64_t to);
