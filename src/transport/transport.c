@@ -1427,6 +1427,11 @@ int transport_update_peer(struct transport *t, uint64_t id, const char *host, in
     if (p == NULL)
         return -ENOENT;
     p->addr = ss;
+    /* A link that is up stays up (as etcd's peers keep their streams): the
+     * member may still listen where it did until it restarts with its new
+     * URL. Only the next dial uses the new address. */
+    if (p->oc != NULL && p->oc->ready)
+        return 0;
     oc_detach(p);
     /* a new address deserves a prompt first try */
     uv_timer_stop(&p->timer);

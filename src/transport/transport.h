@@ -259,9 +259,11 @@ int transport_listen(struct transport *t, const char *host, int port, int *bound
  * self, bad address), -EEXIST, -ENOMEM. */
 int transport_add_peer(struct transport *t, uint64_t id, const char *host, int port);
 
-/* transport_update_peer changes the address of |id|; a live connection is
- * closed and the next send reconnects to the new address. Queued messages
- * are kept. Errors: -EINVAL, -ENOENT. */
+/* transport_update_peer changes the address of |id|. A connection that is
+ * up stays up (the member may still listen at the old address until it
+ * restarts, as with etcd's peer streams); a connection being made is
+ * dropped and the next dial uses the new address. Queued messages are kept.
+ * Errors: -EINVAL, -ENOENT. */
 int transport_update_peer(struct transport *t, uint64_t id, const char *host, int port);
 
 /* transport_remove_peer forgets |id|: its connection, queue and snapshot

@@ -684,6 +684,36 @@ Test(transport, wrong_member_id_is_refused, .init = setup, .timeout = 60)
     loop_finish(&loop);
 }
 
+/* A new address for a peer whose link is up leaves the link up (the peer
+ * listens at the old one until it restarts). */
+Test(transport, update_keeps_a_live_link, .init = setup, .timeout = 60)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct node a, b;
+    node_init(&a, &loop, 1);
+    node_init(&b, &loop, 2);
+    node_start(&a, CLUSTER);
+    node_start(&b, CLUSTER);
+    cr_assert_eq(transport_add_peer(a.t, 2, "127.0.0.1", b.port), 0);
+    send_seq(&a, 2, 0);
+    struct want1 w = {&b, 1, 1};
+    cr_assert(run_until(&loop, got_enough, &w, DEADLINE_MS));
+    cr_assert_eq(transport_update_peer(a.t, 2, "127.0.0.1", 1), 0); /* nobody there */
+    for (uint64_t k = 1; k < 50; k++)
+        send_seq(&a, 2, k);
+    w.want = 50;
+    cr_assert(run_until(&loop, got_enough, &w, DEADLINE_MS));
+    struct transport_peer_stats st;
+    cr_assert_eq(transport_peer_stats(a.t, 2, &st), 0);
+    cr_assert_eq(st.dials, 1, "redialled (%llu dials)", (unsigned long long)st.dials);
+    node_stop(&a);
+    node_stop(&b);
+    dir_remove(a.dir);
+    dir_remove(b.dir);
+    loop_finish(&loop);
+}
+
 Test(transport, full_queue_drops_instead_of_growing, .init = setup, .timeout = 60)
 {
     uv_loop_t loop;
