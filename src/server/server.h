@@ -1,16 +1,14 @@
-/* server/server.h: one quorum member: the loop, the store and the services.
+/* server/server.h: one quorum member: the loop, the store, the Raft member
+ * and the services.
  *
- * Single-member path (until the replicated server lands): a write request
- * becomes an entry of an in-memory log that commits at once; the apply hook
- * (a uv_check handle, so it runs right after the loop pass read every
- * request that had arrived) applies all queued entries in one LMDB batch,
- * records the consistent index in the same transaction, commits with one
- * sync, and only then answers them. Writes that arrive together share one
- * sync (group commit); an answered write is on disk.
- *
- * Reads are answered when they arrive, from a read transaction: every
- * answered write is already committed, and no unanswered one is visible
- * (apply and commit happen within one callback), so reads are linearizable.
+ * A write request becomes a log entry (node.c): proposed on the leader, or
+ * forwarded to it; once committed, every member applies it to the store
+ * (one LMDB transaction per batch, committed every 100 ms) and the member
+ * that proposed it answers the client. Linearizable reads wait for a read
+ * index (ReadIndex); serializable ones are answered from the local store at
+ * once. Everything a member acknowledges is in the WAL of a majority. See
+ * node.c for the Ready loop, members.c for membership, and
+ * ../shared/design/ARCHITECTURE.md for the map.
  */
 #ifndef QUORUM_SERVER_SERVER_H
 #define QUORUM_SERVER_SERVER_H
