@@ -354,3 +354,60 @@ int backend_sync(backend *be)
     int rc = mdb_env_sync(be->env, 1);
     return rc == 0 ? 0 : backend_err(rc);
 }
+
+int backend_rewrite_copy(backend *be, const char *path)
+{
+    MDB_env *dst = NULL;
+    MDB_txn *rt = NULL, *wt = NULL;
+    int rc = mdb_env_create(&dst);
+    if (rc == 0)
+        rc = mdb_env_set_maxdbs(dst, BACKEND_DB__COUNT);
+    if (rc == 0)
+        rc = mdb_env_set_mapsize(dst, be->map_size);
+    if (rc == 0)
+        rc = mdb_env_open(dst, path, MDB_NOSUBDIR | MDB_NOTLS | MDB_NOSYNC, 0644);
+    if (rc == 0)
+        rc = mdb_txn_begin(be->env, NULL, MDB_RDONLY, &rt);
+    if (rc == 0)
+        rc = mdb_txn_begin(dst, NULL, 0, &wt);
+    for (int i = 0; i < BACKEND_DB__COUNT && rc == 0; i++) {
+        MDB_dbi to;
+        MDB_cursor *cur = NULL;
+        rc = mdb_dbi_open(wt, db_names[i], MDB_CREATE, &to);
+        if (rc == 0)
+            rc = mdb_cursor_open(rt, be->dbi[i], &cur);
+        MDB_val k, v;
+        int g = rc == 0 ? mdb_cursor_get(cur, &k, &v, MDB_FIRST) : rc;
+        /* keys come in order: appending fills every page */
+        for (; g == 0 && rc == 0; g = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+            rc = mdb_put(wt, to, &k, &v, MDB_APPEND);
+        if (rc == 0 && g != MDB_NOTFOUND)
+            rc = g;
+        if (cur != NULL)
+            mdb_cursor_close(cur);
+    }
+    if (wt != NULL) {
+        if (rc == 0)
+            rc = mdb_txn_commit(wt);
+        else
+            mdb_txn_abort(wt);
+    }
+    if (rt != NULL)
+        mdb_txn_abort(rt);
+    if (rc == 0)
+        rc = mdb_env_sync(dst, 1);
+    if (dst != NULL)
+        mdb_env_close(dst);
+    if (rc != 0) {
+        unlink(path);
+        char lock[1100];
+        snprintf(lock, sizeof(lock), "%s-lock", path);
+        unlink(lock);
+        return backend_err(rc);
+    }
+    char lock[1100];
+    snprintf(lock, sizeof(lock), "%s-lock", path);
+    unlink(lock);
+    return 0;
+}
+

@@ -62,6 +62,14 @@ void backend_close(backend *be);
  * -errno, QERR_STORAGE (then |be| has no environment: close it). */
 int backend_replace_file(backend *be, const char *path);
 
+/* backend_rewrite_copy writes every database, record by record in key
+ * order, into a new environment file |path| (synced), so each page is as
+ * full as it can be: a defragmentation that also packs the half-empty pages
+ * deletions leave (mdb_env_copy2's compaction only drops free pages), like
+ * etcd's bbolt defrag. Reads one consistent snapshot; writers go on. May
+ * run on any thread. Errors: QERR_STORAGE, QERR_NO_SPACE, -errno. */
+int backend_rewrite_copy(backend *be, const char *path);
+
 MDB_env *backend_env(backend *be);
 MDB_dbi backend_dbi(backend *be, enum backend_db db);
 

@@ -9,8 +9,9 @@
  * sent, as etcd 3.4 does (no response header, as 3.4). The file is LMDB's format, not bbolt's:
  * `etcdctl snapshot save` stores it, `etcdctl snapshot status/restore` cannot read it.
  *
- * Defragment: mdb_env_copy2 with MDB_CP_COMPACT to a temp file next to
- * data.mdb, fsync, then the backend swaps it in under the same store (it
+ * Defragment: every record rewritten in key order into a temp file next to
+ * data.mdb (backend_rewrite_copy: full pages, as etcd's bbolt defrag), then
+ * the backend swaps it in under the same store (it
  * needs backend_replace_file and mvcc_release_reads; see defragment()). It
  * blocks the loop for the copy, and logs how long it took. */
 #include "server/server_int.h"
@@ -213,16 +214,6 @@ static void on_alarm(grpc_call *call, const uint8_t *msg, size_t len)
 
 /* ---- Defragment ---- */
 
-static int fsync_path(const char *path, int flags)
-{
-    int fd = open(path, flags | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    int rv = fsync(fd) == 0 ? 0 : -errno;
-    close(fd);
-    return rv;
-}
-
 /* defragment rewrites the database compactly and swaps it in. */
 static int defragment(struct server *s)
 {
@@ -231,13 +222,11 @@ static int defragment(struct server *s)
     unlink(tmp);
     server_flush(s);
     server_snapshot_copies_wait(); /* the env is about to be replaced */
-    int rc = mdb_env_copy2(backend_env(s->be), tmp, MDB_CP_COMPACT);
-    if (rc != 0) {
-        log_error("maintenance", "defragment: copying to %s failed: %s", tmp, mdb_strerror(rc));
-        unlink(tmp);
-        return QERR_STORAGE;
+    int rv = backend_rewrite_copy(s->be, tmp);
+    if (rv != 0) {
+        log_error("maintenance", "defragment: copying to %s failed: %s", tmp, q_strerror(rv));
+        return rv;
     }
-    int rv = fsync_path(tmp, O_RDONLY);
     if (rv == 0) {
         /* the spare read txns belong to the old environment */
         mvcc_release_reads(s->kv);
