@@ -589,7 +589,9 @@ Test(kvstore, read_txn_is_a_snapshot)
     cr_assert_eq(mvcc_read_range(r, S("a"), NULL, 0, &o, collect, &g, &res), QERR_FUTURE_REV);
     mvcc_read_end(r);
 
-    /* a read begun while a batch is open sees the last commit only */
+    /* a read begun while a batch is open goes through the batch: it sees
+     * what the batch applied, at the current revision (the server answers
+     * writes before their batch commits) */
     mvcc_txn *t;
     cr_assert_eq(mvcc_batch_begin(s), 0);
     cr_assert_eq(mvcc_txn_begin(s, &t), 0);
@@ -598,10 +600,18 @@ Test(kvstore, read_txn_is_a_snapshot)
     cr_assert_eq(mvcc_read_begin(s, &r), 0);
     memset(&g, 0, sizeof(g));
     cr_assert_eq(mvcc_read_range(r, (const uint8_t *)"", 0, FROM_KEY, NULL, collect, &g, &res), 0);
-    cr_assert_eq(res.rev, 4);
-    cr_assert_eq(g.n, 2);
+    cr_assert_eq(res.rev, 5);
+    cr_assert_eq(g.n, 3);
+    cr_assert_str_eq(g.val[2], "3");
     mvcc_read_end(r);
     cr_assert_eq(mvcc_batch_commit(s), 0);
+    /* and after the commit, a read txn of its own sees the same */
+    cr_assert_eq(mvcc_read_begin(s, &r), 0);
+    memset(&g, 0, sizeof(g));
+    cr_assert_eq(mvcc_read_range(r, (const uint8_t *)"", 0, FROM_KEY, NULL, collect, &g, &res), 0);
+    cr_assert_eq(res.rev, 5);
+    cr_assert_eq(g.n, 3);
+    mvcc_read_end(r);
 }
 
 Test(kvstore, compaction_removes_superseded_revisions)
