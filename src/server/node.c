@@ -1232,6 +1232,8 @@ int server_node_start(struct server *s)
         struct raft_storage rs;
         wal_state_storage(&st, &rs);
         rs.applied = s->applied_index < rs.hs.commit ? s->applied_index : rs.hs.commit;
+        s->synced_term = rs.hs.term; /* what the WAL already holds */
+        s->synced_vote = rs.hs.vote;
         if (rs.snapshot != NULL && rs.applied < rs.snapshot->index) {
             log_error("server", "the store is at index %llu, behind the snapshot at %llu",
                       (unsigned long long)s->applied_index, (unsigned long long)rs.snapshot->index);

@@ -527,6 +527,7 @@ static void on_handle_closed(uv_handle_t *h)
     struct server *s = h->data;
     if (--s->closing > 0)
         return;
+    server_flush(s); /* nothing may have reopened a batch, but be sure */
     server_snapshot_copies_wait(); /* worker threads reading the store */
     lessor_close(s->leases);
     watch_hub_free(s->watches);
