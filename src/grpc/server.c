@@ -1088,6 +1088,12 @@ int grpc_server_new(uv_loop_t *loop, const struct grpc_method *methods, size_t n
     if (nghttp2_option_new(&srv->opt) != 0)
         goto fail;
     nghttp2_option_set_no_closed_streams(srv->opt, 1);
+    /* nghttp2's HTTP checks refuse an :authority like "http://127.0.0.1:2379",
+     * which grpc-go sends when etcdctl is given endpoints with a scheme
+     * (as `--cluster` does with the client URLs); Go's server, and so etcd,
+     * accepts it. The checks gRPC needs (:method POST, content-type, :path)
+     * are made here on the headers themselves. */
+    nghttp2_option_set_no_http_messaging(srv->opt, 1);
 
     if (uv_prepare_init(loop, &srv->prepare) != 0)
         goto fail;

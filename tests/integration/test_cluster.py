@@ -146,6 +146,14 @@ def case_a_every_member_serves():
                     and {s["header"]["member_id"] for s in st.values()} == ids)
         wait_for(agree, what="one leader and term on every member")
         print("  statuses (member id, leader, term): %s" % seen["st"])
+        # --cluster asks every member at its client URL, scheme included
+        # (grpc-go then sends ":authority: http://..."; nghttp2's checks
+        # refused that before)
+        for cmd in (["endpoint", "status", "--cluster"], ["endpoint", "health", "--cluster"]):
+            r = c.etcdctl(0, *cmd)
+            out = r.stdout + r.stderr
+            check(all(m.client_url in out for m in c.members),
+                  "%s misses a member: %s" % (" ".join(cmd), out))
 
 
 # -- b ------------------------------------------------------------------------
