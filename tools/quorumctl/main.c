@@ -1,9 +1,11 @@
 /* tools/quorumctl/main.c: quorum's admin and user CLI, with etcdctl's
  * command names and flags (--endpoints, -w simple|json|table).
  *
- * Built so far: the offline snapshot commands (snapshot status, snapshot
- * restore). The commands that talk to a cluster come with the C client
- * library (api/); until then etcdctl 3.4 does them against quorum. */
+ * The online commands are built on the C client library
+ * (api/quorum/client.h): kv.c (put, get, del, txn, watch, compaction) and
+ * admin.c (lease, member, endpoint, defrag, alarm, move-leader, snapshot
+ * save, lock, elect); snapshot.c holds the offline snapshot status and
+ * restore. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,28 @@ static void usage(FILE *f)
     fprintf(f, "usage: quorumctl [global flags] <command> [args]\n"
                "\n"
                "commands:\n"
+               "  put [--lease=<hex>] [--prev-kv] <key> [value]\n"
+               "  get [--prefix|--from-key] [--rev=N] [--limit=N] [--keys-only]\n"
+               "      [--print-value-only] [--consistency=l|s] [--sort-by=KEY|CREATE|MODIFY|"
+               "VALUE|VERSION]\n"
+               "      [--order=ASCEND|DESCEND] <key> [range_end]\n"
+               "  del [--prefix|--from-key] [--prev-kv] <key> [range_end]\n"
+               "  txn [-i]                           compares, blank line, success ops, blank "
+               "line,\n"
+               "                                     failure ops, blank line (from stdin)\n"
+               "  watch [--prefix] [--rev=N] [--prev-kv] <key> [range_end]\n"
+               "  lease grant <ttl> | revoke <id> | timetolive <id> [--keys] | list |\n"
+               "        keep-alive [--once] <id>\n"
+               "  member list | add <name> --peer-urls=<urls> [--learner] | remove <id> |\n"
+               "         update <id> --peer-urls=<urls> | promote <id>\n"
+               "  endpoint status|health|hashkv [--cluster] [--rev=N (hashkv)]\n"
+               "  compaction [--physical] <rev>\n"
+               "  defrag [--cluster]\n"
+               "  alarm list | disarm\n"
+               "  move-leader <member id>\n"
+               "  lock [--ttl=10] <name> [command args...]\n"
+               "  elect [--ttl=60] <name> <proposal> | elect -l <name>\n"
+               "  snapshot save <file>               stream a member's database into a file\n"
                "  snapshot status <file>             hash, revision, keys and size of a "
                "snapshot file\n"
                "  snapshot restore <file> --data-dir <dir> [--name ...] [--skip-hash-check]\n"
@@ -87,6 +111,73 @@ static const char *flag_value(int argc, char **argv, int *i, const char *lng, co
     return NULL;
 }
 
+/* parse_duration reads a Go duration ("5s", "500ms", "1m30s") into ms */
+static int parse_duration(const char *s, unsigned *out)
+{
+    double total = 0;
+    const char *p = s;
+    if (*p == '\0')
+        return -1;
+    while (*p) {
+        char *end;
+        double v = strtod(p, &end);
+        if (end == p)
+            return -1;
+        p = end;
+        double mul;
+        if (strncmp(p, "ms", 2) == 0) {
+            mul = 1;
+            p += 2;
+        } else if (strncmp(p, "us", 2) == 0 || strncmp(p, "µs", 3) == 0) {
+            mul = 0.001;
+            p += p[0] == 'u' ? 2 : 3;
+        } else if (strncmp(p, "ns", 2) == 0) {
+            mul = 0.000001;
+            p += 2;
+        } else if (*p == 's') {
+            mul = 1000;
+            p++;
+        } else if (*p == 'm') {
+            mul = 60000;
+            p++;
+        } else if (*p == 'h') {
+            mul = 3600000;
+            p++;
+        } else {
+            return -1;
+        }
+        total += v * mul;
+    }
+    *out = total < 1 ? 1 : (unsigned)total;
+    return 0;
+}
+
+static int bad_duration(const char *v, const char *flag)
+{
+    fprintf(stderr, "Error: invalid argument \"%s\" for \"--%s\" flag: time: invalid duration %s\n",
+            v, flag, v);
+    return 1;
+}
+
+static const struct {
+    const char *name;
+    int (*fn)(struct ctl *, int, char **);
+} commands[] = {
+    {"put", cmd_put},         {"get", cmd_get},         {"del", cmd_del},
+    {"txn", cmd_txn},         {"watch", cmd_watch},     {"compaction", cmd_compaction},
+    {"lease", cmd_lease},     {"member", cmd_member},   {"endpoint", cmd_endpoint},
+    {"defrag", cmd_defrag},   {"alarm", cmd_alarm},     {"move-leader", cmd_move_leader},
+    {"lock", cmd_lock},       {"elect", cmd_elect},
+};
+
+static int (*find_command(const char *name))(struct ctl *, int, char **)
+{
+    for (size_t k = 0; k < sizeof(commands) / sizeof(commands[0]); k++)
+        if (strcmp(commands[k].name, name) == 0)
+            return commands[k].fn;
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     struct ctl ctl = {.endpoints = "127.0.0.1:2379", .format = CTL_SIMPLE,
@@ -112,9 +203,12 @@ int main(int argc, char **argv)
                 fprintf(stderr, "Error: unsupported output format %s\n", v);
                 return 1;
             }
-        } else if (flag_value(argc, argv, &i, "command-timeout", NULL) != NULL ||
-                   flag_value(argc, argv, &i, "dial-timeout", NULL) != NULL) {
-            /* accepted; used by the commands that talk to a cluster */
+        } else if ((v = flag_value(argc, argv, &i, "command-timeout", NULL)) != NULL) {
+            if (parse_duration(v, &ctl.command_timeout_ms) < 0)
+                return bad_duration(v, "command-timeout");
+        } else if ((v = flag_value(argc, argv, &i, "dial-timeout", NULL)) != NULL) {
+            if (parse_duration(v, &ctl.dial_timeout_ms) < 0)
+                return bad_duration(v, "dial-timeout");
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage(stdout);
             return 0;
@@ -123,6 +217,7 @@ int main(int argc, char **argv)
         }
     }
     int ret;
+    int (*cmd)(struct ctl *, int, char **);
     if (nrest >= 1 && strcmp(rest[0], "version") == 0) {
         printf("quorumctl version: %s\nAPI version: 3.4\n", QUORUMCTL_VERSION);
         ret = 0;
@@ -132,6 +227,11 @@ int main(int argc, char **argv)
     } else if (nrest >= 2 && strcmp(rest[0], "snapshot") == 0 &&
                strcmp(rest[1], "restore") == 0) {
         ret = cmd_snapshot_restore(&ctl, nrest - 2, rest + 2);
+    } else if (nrest >= 2 && strcmp(rest[0], "snapshot") == 0 &&
+               strcmp(rest[1], "save") == 0) {
+        ret = cmd_snapshot_save(&ctl, nrest - 2, rest + 2);
+    } else if (nrest >= 1 && (cmd = find_command(rest[0])) != NULL) {
+        ret = cmd(&ctl, nrest - 1, rest + 1);
     } else {
         if (nrest > 0)
             fprintf(stderr, "Error: unknown command \"%s\"\n", rest[0]);

@@ -1,0 +1,1240 @@
+/* tools/quorumctl/admin.c: lease, member, endpoint, defrag, alarm,
+ * move-leader, snapshot save, lock and elect, with etcdctl 3.4's flags,
+ * output and errors. */
+#include "quorumctl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/sha256.h"
+
+static void unknown_flag(const char *a)
+{
+    if (a[0] == '-' && a[1] != '\0')
+        ctl_die(CTL_EXIT_ERROR, "unknown flag: %s", a);
+}
+
+static int64_t lease_arg(const char *s)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 16);
+    if (errno || *end || end == s)
+        ctl_die(CTL_EXIT_BAD_ARGS, "bad lease ID arg (strconv.ParseInt: parsing \"%s\": invalid "
+                                   "syntax), expecting ID in Hex", s);
+    return v;
+}
+
+static uint64_t member_arg(const char *s)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 16);
+    if (errno || *end || end == s || *s == '-')
+        ctl_die(CTL_EXIT_BAD_ARGS, "bad member ID arg (strconv.ParseUint: parsing \"%s\": "
+                                   "invalid syntax), expecting ID in Hex", s);
+    return v;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* go_duration formats seconds as Go's time.Duration.String() */
+static void go_duration(double sec, char *out, size_t cap)
+{
+    long long ns = (long long)(sec * 1e9);
+    if (ns < 1000)
+        snprintf(out, cap, "%lldns", ns);
+    else if (ns < 1000000)
+        snprintf(out, cap, "%gµs", (double)ns / 1e3);
+    else if (ns < 1000000000)
+        snprintf(out, cap, "%.9gms", (double)ns / 1e6);
+    else
+        snprintf(out, cap, "%.9gs", (double)ns / 1e9);
+}
+
+static int call_failed(int rc, const struct qc_status *st)
+{
+    ctl_fail(rc, st);
+    return CTL_EXIT_ERROR;
+}
+
+/* ---- lease ---- */
+
+static int lease_keepalive(struct ctl *ctl, qc_client *c, int64_t id, bool once)
+{
+    qc_stream *s;
+    struct qc_status st;
+    int rc = qc_stream_open(c, QC_METHOD_LEASE_KEEPALIVE, &s);
+    if (rc < 0)
+        return call_failed(rc, &st);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    Etcdserverpb__LeaseKeepAliveRequest req = ETCDSERVERPB__LEASE_KEEP_ALIVE_REQUEST__INIT;
+    req.id = id;
+    for (;;) {
+        rc = qc_stream_send(s, &req.base);
+        Etcdserverpb__LeaseKeepAliveResponse *r = NULL;
+        if (rc == 0)
+            rc = qc_stream_recv(s, &etcdserverpb__lease_keep_alive_response__descriptor,
+                                (ProtobufCMessage **)&r, (int)ctl->command_timeout_ms, &st);
+        if (rc == 1) {
+            rc = QC_ESTATUS;
+        }
+        if (rc < 0) {
+            qc_stream_free(s);
+            if (once) {
+                ctl_fail(rc, &st);
+                return CTL_EXIT_BAD_CONNECTION;
+            }
+            break;
+        }
+        if (r->ttl <= 0) {
+            protobuf_c_message_free_unpacked(&r->base, NULL);
+            qc_stream_free(s);
+            if (once)
+                ctl_die(CTL_EXIT_BAD_CONNECTION, "etcdserver: requested lease not found");
+            break;
+        }
+        if (ctl->format == CTL_JSON) {
+            ctl_json_header_fields(stdout, r->header);
+            printf("%s\"ID\":%lld,\"TTL\":%lld}\n", r->header ? "," : "", (long long)r->id,
+                   (long long)r->ttl);
+        } else
+            printf("lease %016llx keepalived with TTL(%lld)\n", (unsigned long long)r->id,
+                   (long long)r->ttl);
+        int64_t ttl = r->ttl;
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+        if (once) {
+            qc_stream_free(s);
+            return 0;
+        }
+        /* clientv3 sends a keep-alive every TTL/3 */
+        double wait = (double)ttl / 3.0;
+        if (wait < 0.5)
+            wait = 0.5;
+        struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
+        nanosleep(&ts, NULL);
+    }
+    if (ctl->format == CTL_SIMPLE)
+        printf("lease %016llx expired or revoked.\n", (unsigned long long)id);
+    return 0;
+}
+
+int cmd_lease(struct ctl *ctl, int argc, char **argv)
+{
+    if (argc < 1)
+        ctl_die(CTL_EXIT_BAD_ARGS, "lease needs a subcommand: grant, revoke, timetolive, list, "
+                                   "keep-alive");
+    const char *sub = argv[0];
+    bool keys = false, once = false, b;
+    char *pos[4];
+    int np = 0;
+    for (int i = 1; i < argc; i++) {
+        if (ctl_bool(argv[i], "keys", &b))
+            keys = b;
+        else if (ctl_bool(argv[i], "once", &b))
+            once = b;
+        else {
+            unknown_flag(argv[i]);
+            if (np < 4)
+                pos[np] = argv[i];
+            np++;
+        }
+    }
+    if (ctl->format == CTL_TABLE)
+        ctl_die(CTL_EXIT_BAD_FEATURE, "table not supported as output format");
+    struct qc_status st;
+    int rc;
+    if (strcmp(sub, "grant") == 0) {
+        if (np != 1)
+            ctl_die(CTL_EXIT_BAD_ARGS, "lease grant command needs TTL argument");
+        char *end;
+        long long ttl = strtoll(pos[0], &end, 10);
+        if (*end || end == pos[0])
+            ctl_die(CTL_EXIT_BAD_ARGS, "bad TTL (strconv.ParseInt: parsing \"%s\": invalid "
+                                       "syntax)", pos[0]);
+        qc_client *c = ctl_connect(ctl);
+        Etcdserverpb__LeaseGrantResponse *r;
+        if ((rc = qc_lease_grant(c, ttl, 0, &r, &st)) < 0)
+            ctl_die(CTL_EXIT_ERROR, "failed to grant lease (%s)", st.message);
+        if (ctl->format == CTL_JSON) {
+            ctl_json_header_fields(stdout, r->header);
+            printf("%s\"ID\":%lld,\"TTL\":%lld,\"Error\":", r->header ? "," : "",
+                   (long long)r->id, (long long)r->ttl);
+            ctl_json_string(stdout, r->error ? r->error : "");
+            printf("}\n");
+        } else
+            printf("lease %016llx granted with TTL(%llds)\n", (unsigned long long)r->id,
+                   (long long)r->ttl);
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+        qc_close(c);
+        return 0;
+    }
+    if (strcmp(sub, "revoke") == 0) {
+        if (np != 1)
+            ctl_die(CTL_EXIT_BAD_ARGS, "lease revoke command needs 1 argument");
+        int64_t id = lease_arg(pos[0]);
+        qc_client *c = ctl_connect(ctl);
+        Etcdserverpb__LeaseRevokeResponse *r;
+        if ((rc = qc_lease_revoke(c, id, &r, &st)) < 0) {
+            char t[512];
+            ctl_errtext(rc, &st, t, sizeof(t));
+            ctl_die(CTL_EXIT_ERROR, "failed to revoke lease (%s)", t);
+        }
+        if (ctl->format == CTL_JSON)
+            ctl_print_json(&r->base);
+        else
+            printf("lease %016llx revoked\n", (unsigned long long)id);
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+        qc_close(c);
+        return 0;
+    }
+    if (strcmp(sub, "timetolive") == 0) {
+        if (np != 1)
+            ctl_die(CTL_EXIT_BAD_ARGS, "lease timetolive command needs lease ID as argument");
+        int64_t id = lease_arg(pos[0]);
+        qc_client *c = ctl_connect(ctl);
+        Etcdserverpb__LeaseTimeToLiveResponse *r;
+        if ((rc = qc_lease_timetolive(c, id, keys, &r, &st)) < 0)
+            return call_failed(rc, &st);
+        if (ctl->format == CTL_JSON) {
+            /* clientv3.LeaseTimeToLiveResponse */
+            ctl_json_header_fields(stdout, r->header);
+            printf("%s\"id\":%lld,\"ttl\":%lld,\"granted-ttl\":%lld,\"keys\":",
+                   r->header ? "," : "", (long long)r->id, (long long)r->ttl,
+                   (long long)r->grantedttl);
+            if (r->n_keys == 0) {
+                printf("null");
+            } else {
+                putchar('[');
+                for (size_t i = 0; i < r->n_keys; i++) {
+                    printf("%s\"", i ? "," : "");
+                    ctl_json_b64(stdout, r->keys[i].data, r->keys[i].len);
+                    printf("\"");
+                }
+                putchar(']');
+            }
+            printf("}\n");
+        } else if (r->grantedttl == 0 && r->ttl == -1) {
+            printf("lease %016llx already expired\n", (unsigned long long)r->id);
+        } else {
+            printf("lease %016llx granted with TTL(%llds), remaining(%llds)",
+                   (unsigned long long)r->id, (long long)r->grantedttl, (long long)r->ttl);
+            if (keys) {
+                printf(", attached keys([");
+                for (size_t i = 0; i < r->n_keys; i++) {
+                    if (i)
+                        putchar(' ');
+                    fwrite(r->keys[i].data, 1, r->keys[i].len, stdout);
+                }
+                printf("])");
+            }
+            putchar('\n');
+        }
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+        qc_close(c);
+        return 0;
+    }
+    if (strcmp(sub, "list") == 0) {
+        if (np != 0)
+            ctl_die(CTL_EXIT_BAD_ARGS, "lease list command does not accept arguments");
+        qc_client *c = ctl_connect(ctl);
+        Etcdserverpb__LeaseLeasesResponse *r;
+        if ((rc = qc_lease_leases(c, &r, &st)) < 0) {
+            char t[512];
+            ctl_errtext(rc, &st, t, sizeof(t));
+            ctl_die(CTL_EXIT_ERROR, "failed to list leases (%s)", t);
+        }
+        if (ctl->format == CTL_JSON) {
+            /* clientv3.LeaseLeasesResponse: Leases []LeaseStatus `json:"leases"` */
+            ctl_json_header_fields(stdout, r->header);
+            printf("%s\"leases\":", r->header ? "," : "");
+            if (r->n_leases == 0)
+                printf("null");
+            else {
+                putchar('[');
+                for (size_t i = 0; i < r->n_leases; i++)
+                    printf("%s{\"id\":%lld}", i ? "," : "", (long long)r->leases[i]->id);
+                putchar(']');
+            }
+            printf("}\n");
+        } else {
+            printf("found %zu leases\n", r->n_leases);
+            for (size_t i = 0; i < r->n_leases; i++)
+                printf("%016llx\n", (unsigned long long)r->leases[i]->id);
+        }
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+        qc_close(c);
+        return 0;
+    }
+    if (strcmp(sub, "keep-alive") == 0) {
+        if (np != 1)
+            ctl_die(CTL_EXIT_BAD_ARGS, "lease keep-alive command needs lease ID as argument");
+        int64_t id = lease_arg(pos[0]);
+        qc_client *c = ctl_connect(ctl);
+        int ret = lease_keepalive(ctl, c, id, once);
+        qc_close(c);
+        return ret;
+    }
+    ctl_die(CTL_EXIT_BAD_ARGS, "unknown command \"%s\" for \"quorumctl lease\"", sub);
+}
+
+/* ---- member ---- */
+
+static void member_rows(const Etcdserverpb__MemberListResponse *r, char ****rows_out)
+{
+    char ***rows = calloc(r->n_members + 1, sizeof(char **));
+    for (size_t i = 0; i < r->n_members; i++) {
+        const Etcdserverpb__Member *m = r->members[i];
+        char **row = calloc(6, sizeof(char *));
+        char b[32];
+        snprintf(b, sizeof(b), "%llx", (unsigned long long)m->id);
+        row[0] = strdup(b);
+        row[1] = strdup(m->name && *m->name ? "started" : "unstarted");
+        row[2] = strdup(m->name ? m->name : "");
+        size_t cap = 1;
+        for (size_t k = 0; k < m->n_peerurls; k++)
+            cap += strlen(m->peerurls[k]) + 1;
+        row[3] = calloc(1, cap);
+        for (size_t k = 0; k < m->n_peerurls; k++) {
+            if (k)
+                strcat(row[3], ",");
+            strcat(row[3], m->peerurls[k]);
+        }
+        cap = 1;
+        for (size_t k = 0; k < m->n_clienturls; k++)
+            cap += strlen(m->clienturls[k]) + 1;
+        row[4] = calloc(1, cap);
+        for (size_t k = 0; k < m->n_clienturls; k++) {
+            if (k)
+                strcat(row[4], ",");
+            strcat(row[4], m->clienturls[k]);
+        }
+        row[5] = strdup(m->islearner ? "true" : "false");
+        rows[i] = row;
+    }
+    *rows_out = rows;
+}
+
+static int member_list(struct ctl *ctl, qc_client *c)
+{
+    Etcdserverpb__MemberListResponse *r;
+    struct qc_status st;
+    int rc = qc_member_list(c, &r, &st);
+    if (rc < 0)
+        return call_failed(rc, &st);
+    if (ctl->format == CTL_JSON) {
+        ctl_print_json(&r->base);
+    } else {
+        char ***rows;
+        member_rows(r, &rows);
+        if (ctl->format == CTL_TABLE) {
+            static const char *hdr[] = {"ID", "Status", "Name", "Peer Addrs", "Client Addrs",
+                                        "Is Learner"};
+            ctl_table(6, hdr, (int)r->n_members, rows);
+        } else {
+            for (size_t i = 0; i < r->n_members; i++)
+                printf("%s, %s, %s, %s, %s, %s\n", rows[i][0], rows[i][1], rows[i][2],
+                       rows[i][3], rows[i][4], rows[i][5]);
+        }
+    }
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+    return 0;
+}
+
+static size_t split_urls(const char *s, char ***out)
+{
+    struct ctl tmp = {.endpoints = s};
+    return ctl_endpoints(&tmp, out);
+}
+
+int cmd_member(struct ctl *ctl, int argc, char **argv)
+{
+    if (argc < 1)
+        ctl_die(CTL_EXIT_BAD_ARGS, "member needs a subcommand: list, add, remove, update, "
+                                   "promote");
+    const char *sub = argv[0];
+    const char *peer_urls = NULL;
+    bool learner = false, b;
+    char *pos[4];
+    int np = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        if ((v = ctl_flag(argc, argv, &i, "peer-urls")) != NULL)
+            peer_urls = v;
+        else if (ctl_bool(argv[i], "learner", &b))
+            learner = b;
+        else {
+            unknown_flag(argv[i]);
+            if (np < 4)
+                pos[np] = argv[i];
+            np++;
+        }
+    }
+    struct qc_status st;
+    int rc;
+    if (strcmp(sub, "list") == 0) {
+        qc_client *c = ctl_connect(ctl);
+        int ret = member_list(ctl, c);
+        qc_close(c);
+        return ret;
+    }
+    if (ctl->format == CTL_TABLE)
+        ctl_die(CTL_EXIT_BAD_FEATURE, "table not supported as output format");
+    if (strcmp(sub, "add") == 0) {
+        if (np < 1)
+            ctl_die(CTL_EXIT_BAD_ARGS, "member name not provided");
+        if (np > 1)
+            ctl_die(CTL_EXIT_BAD_ARGS, "too many arguments");
+        if (peer_urls == NULL || *peer_urls == '\0')
+            ctl_die(CTL_EXIT_BAD_ARGS, "member peer urls not provided");
+        char **urls;
+        size_t n = split_urls(peer_urls, &urls);
+        qc_client *c = ctl_connect(ctl);
+        Etcdserverpb__MemberAddResponse *r;
+        if ((rc = qc_member_add(c, (const char *const *)urls, n, learner, &r, &st)) < 0)
+            return call_failed(rc, &st);
+        if (ctl->format == CTL_JSON) {
+            ctl_print_json(&r->base);
+        } else {
+            /* etcdctl 3.4 says "added to" for a learner too */
+            printf("Member %16llx added to cluster %16llx\n", (unsigned long long)r->member->id,
+                   (unsigned long long)r->header->cluster_id);
+            uint64_t new_id = r->member->id;
+            Etcdserverpb__MemberListResponse *l;
+            if ((rc = qc_member_list(c, &l, &st)) < 0)
+                return call_failed(rc, &st);
+            printf("\nETCD_NAME=\"%s\"\nETCD_INITIAL_CLUSTER=\"", pos[0]);
+            int first = 1;
+            for (size_t i = 0; i < l->n_members; i++) {
+                const Etcdserverpb__Member *m = l->members[i];
+                for (size_t k = 0; k < m->n_peerurls; k++) {
+                    printf("%s%s=%s", first ? "" : ",", m->id == new_id ? pos[0] : m->name,
+                           m->peerurls[k]);
+                    first = 0;
+                }
+            }
+            printf("\"\nETCD_INITIAL_ADVERTISE_PEER_URLS=\"");
+            for (size_t i = 0; i < n; i++)
+                printf("%s%s", i ? "," : "", urls[i]);
+            printf("\"\nETCD_INITIAL_CLUSTER_STATE=\"existing\"\n");
+            protobuf_c_message_free_unpacked(&l->base, NULL);
+        }
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+        qc_close(c);
+        return 0;
+    }
+    if (strcmp(sub, "remove") == 0 || strcmp(sub, "promote") == 0 ||
+        strcmp(sub, "update") == 0) {
+        if (np != 1)
+            ctl_die(CTL_EXIT_BAD_ARGS, "member ID is not provided");
+        uint64_t id = member_arg(pos[0]);
+        qc_client *c = ctl_connect(ctl);
+        ProtobufCMessage *r = NULL;
+        const char *verb;
+        if (strcmp(sub, "remove") == 0) {
+            rc = qc_member_remove(c, id, (Etcdserverpb__MemberRemoveResponse **)&r, &st);
+            verb = "removed from";
+        } else if (strcmp(sub, "promote") == 0) {
+            rc = qc_member_promote(c, id, (Etcdserverpb__MemberPromoteResponse **)&r, &st);
+            verb = "promoted in";
+        } else {
+            if (peer_urls == NULL || *peer_urls == '\0')
+                ctl_die(CTL_EXIT_BAD_ARGS, "member peer urls not provided");
+            char **urls;
+            size_t n = split_urls(peer_urls, &urls);
+            rc = qc_member_update(c, id, (const char *const *)urls, n,
+                                  (Etcdserverpb__MemberUpdateResponse **)&r, &st);
+            verb = "updated in";
+        }
+        if (rc < 0)
+            return call_failed(rc, &st);
+        /* every one of these responses starts with its header */
+        Etcdserverpb__ResponseHeader *h = ((Etcdserverpb__MemberRemoveResponse *)r)->header;
+        if (ctl->format == CTL_JSON)
+            ctl_print_json(r);
+        else
+            printf("Member %16llx %s cluster %16llx\n", (unsigned long long)id, verb,
+                   (unsigned long long)(h ? h->cluster_id : 0));
+        protobuf_c_message_free_unpacked(r, NULL);
+        qc_close(c);
+        return 0;
+    }
+    ctl_die(CTL_EXIT_BAD_ARGS, "unknown command \"%s\" for \"quorumctl member\"", sub);
+}
+
+/* ---- endpoint ---- */
+
+/* endpoint_list: --endpoints, or with --cluster every member's client URLs */
+static size_t endpoint_list(struct ctl *ctl, bool cluster, char ***out)
+{
+    if (!cluster)
+        return ctl_endpoints(ctl, out);
+    qc_client *c = ctl_connect(ctl);
+    Etcdserverpb__MemberListResponse *r;
+    struct qc_status st;
+    int rc = qc_member_list(c, &r, &st);
+    if (rc < 0) {
+        ctl_fail(rc, &st);
+        exit(CTL_EXIT_ERROR);
+    }
+    size_t n = 0;
+    char **v = NULL;
+    for (size_t i = 0; i < r->n_members; i++)
+        for (size_t k = 0; k < r->members[i]->n_clienturls; k++) {
+            v = realloc(v, (n + 1) * sizeof(char *));
+            v[n++] = strdup(r->members[i]->clienturls[k]);
+        }
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+    qc_close(c);
+    *out = v;
+    return n;
+}
+
+static int endpoint_status(struct ctl *ctl, char **eps, size_t n)
+{
+    Etcdserverpb__StatusResponse **rs = calloc(n, sizeof(*rs));
+    int ret = 0;
+    size_t ok = 0;
+    char **good = calloc(n, sizeof(char *));
+    for (size_t i = 0; i < n; i++) {
+        qc_client *c = ctl_connect_one(ctl, eps[i]);
+        struct qc_status st;
+        Etcdserverpb__StatusResponse *r;
+        int rc = qc_maint_status(c, &r, &st);
+        qc_close(c);
+        if (rc < 0) {
+            char t[512];
+            ctl_errtext(rc, &st, t, sizeof(t));
+            fprintf(stderr, "Failed to get the status of endpoint %s (%s)\n", eps[i], t);
+            ret = CTL_EXIT_ERROR;
+            continue;
+        }
+        good[ok] = eps[i];
+        rs[ok++] = r;
+    }
+    if (ctl->format == CTL_JSON) {
+        /* []epStatus{Ep string `json:"Endpoint"`; Resp *StatusResponse `json:"Status"`} */
+        putchar('[');
+        for (size_t i = 0; i < ok; i++) {
+            if (i)
+                putchar(',');
+            printf("{\"Endpoint\":");
+            ctl_json_string(stdout, good[i]);
+            printf(",\"Status\":");
+            ctl_json_message(stdout, &rs[i]->base);
+            putchar('}');
+        }
+        printf("]\n");
+    } else {
+        char ***rows = calloc(ok + 1, sizeof(char **));
+        for (size_t i = 0; i < ok; i++) {
+            Etcdserverpb__StatusResponse *r = rs[i];
+            char **row = calloc(10, sizeof(char *));
+            char b[64];
+            uint64_t mid = r->header ? r->header->member_id : 0;
+            row[0] = good[i];
+            snprintf(b, sizeof(b), "%llx", (unsigned long long)mid);
+            row[1] = strdup(b);
+            row[2] = r->version ? r->version : "";
+            ctl_humanize((uint64_t)r->dbsize, b, sizeof(b));
+            row[3] = strdup(b);
+            row[4] = r->leader == mid ? "true" : "false";
+            row[5] = r->islearner ? "true" : "false";
+            snprintf(b, sizeof(b), "%llu", (unsigned long long)r->raftterm);
+            row[6] = strdup(b);
+            snprintf(b, sizeof(b), "%llu", (unsigned long long)r->raftindex);
+            row[7] = strdup(b);
+            snprintf(b, sizeof(b), "%llu", (unsigned long long)r->raftappliedindex);
+            row[8] = strdup(b);
+            size_t cap = 1;
+            for (size_t k = 0; k < r->n_errors; k++)
+                cap += strlen(r->errors[k]) + 2;
+            row[9] = calloc(1, cap);
+            for (size_t k = 0; k < r->n_errors; k++) {
+                if (k)
+                    strcat(row[9], ", ");
+                strcat(row[9], r->errors[k]);
+            }
+            rows[i] = row;
+        }
+        if (ctl->format == CTL_TABLE) {
+            static const char *hdr[] = {"endpoint",   "ID",        "version",
+                                        "db size",    "is leader", "is learner",
+                                        "raft term",  "raft index", "raft applied index",
+                                        "errors"};
+            ctl_table(10, hdr, (int)ok, rows);
+        } else {
+            for (size_t i = 0; i < ok; i++) {
+                for (int k = 0; k < 10; k++)
+                    printf("%s%s", k ? ", " : "", rows[i][k]);
+                putchar('\n');
+            }
+        }
+    }
+    for (size_t i = 0; i < ok; i++)
+        protobuf_c_message_free_unpacked(&rs[i]->base, NULL);
+    if (ret)
+        fprintf(stderr, "Error: %s\n", "failed to get the status of some endpoints");
+    return ret;
+}
+
+static int endpoint_health(struct ctl *ctl, char **eps, size_t n)
+{
+    char **took = calloc(n, sizeof(char *)), **err = calloc(n, sizeof(char *));
+    bool *healthy = calloc(n, sizeof(bool));
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *e1[1] = {eps[i]};
+        struct qc_options o = {.endpoints = e1, .n_endpoints = 1,
+                               .dial_timeout_ms = (int)ctl->dial_timeout_ms,
+                               .call_timeout_ms = (int)ctl->command_timeout_ms};
+        qc_client *c = NULL;
+        struct qc_status st;
+        double t0 = now_s();
+        int rc = qc_connect(&o, &c, &st);
+        if (rc == 0) {
+            /* etcdctl: a linearizable get of "health"; PermissionDenied counts as healthy */
+            rc = qc_get(c, "health", 6, NULL, NULL, &st);
+            if (rc == QC_ESTATUS && st.code == QC_PERMISSION_DENIED)
+                rc = 0;
+        }
+        char b[512];
+        go_duration(now_s() - t0, b, sizeof(b));
+        took[i] = strdup(b);
+        if (rc == 0) {
+            Etcdserverpb__AlarmResponse *a;
+            if (qc_maint_alarm(c, ETCDSERVERPB__ALARM_REQUEST__ALARM_ACTION__GET, 0,
+                               ETCDSERVERPB__ALARM_TYPE__NONE, &a, &st) == 0) {
+                if (a->n_alarms > 0) {
+                    char eb[256] = "Active Alarm(s): ";
+                    for (size_t k = 0; k < a->n_alarms; k++) {
+                        if (k)
+                            strcat(eb, ", ");
+                        strcat(eb, a->alarms[k]->alarm == ETCDSERVERPB__ALARM_TYPE__NOSPACE
+                                       ? "NOSPACE"
+                                       : a->alarms[k]->alarm == ETCDSERVERPB__ALARM_TYPE__CORRUPT
+                                       ? "CORRUPT"
+                                       : "NONE");
+                    }
+                    err[i] = strdup(eb);
+                }
+                protobuf_c_message_free_unpacked(&a->base, NULL);
+            }
+            healthy[i] = err[i] == NULL;
+        } else {
+            ctl_errtext(rc, &st, b, sizeof(b));
+            err[i] = strdup(b);
+        }
+        if (!healthy[i])
+            bad = 1;
+        qc_close(c);
+    }
+    if (ctl->format == CTL_JSON) {
+        putchar('[');
+        for (size_t i = 0; i < n; i++) {
+            printf("%s{\"endpoint\":", i ? "," : "");
+            ctl_json_string(stdout, eps[i]);
+            printf(",\"health\":%s,\"took\":", healthy[i] ? "true" : "false");
+            ctl_json_string(stdout, took[i]);
+            if (err[i]) {
+                printf(",\"error\":");
+                ctl_json_string(stdout, err[i]);
+            }
+            putchar('}');
+        }
+        printf("]\n");
+    } else if (ctl->format == CTL_TABLE) {
+        char ***rows = calloc(n + 1, sizeof(char **));
+        for (size_t i = 0; i < n; i++) {
+            rows[i] = calloc(4, sizeof(char *));
+            rows[i][0] = eps[i];
+            rows[i][1] = healthy[i] ? "true" : "false";
+            rows[i][2] = took[i];
+            rows[i][3] = err[i] ? err[i] : "";
+        }
+        static const char *hdr[] = {"endpoint", "health", "took", "error"};
+        ctl_table(4, hdr, (int)n, rows);
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            if (healthy[i])
+                fprintf(stderr, "%s is healthy: successfully committed proposal: took = %s\n",
+                        eps[i], took[i]);
+            else
+                fprintf(stderr, "%s is unhealthy: failed to commit proposal: %s\n", eps[i],
+                        err[i]);
+        }
+    }
+    fflush(stdout);
+    if (bad)
+        ctl_die(CTL_EXIT_ERROR, "unhealthy cluster");
+    return 0;
+}
+
+static int endpoint_hashkv(struct ctl *ctl, char **eps, size_t n, int64_t rev)
+{
+    Etcdserverpb__HashKVResponse **rs = calloc(n, sizeof(*rs));
+    for (size_t i = 0; i < n; i++) {
+        qc_client *c = ctl_connect_one(ctl, eps[i]);
+        struct qc_status st;
+        int rc = qc_maint_hashkv(c, rev, &rs[i], &st);
+        qc_close(c);
+        if (rc < 0) {
+            char t[512];
+            ctl_errtext(rc, &st, t, sizeof(t));
+            fprintf(stderr, "Failed to get the hash of endpoint %s (%s)\n", eps[i], t);
+            ctl_die(CTL_EXIT_ERROR, "failed to get the hash of some endpoints");
+        }
+    }
+    if (ctl->format == CTL_JSON) {
+        putchar('[');
+        for (size_t i = 0; i < n; i++) {
+            printf("%s{\"Endpoint\":", i ? "," : "");
+            ctl_json_string(stdout, eps[i]);
+            printf(",\"HashKV\":");
+            ctl_json_message(stdout, &rs[i]->base);
+            putchar('}');
+        }
+        printf("]\n");
+    } else if (ctl->format == CTL_TABLE) {
+        char ***rows = calloc(n + 1, sizeof(char **));
+        for (size_t i = 0; i < n; i++) {
+            rows[i] = calloc(2, sizeof(char *));
+            rows[i][0] = eps[i];
+            char b[32];
+            snprintf(b, sizeof(b), "%u", rs[i]->hash);
+            rows[i][1] = strdup(b);
+        }
+        static const char *hdr[] = {"endpoint", "hash"};
+        ctl_table(2, hdr, (int)n, rows);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            printf("%s, %u\n", eps[i], rs[i]->hash);
+    }
+    return 0;
+}
+
+int cmd_endpoint(struct ctl *ctl, int argc, char **argv)
+{
+    if (argc < 1)
+        ctl_die(CTL_EXIT_BAD_ARGS, "endpoint needs a subcommand: status, health, hashkv");
+    bool cluster = false, b;
+    int64_t rev = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        if (ctl_bool(argv[i], "cluster", &b))
+            cluster = b;
+        else if ((v = ctl_flag(argc, argv, &i, "rev")) != NULL)
+            rev = strtoll(v, NULL, 10);
+        else {
+            unknown_flag(argv[i]);
+            ctl_die(CTL_EXIT_BAD_ARGS, "too many arguments");
+        }
+    }
+    char **eps;
+    size_t n = endpoint_list(ctl, cluster, &eps);
+    if (strcmp(argv[0], "status") == 0)
+        return endpoint_status(ctl, eps, n);
+    if (strcmp(argv[0], "health") == 0)
+        return endpoint_health(ctl, eps, n);
+    if (strcmp(argv[0], "hashkv") == 0)
+        return endpoint_hashkv(ctl, eps, n, rev);
+    ctl_die(CTL_EXIT_BAD_ARGS, "unknown command \"%s\" for \"quorumctl endpoint\"", argv[0]);
+}
+
+/* ---- defrag, alarm, move-leader ---- */
+
+int cmd_defrag(struct ctl *ctl, int argc, char **argv)
+{
+    bool cluster = false, b;
+    for (int i = 0; i < argc; i++) {
+        if (ctl_bool(argv[i], "cluster", &b))
+            cluster = b;
+        else {
+            unknown_flag(argv[i]);
+            ctl_die(CTL_EXIT_BAD_ARGS, "defrag command does not accept arguments");
+        }
+    }
+    char **eps;
+    size_t n = endpoint_list(ctl, cluster, &eps);
+    int failed = 0;
+    for (size_t i = 0; i < n; i++) {
+        qc_client *c = ctl_connect_one(ctl, eps[i]);
+        struct qc_status st;
+        int rc = qc_maint_defragment(c, (int)ctl->command_timeout_ms, NULL, &st);
+        qc_close(c);
+        if (rc < 0) {
+            char t[512];
+            ctl_errtext(rc, &st, t, sizeof(t));
+            fprintf(stderr, "Failed to defragment etcd member[%s] (%s)\n", eps[i], t);
+            failed = 1;
+        } else {
+            printf("Finished defragmenting etcd member[%s]\n", eps[i]);
+        }
+    }
+    return failed ? CTL_EXIT_ERROR : 0;
+}
+
+static void print_alarms(struct ctl *ctl, Etcdserverpb__AlarmResponse *r)
+{
+    if (ctl->format == CTL_JSON) {
+        ctl_print_json(&r->base);
+        return;
+    }
+    for (size_t i = 0; i < r->n_alarms; i++) {
+        /* %+v of *pb.AlarmMember: the proto text format */
+        const char *a = r->alarms[i]->alarm == ETCDSERVERPB__ALARM_TYPE__NOSPACE ? "NOSPACE"
+                        : r->alarms[i]->alarm == ETCDSERVERPB__ALARM_TYPE__CORRUPT ? "CORRUPT"
+                                                                                   : "NONE";
+        printf("memberID:%llu alarm:%s \n", (unsigned long long)r->alarms[i]->memberid, a);
+    }
+}
+
+int cmd_alarm(struct ctl *ctl, int argc, char **argv)
+{
+    if (argc != 1)
+        ctl_die(CTL_EXIT_BAD_ARGS, "alarm needs one subcommand: list or disarm");
+    if (ctl->format == CTL_TABLE)
+        ctl_die(CTL_EXIT_BAD_FEATURE, "table not supported as output format");
+    qc_client *c = ctl_connect(ctl);
+    struct qc_status st;
+    Etcdserverpb__AlarmResponse *r;
+    int rc;
+    if (strcmp(argv[0], "list") == 0) {
+        rc = qc_maint_alarm(c, ETCDSERVERPB__ALARM_REQUEST__ALARM_ACTION__GET, 0,
+                            ETCDSERVERPB__ALARM_TYPE__NONE, &r, &st);
+    } else if (strcmp(argv[0], "disarm") == 0) {
+        /* clientv3 AlarmDisarm with an empty member: list, then deactivate each */
+        Etcdserverpb__AlarmResponse *l;
+        rc = qc_maint_alarm(c, ETCDSERVERPB__ALARM_REQUEST__ALARM_ACTION__GET, 0,
+                            ETCDSERVERPB__ALARM_TYPE__NONE, &l, &st);
+        if (rc < 0)
+            return call_failed(rc, &st);
+        r = l;
+        for (size_t i = 0; i < l->n_alarms; i++) {
+            Etcdserverpb__AlarmResponse *d;
+            rc = qc_maint_alarm(c, ETCDSERVERPB__ALARM_REQUEST__ALARM_ACTION__DEACTIVATE,
+                                l->alarms[i]->memberid, l->alarms[i]->alarm, &d, &st);
+            if (rc < 0)
+                return call_failed(rc, &st);
+            protobuf_c_message_free_unpacked(&d->base, NULL);
+        }
+    } else {
+        ctl_die(CTL_EXIT_BAD_ARGS, "unknown command \"%s\" for \"quorumctl alarm\"", argv[0]);
+    }
+    if (rc < 0)
+        return call_failed(rc, &st);
+    print_alarms(ctl, r);
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+    qc_close(c);
+    return 0;
+}
+
+int cmd_move_leader(struct ctl *ctl, int argc, char **argv)
+{
+    if (argc != 1)
+        ctl_die(CTL_EXIT_BAD_ARGS, "move-leader command needs 1 argument");
+    char *end;
+    errno = 0;
+    unsigned long long target = strtoull(argv[0], &end, 16);
+    if (errno || *end || end == argv[0])
+        ctl_die(CTL_EXIT_BAD_ARGS, "strconv.ParseUint: parsing \"%s\": invalid syntax", argv[0]);
+    char **eps;
+    size_t n = ctl_endpoints(ctl, &eps);
+    qc_client *leader = NULL;
+    uint64_t leader_id = 0;
+    for (size_t i = 0; i < n && leader == NULL; i++) {
+        qc_client *c = ctl_connect_one(ctl, eps[i]);
+        struct qc_status st;
+        Etcdserverpb__StatusResponse *r;
+        int rc = qc_maint_status(c, &r, &st);
+        if (rc < 0)
+            return call_failed(rc, &st);
+        if (r->header && r->header->member_id == r->leader) {
+            leader = c;
+            leader_id = r->leader;
+        } else {
+            qc_close(c);
+        }
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+    }
+    if (leader == NULL) {
+        fprintf(stderr, "Error: no leader endpoint given at [");
+        for (size_t i = 0; i < n; i++)
+            fprintf(stderr, "%s%s", i ? " " : "", eps[i]);
+        fprintf(stderr, "]\n");
+        return CTL_EXIT_BAD_ARGS;
+    }
+    struct qc_status st;
+    int rc = qc_maint_move_leader(leader, target, NULL, &st);
+    if (rc < 0)
+        return call_failed(rc, &st);
+    printf("Leadership transferred from %llx to %llx\n", (unsigned long long)leader_id, target);
+    qc_close(leader);
+    return 0;
+}
+
+/* ---- snapshot save ---- */
+
+static void progress(uint64_t done, uint64_t total)
+{
+    char a[32], b[32];
+    ctl_humanize(done, a, sizeof(a));
+    ctl_humanize(total, b, sizeof(b));
+    int width = 30, fill = total ? (int)(done * (uint64_t)width / total) : width;
+    if (fill > width)
+        fill = width;
+    fprintf(stderr, "\rsaving [%.*s%*s] %3d%% %s / %s", fill, "##############################",
+            width - fill, "", total ? (int)(done * 100 / total) : 100, a, b);
+    fflush(stderr);
+}
+
+int cmd_snapshot_save(struct ctl *ctl, int argc, char **argv)
+{
+    if (argc != 1)
+        ctl_die(CTL_EXIT_BAD_ARGS, "snapshot save expects one argument");
+    char **eps;
+    size_t n = ctl_endpoints(ctl, &eps);
+    if (n != 1) {
+        fprintf(stderr, "Error: snapshot must be requested to one selected node, not multiple [");
+        for (size_t i = 0; i < n; i++)
+            fprintf(stderr, "%s%s", i ? " " : "", eps[i]);
+        fprintf(stderr, "]\n");
+        return CTL_EXIT_INTERRUPTED; /* etcdctl 3.4 exits 5 here */
+    }
+    const char *path = argv[0];
+    char part[4096];
+    snprintf(part, sizeof(part), "%s.part", path);
+    int fd = open(part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        ctl_die(CTL_EXIT_ERROR, "could not open %s (%s)", part, strerror(errno));
+    bool tty = isatty(2);
+    qc_client *c = ctl_connect_one(ctl, eps[0]);
+    qc_stream *s;
+    struct qc_status st;
+    int rc = qc_stream_open(c, QC_METHOD_SNAPSHOT, &s);
+    Etcdserverpb__SnapshotRequest req = ETCDSERVERPB__SNAPSHOT_REQUEST__INIT;
+    if (rc == 0)
+        rc = qc_stream_send(s, &req.base);
+    if (rc == 0)
+        rc = qc_stream_close_send(s);
+    struct sha256 h;
+    sha256_init(&h);
+    uint64_t done = 0, total = 0;
+    /* the last message's blob is the digest; hash every blob but the last */
+    Etcdserverpb__SnapshotResponse *held = NULL;
+    for (; rc == 0;) {
+        Etcdserverpb__SnapshotResponse *r;
+        rc = qc_stream_recv(s, &etcdserverpb__snapshot_response__descriptor,
+                            (ProtobufCMessage **)&r, (int)(ctl->command_timeout_ms * 6), &st);
+        if (rc != 0)
+            break;
+        if (held) {
+            sha256_update(&h, held->blob.data, held->blob.len);
+            protobuf_c_message_free_unpacked(&held->base, NULL);
+        }
+        if (write(fd, r->blob.data, r->blob.len) != (ssize_t)r->blob.len) {
+            unlink(part);
+            ctl_die(CTL_EXIT_IO, "could not write %s (%s)", part, strerror(errno));
+        }
+        done += r->blob.len;
+        if (total == 0)
+            total = done + r->remaining_bytes;
+        if (tty)
+            progress(done, total);
+        held = r;
+    }
+    qc_stream_free(s);
+    qc_close(c);
+    if (tty)
+        fputc('\n', stderr);
+    if (rc != 1 || st.code != 0) {
+        close(fd);
+        unlink(part);
+        if (rc == 1)
+            rc = QC_ESTATUS;
+        ctl_fail(rc, &st);
+        return CTL_EXIT_ERROR;
+    }
+    uint8_t sum[32];
+    sha256_final(&h, sum);
+    if (held == NULL || held->blob.len != 32 || memcmp(held->blob.data, sum, 32) != 0) {
+        close(fd);
+        unlink(part);
+        ctl_die(CTL_EXIT_ERROR, "snapshot's sha256 does not match the data received");
+    }
+    protobuf_c_message_free_unpacked(&held->base, NULL);
+    if (fsync(fd) != 0 || close(fd) != 0 || rename(part, path) != 0) {
+        unlink(part);
+        ctl_die(CTL_EXIT_IO, "could not save %s (%s)", path, strerror(errno));
+    }
+    printf("Snapshot saved at %s\n", path);
+    return 0;
+}
+
+/* ---- sessions for lock and elect: a lease kept alive by a thread ---- */
+
+struct session {
+    qc_client *c;
+    int64_t lease;
+    int64_t ttl;
+    pthread_t thread;
+    volatile int lost;
+};
+
+static void *session_loop(void *arg)
+{
+    struct session *ss = arg;
+    qc_stream *s = NULL;
+    Etcdserverpb__LeaseKeepAliveRequest req = ETCDSERVERPB__LEASE_KEEP_ALIVE_REQUEST__INIT;
+    req.id = ss->lease;
+    for (;;) {
+        struct timespec ts = {ss->ttl / 3 > 0 ? ss->ttl / 3 : 1, 0};
+        nanosleep(&ts, NULL);
+        struct qc_status st;
+        if (s == NULL && qc_stream_open(ss->c, QC_METHOD_LEASE_KEEPALIVE, &s) < 0)
+            continue;
+        Etcdserverpb__LeaseKeepAliveResponse *r = NULL;
+        int rc = qc_stream_send(s, &req.base);
+        if (rc == 0)
+            rc = qc_stream_recv(s, &etcdserverpb__lease_keep_alive_response__descriptor,
+                                (ProtobufCMessage **)&r, 5000, &st);
+        if (rc != 0) {
+            qc_stream_free(s);
+            s = NULL;
+            continue;
+        }
+        if (r->ttl <= 0)
+            ss->lost = 1;
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+    }
+    return NULL;
+}
+
+static void session_start(struct ctl *ctl, struct session *ss, int64_t ttl)
+{
+    ss->c = ctl_connect(ctl);
+    ss->ttl = ttl;
+    Etcdserverpb__LeaseGrantResponse *g;
+    struct qc_status st;
+    int rc = qc_lease_grant(ss->c, ttl, 0, &g, &st);
+    if (rc < 0) {
+        ctl_fail(rc, &st);
+        exit(CTL_EXIT_ERROR);
+    }
+    ss->lease = g->id;
+    protobuf_c_message_free_unpacked(&g->base, NULL);
+    pthread_create(&ss->thread, NULL, session_loop, ss);
+    pthread_detach(ss->thread);
+}
+
+static void session_end(struct session *ss)
+{
+    qc_lease_revoke(ss->c, ss->lease, NULL, NULL);
+}
+
+static void block_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, set, NULL);
+}
+
+static void print_key(struct ctl *ctl, qc_client *c, const ProtobufCBinaryData *key)
+{
+    Etcdserverpb__RangeResponse *r;
+    struct qc_status st;
+    int rc = qc_get(c, key->data, key->len, NULL, &r, &st);
+    if (rc < 0) {
+        ctl_fail(rc, &st);
+        exit(CTL_EXIT_ERROR);
+    }
+    if (ctl->format == CTL_JSON)
+        ctl_print_json(&r->base);
+    else
+        for (size_t i = 0; i < r->n_kvs; i++)
+            ctl_print_kv(ctl, r->kvs[i]);
+    fflush(stdout);
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+}
+
+int cmd_lock(struct ctl *ctl, int argc, char **argv)
+{
+    int64_t ttl = 10;
+    int i = 0;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        const char *v;
+        if ((v = ctl_flag(argc, argv, &i, "ttl")) != NULL)
+            ttl = strtoll(v, NULL, 10);
+        else if (strcmp(argv[i], "--") == 0) {
+            i++;
+            break;
+        } else
+            unknown_flag(argv[i]);
+    }
+    if (i >= argc)
+        ctl_die(CTL_EXIT_BAD_ARGS, "lock takes a lock name argument and an optional command to "
+                                   "execute");
+    const char *name = argv[i++];
+    if (i < argc && strcmp(argv[i], "--") == 0)
+        i++;
+    sigset_t set;
+    block_signals(&set);
+    struct session ss = {0};
+    session_start(ctl, &ss, ttl);
+    V3lockpb__LockResponse *l;
+    struct qc_status st;
+    int rc = qc_lock(ss.c, name, strlen(name), ss.lease, -1, &l, &st);
+    if (rc < 0) {
+        ctl_fail(rc, &st);
+        return CTL_EXIT_ERROR;
+    }
+    if (i < argc) {
+        char kenv[4096], renv[64];
+        snprintf(kenv, sizeof(kenv), "ETCD_LOCK_KEY=%.*s", (int)l->key.len, l->key.data);
+        snprintf(renv, sizeof(renv), "ETCD_LOCK_REV=%lld",
+                 (long long)(l->header ? l->header->revision : 0));
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+            putenv(kenv);
+            putenv(renv);
+            execvp(argv[i], argv + i);
+            fprintf(stderr, "Error: exec: \"%s\": %s\n", argv[i], strerror(errno));
+            _exit(127);
+        }
+        int ws = 0;
+        waitpid(pid, &ws, 0);
+        qc_unlock(ss.c, l->key.data, l->key.len, NULL, NULL);
+        session_end(&ss);
+        if (WIFEXITED(ws) && WEXITSTATUS(ws) != 0)
+            ctl_die(CTL_EXIT_ERROR, "exit status %d", WEXITSTATUS(ws));
+        if (WIFSIGNALED(ws))
+            ctl_die(CTL_EXIT_ERROR, "signal: %s", strsignal(WTERMSIG(ws)));
+        return 0;
+    }
+    print_key(ctl, ss.c, &l->key);
+    int sig;
+    for (;;) {
+        struct timespec ts = {1, 0};
+        sig = sigtimedwait(&set, NULL, &ts);
+        if (sig > 0)
+            break;
+        if (ss.lost)
+            ctl_die(CTL_EXIT_ERROR, "session expired");
+    }
+    qc_unlock(ss.c, l->key.data, l->key.len, NULL, NULL);
+    session_end(&ss);
+    return 0;
+}
+
+int cmd_elect(struct ctl *ctl, int argc, char **argv)
+{
+    bool listen = false, b;
+    int64_t ttl = 60;
+    char *pos[3];
+    int np = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *v;
+        if (strcmp(argv[i], "-l") == 0)
+            listen = true;
+        else if (ctl_bool(argv[i], "listen", &b))
+            listen = b;
+        else if ((v = ctl_flag(argc, argv, &i, "ttl")) != NULL)
+            ttl = strtoll(v, NULL, 10);
+        else {
+            unknown_flag(argv[i]);
+            if (np < 3)
+                pos[np] = argv[i];
+            np++;
+        }
+    }
+    if (np != 1 && np != 2)
+        ctl_die(CTL_EXIT_BAD_ARGS, "elect takes one election name argument and an optional "
+                                   "proposal argument");
+    if (!listen && np != 2)
+        ctl_die(CTL_EXIT_BAD_ARGS, "no proposal argument but -l not set");
+    if (listen && np != 1)
+        ctl_die(CTL_EXIT_BAD_ARGS, "proposal given but -l is set");
+    const char *name = pos[0];
+    sigset_t set;
+    block_signals(&set);
+    struct qc_status st;
+    int rc;
+    if (listen) {
+        qc_client *c = ctl_connect(ctl);
+        setvbuf(stdout, NULL, _IOLBF, 0);
+        qc_stream *s;
+        V3electionpb__LeaderRequest req = V3ELECTIONPB__LEADER_REQUEST__INIT;
+        req.name.data = (uint8_t *)name;
+        req.name.len = strlen(name);
+        rc = qc_stream_open(c, QC_METHOD_OBSERVE, &s);
+        if (rc == 0)
+            rc = qc_stream_send(s, &req.base);
+        if (rc == 0)
+            rc = qc_stream_close_send(s);
+        while (rc == 0) {
+            V3electionpb__LeaderResponse *r;
+            rc = qc_stream_recv(s, &v3electionpb__leader_response__descriptor,
+                                (ProtobufCMessage **)&r, 500, &st);
+            if (rc == QC_ETIMEDOUT) {
+                struct timespec z = {0, 0};
+                if (sigtimedwait(&set, NULL, &z) > 0)
+                    break;
+                rc = 0;
+                continue;
+            }
+            if (rc != 0)
+                break;
+            if (r->kv) {
+                if (ctl->format == CTL_JSON)
+                    ctl_print_json(&r->base);
+                else
+                    ctl_print_kv(ctl, r->kv);
+            }
+            protobuf_c_message_free_unpacked(&r->base, NULL);
+        }
+        qc_stream_free(s);
+        if (rc != QC_ETIMEDOUT && rc != 0) {
+            if (rc == 1)
+                rc = QC_ESTATUS;
+            ctl_fail(rc, &st);
+            return CTL_EXIT_ERROR;
+        }
+        return 0;
+    }
+    struct session ss = {0};
+    session_start(ctl, &ss, ttl);
+    V3electionpb__CampaignResponse *cr;
+    rc = qc_election_campaign(ss.c, name, strlen(name), ss.lease, pos[1], strlen(pos[1]), -1,
+                              &cr, &st);
+    if (rc < 0) {
+        ctl_fail(rc, &st);
+        return CTL_EXIT_ERROR;
+    }
+    print_key(ctl, ss.c, &cr->leader->key);
+    for (;;) {
+        struct timespec ts = {1, 0};
+        if (sigtimedwait(&set, NULL, &ts) > 0)
+            break;
+        if (ss.lost)
+            ctl_die(CTL_EXIT_ERROR, "elect: session expired");
+    }
+    qc_election_resign(ss.c, cr->leader, NULL, NULL);
+    session_end(&ss);
+    return 0;
+}
