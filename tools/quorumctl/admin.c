@@ -28,8 +28,10 @@ static int64_t lease_arg(const char *s)
     errno = 0;
     long long v = strtoll(s, &end, 16);
     if (errno || *end || end == s)
-        ctl_die(CTL_EXIT_BAD_ARGS, "bad lease ID arg (strconv.ParseInt: parsing \"%s\": invalid "
-                                   "syntax), expecting ID in Hex", s);
+        ctl_die(CTL_EXIT_BAD_ARGS,
+                "bad lease ID arg (strconv.ParseInt: parsing \"%s\": invalid "
+                "syntax), expecting ID in Hex",
+                s);
     return v;
 }
 
@@ -39,8 +41,10 @@ static uint64_t member_arg(const char *s)
     errno = 0;
     unsigned long long v = strtoull(s, &end, 16);
     if (errno || *end || end == s || *s == '-')
-        ctl_die(CTL_EXIT_BAD_ARGS, "bad member ID arg (strconv.ParseUint: parsing \"%s\": "
-                                   "invalid syntax), expecting ID in Hex", s);
+        ctl_die(CTL_EXIT_BAD_ARGS,
+                "bad member ID arg (strconv.ParseUint: parsing \"%s\": "
+                "invalid syntax), expecting ID in Hex",
+                s);
     return v;
 }
 
@@ -163,16 +167,18 @@ int cmd_lease(struct ctl *ctl, int argc, char **argv)
         char *end;
         long long ttl = strtoll(pos[0], &end, 10);
         if (*end || end == pos[0])
-            ctl_die(CTL_EXIT_BAD_ARGS, "bad TTL (strconv.ParseInt: parsing \"%s\": invalid "
-                                       "syntax)", pos[0]);
+            ctl_die(CTL_EXIT_BAD_ARGS,
+                    "bad TTL (strconv.ParseInt: parsing \"%s\": invalid "
+                    "syntax)",
+                    pos[0]);
         qc_client *c = ctl_connect(ctl);
         Etcdserverpb__LeaseGrantResponse *r;
         if ((rc = qc_lease_grant(c, ttl, 0, &r, &st)) < 0)
             ctl_die(CTL_EXIT_ERROR, "failed to grant lease (%s)", st.message);
         if (ctl->format == CTL_JSON) {
             ctl_json_header_fields(stdout, r->header);
-            printf("%s\"ID\":%lld,\"TTL\":%lld,\"Error\":", r->header ? "," : "",
-                   (long long)r->id, (long long)r->ttl);
+            printf("%s\"ID\":%lld,\"TTL\":%lld,\"Error\":", r->header ? "," : "", (long long)r->id,
+                   (long long)r->ttl);
             ctl_json_string(stdout, r->error ? r->error : "");
             printf("}\n");
         } else
@@ -212,9 +218,9 @@ int cmd_lease(struct ctl *ctl, int argc, char **argv)
         if (ctl->format == CTL_JSON) {
             /* clientv3.LeaseTimeToLiveResponse */
             ctl_json_header_fields(stdout, r->header);
-            printf("%s\"id\":%lld,\"ttl\":%lld,\"granted-ttl\":%lld,\"keys\":",
-                   r->header ? "," : "", (long long)r->id, (long long)r->ttl,
-                   (long long)r->grantedttl);
+            printf(
+                "%s\"id\":%lld,\"ttl\":%lld,\"granted-ttl\":%lld,\"keys\":", r->header ? "," : "",
+                (long long)r->id, (long long)r->ttl, (long long)r->grantedttl);
             if (r->n_keys == 0) {
                 printf("null");
             } else {
@@ -341,13 +347,13 @@ static int member_list(struct ctl *ctl, qc_client *c)
         char ***rows;
         member_rows(r, &rows);
         if (ctl->format == CTL_TABLE) {
-            static const char *hdr[] = {"ID", "Status", "Name", "Peer Addrs", "Client Addrs",
-                                        "Is Learner"};
+            static const char *hdr[] = {"ID",         "Status",       "Name",
+                                        "Peer Addrs", "Client Addrs", "Is Learner"};
             ctl_table(6, hdr, (int)r->n_members, rows);
         } else {
             for (size_t i = 0; i < r->n_members; i++)
-                printf("%s, %s, %s, %s, %s, %s\n", rows[i][0], rows[i][1], rows[i][2],
-                       rows[i][3], rows[i][4], rows[i][5]);
+                printf("%s, %s, %s, %s, %s, %s\n", rows[i][0], rows[i][1], rows[i][2], rows[i][3],
+                       rows[i][4], rows[i][5]);
         }
     }
     protobuf_c_message_free_unpacked(&r->base, NULL);
@@ -436,8 +442,7 @@ int cmd_member(struct ctl *ctl, int argc, char **argv)
         qc_close(c);
         return 0;
     }
-    if (strcmp(sub, "remove") == 0 || strcmp(sub, "promote") == 0 ||
-        strcmp(sub, "update") == 0) {
+    if (strcmp(sub, "remove") == 0 || strcmp(sub, "promote") == 0 || strcmp(sub, "update") == 0) {
         if (np != 1)
             ctl_die(CTL_EXIT_BAD_ARGS, "member ID is not provided");
         uint64_t id = member_arg(pos[0]);
@@ -571,9 +576,9 @@ static int endpoint_status(struct ctl *ctl, char **eps, size_t n)
             rows[i] = row;
         }
         if (ctl->format == CTL_TABLE) {
-            static const char *hdr[] = {"endpoint",   "ID",        "version",
-                                        "db size",    "is leader", "is learner",
-                                        "raft term",  "raft index", "raft applied index",
+            static const char *hdr[] = {"endpoint",  "ID",         "version",
+                                        "db size",   "is leader",  "is learner",
+                                        "raft term", "raft index", "raft applied index",
                                         "errors"};
             ctl_table(10, hdr, (int)ok, rows);
         } else {
@@ -598,7 +603,8 @@ static int endpoint_health(struct ctl *ctl, char **eps, size_t n)
     int bad = 0;
     for (size_t i = 0; i < n; i++) {
         const char *e1[1] = {eps[i]};
-        struct qc_options o = {.endpoints = e1, .n_endpoints = 1,
+        struct qc_options o = {.endpoints = e1,
+                               .n_endpoints = 1,
                                .dial_timeout_ms = (int)ctl->dial_timeout_ms,
                                .call_timeout_ms = (int)ctl->command_timeout_ms};
         qc_client *c = NULL;
@@ -625,7 +631,7 @@ static int endpoint_health(struct ctl *ctl, char **eps, size_t n)
                             strcat(eb, ", ");
                         strcat(eb, a->alarms[k]->alarm == ETCDSERVERPB__ALARM_TYPE__NOSPACE
                                        ? "NOSPACE"
-                                       : a->alarms[k]->alarm == ETCDSERVERPB__ALARM_TYPE__CORRUPT
+                                   : a->alarms[k]->alarm == ETCDSERVERPB__ALARM_TYPE__CORRUPT
                                        ? "CORRUPT"
                                        : "NONE");
                     }
@@ -673,8 +679,7 @@ static int endpoint_health(struct ctl *ctl, char **eps, size_t n)
                 fprintf(stderr, "%s is healthy: successfully committed proposal: took = %s\n",
                         eps[i], took[i]);
             else
-                fprintf(stderr, "%s is unhealthy: failed to commit proposal: %s\n", eps[i],
-                        err[i]);
+                fprintf(stderr, "%s is unhealthy: failed to commit proposal: %s\n", eps[i], err[i]);
         }
     }
     fflush(stdout);
@@ -795,7 +800,7 @@ static void print_alarms(struct ctl *ctl, Etcdserverpb__AlarmResponse *r)
     }
     for (size_t i = 0; i < r->n_alarms; i++) {
         /* %+v of *pb.AlarmMember: the proto text format */
-        const char *a = r->alarms[i]->alarm == ETCDSERVERPB__ALARM_TYPE__NOSPACE ? "NOSPACE"
+        const char *a = r->alarms[i]->alarm == ETCDSERVERPB__ALARM_TYPE__NOSPACE   ? "NOSPACE"
                         : r->alarms[i]->alarm == ETCDSERVERPB__ALARM_TYPE__CORRUPT ? "CORRUPT"
                                                                                    : "NONE";
         printf("memberID:%llu alarm:%s \n", (unsigned long long)r->alarms[i]->memberid, a);
@@ -1220,8 +1225,8 @@ int cmd_elect(struct ctl *ctl, int argc, char **argv)
     struct session ss = {0};
     session_start(ctl, &ss, ttl);
     V3electionpb__CampaignResponse *cr;
-    rc = qc_election_campaign(ss.c, name, strlen(name), ss.lease, pos[1], strlen(pos[1]), -1,
-                              &cr, &st);
+    rc = qc_election_campaign(ss.c, name, strlen(name), ss.lease, pos[1], strlen(pos[1]), -1, &cr,
+                              &st);
     if (rc < 0) {
         ctl_fail(rc, &st);
         return CTL_EXIT_ERROR;

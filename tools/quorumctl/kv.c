@@ -51,8 +51,10 @@ static int64_t parse_i64(const char *s, const char *flag)
     errno = 0;
     long long v = strtoll(s, &end, 10);
     if (errno || *end || end == s)
-        ctl_die(CTL_EXIT_ERROR, "invalid argument \"%s\" for \"--%s\" flag: strconv.ParseInt: "
-                                "parsing \"%s\": invalid syntax", s, flag, s);
+        ctl_die(CTL_EXIT_ERROR,
+                "invalid argument \"%s\" for \"--%s\" flag: strconv.ParseInt: "
+                "parsing \"%s\": invalid syntax",
+                s, flag, s);
     return v;
 }
 
@@ -62,8 +64,10 @@ static int64_t parse_lease(const char *s)
     errno = 0;
     long long v = strtoll(s, &end, 16);
     if (errno || *end || end == s)
-        ctl_die(CTL_EXIT_BAD_ARGS, "bad lease ID (strconv.ParseInt: parsing \"%s\": invalid "
-                                   "syntax), expecting ID in Hex", s);
+        ctl_die(CTL_EXIT_BAD_ARGS,
+                "bad lease ID (strconv.ParseInt: parsing \"%s\": invalid "
+                "syntax), expecting ID in Hex",
+                s);
     return v;
 }
 
@@ -331,7 +335,7 @@ int cmd_put(struct ctl *ctl, int argc, char **argv)
     struct qc_status st;
     /* qc_put has no prev_kv/ignore_* options: send the request as built */
     int rc = qc_unary(c, "/etcdserverpb.KV/Put", &req.base, &etcdserverpb__put_response__descriptor,
-                  (ProtobufCMessage **)&resp, &st);
+                      (ProtobufCMessage **)&resp, &st);
     if (rc < 0) {
         ctl_fail(rc, &st);
         return CTL_EXIT_ERROR;
@@ -377,9 +381,9 @@ int cmd_del(struct ctl *ctl, int argc, char **argv)
     qc_client *c = ctl_connect(ctl);
     Etcdserverpb__DeleteRangeResponse *resp;
     struct qc_status st;
-    int rc = qc_unary(c, "/etcdserverpb.KV/DeleteRange", &req.base,
-                      &etcdserverpb__delete_range_response__descriptor,
-                      (ProtobufCMessage **)&resp, &st);
+    int rc =
+        qc_unary(c, "/etcdserverpb.KV/DeleteRange", &req.base,
+                 &etcdserverpb__delete_range_response__descriptor, (ProtobufCMessage **)&resp, &st);
     if (rc < 0) {
         ctl_fail(rc, &st);
         return CTL_EXIT_ERROR;
@@ -512,8 +516,8 @@ static Etcdserverpb__Compare *parse_compare(char *line)
         }
     }
     if (!ok) /* fmt.Sscanf(..., "%q) %s %q") matched fewer than 3 */
-        ctl_die(CTL_EXIT_INVALID_INPUT, "malformed comparison: %s; got %s(\"%s\") %s \"%s\"",
-                orig, target, key, op, val);
+        ctl_die(CTL_EXIT_INVALID_INPUT, "malformed comparison: %s; got %s(\"%s\") %s \"%s\"", orig,
+                target, key, op, val);
     Etcdserverpb__Compare *c = malloc(sizeof(*c));
     etcdserverpb__compare__init(c);
     c->key = bin(key);

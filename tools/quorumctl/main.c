@@ -163,11 +163,11 @@ static const struct {
     const char *name;
     int (*fn)(struct ctl *, int, char **);
 } commands[] = {
-    {"put", cmd_put},         {"get", cmd_get},         {"del", cmd_del},
-    {"txn", cmd_txn},         {"watch", cmd_watch},     {"compaction", cmd_compaction},
-    {"lease", cmd_lease},     {"member", cmd_member},   {"endpoint", cmd_endpoint},
-    {"defrag", cmd_defrag},   {"alarm", cmd_alarm},     {"move-leader", cmd_move_leader},
-    {"lock", cmd_lock},       {"elect", cmd_elect},
+    {"put", cmd_put},       {"get", cmd_get},       {"del", cmd_del},
+    {"txn", cmd_txn},       {"watch", cmd_watch},   {"compaction", cmd_compaction},
+    {"lease", cmd_lease},   {"member", cmd_member}, {"endpoint", cmd_endpoint},
+    {"defrag", cmd_defrag}, {"alarm", cmd_alarm},   {"move-leader", cmd_move_leader},
+    {"lock", cmd_lock},     {"elect", cmd_elect},
 };
 
 static int (*find_command(const char *name))(struct ctl *, int, char **)
@@ -180,8 +180,10 @@ static int (*find_command(const char *name))(struct ctl *, int, char **)
 
 int main(int argc, char **argv)
 {
-    struct ctl ctl = {.endpoints = "127.0.0.1:2379", .format = CTL_SIMPLE,
-                      .command_timeout_ms = 5000, .dial_timeout_ms = 2000};
+    struct ctl ctl = {.endpoints = "127.0.0.1:2379",
+                      .format = CTL_SIMPLE,
+                      .command_timeout_ms = 5000,
+                      .dial_timeout_ms = 2000};
     int i = 1;
     /* global flags come first or among the command's own: take them out */
     char **rest = calloc((size_t)argc + 1, sizeof(char *));
@@ -221,14 +223,11 @@ int main(int argc, char **argv)
     if (nrest >= 1 && strcmp(rest[0], "version") == 0) {
         printf("quorumctl version: %s\nAPI version: 3.4\n", QUORUMCTL_VERSION);
         ret = 0;
-    } else if (nrest >= 2 && strcmp(rest[0], "snapshot") == 0 &&
-               strcmp(rest[1], "status") == 0) {
+    } else if (nrest >= 2 && strcmp(rest[0], "snapshot") == 0 && strcmp(rest[1], "status") == 0) {
         ret = cmd_snapshot_status(&ctl, nrest - 2, rest + 2);
-    } else if (nrest >= 2 && strcmp(rest[0], "snapshot") == 0 &&
-               strcmp(rest[1], "restore") == 0) {
+    } else if (nrest >= 2 && strcmp(rest[0], "snapshot") == 0 && strcmp(rest[1], "restore") == 0) {
         ret = cmd_snapshot_restore(&ctl, nrest - 2, rest + 2);
-    } else if (nrest >= 2 && strcmp(rest[0], "snapshot") == 0 &&
-               strcmp(rest[1], "save") == 0) {
+    } else if (nrest >= 2 && strcmp(rest[0], "snapshot") == 0 && strcmp(rest[1], "save") == 0) {
         ret = cmd_snapshot_save(&ctl, nrest - 2, rest + 2);
     } else if (nrest >= 1 && (cmd = find_command(rest[0])) != NULL) {
         ret = cmd(&ctl, nrest - 1, rest + 1);

@@ -9,7 +9,7 @@ enum ctl_format { CTL_SIMPLE, CTL_JSON, CTL_TABLE };
 
 /* The global flags (etcdctl's names). */
 struct ctl {
-    const char *endpoints; /* --endpoints, comma-separated */
+    const char *endpoints;  /* --endpoints, comma-separated */
     enum ctl_format format; /* -w, --write-out */
     unsigned command_timeout_ms;
     unsigned dial_timeout_ms;
@@ -31,7 +31,7 @@ struct ctl {
 #define CTL_EXIT_BAD_ARGS 128
 
 /* util.c */
-qc_client *ctl_connect(struct ctl *ctl);                  /* all endpoints, failover */
+qc_client *ctl_connect(struct ctl *ctl);                     /* all endpoints, failover */
 qc_client *ctl_connect_one(struct ctl *ctl, const char *ep); /* exits on failure */
 size_t ctl_endpoints(struct ctl *ctl, char ***out);
 void ctl_errtext(int rc, const struct qc_status *st, char *out, size_t cap);

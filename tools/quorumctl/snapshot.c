@@ -79,8 +79,7 @@ static int check_file(const char *path, bool verify, int *fd_out, uint64_t *db_l
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || st.st_size < PAGE) {
-        snprintf(err, errlen, "%s is not a snapshot (%lld bytes)", path,
-                 (long long)st.st_size);
+        snprintf(err, errlen, "%s is not a snapshot (%lld bytes)", path, (long long)st.st_size);
         close(fd);
         return -EINVAL;
     }

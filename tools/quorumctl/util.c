@@ -15,7 +15,8 @@
 qc_client *ctl_connect_one(struct ctl *ctl, const char *ep)
 {
     const char *eps[1] = {ep};
-    struct qc_options o = {.endpoints = eps, .n_endpoints = 1,
+    struct qc_options o = {.endpoints = eps,
+                           .n_endpoints = 1,
                            .dial_timeout_ms = (int)ctl->dial_timeout_ms,
                            .call_timeout_ms = (int)ctl->command_timeout_ms};
     qc_client *c = NULL;
@@ -48,7 +49,8 @@ qc_client *ctl_connect(struct ctl *ctl)
 {
     char **eps;
     size_t n = ctl_endpoints(ctl, &eps);
-    struct qc_options o = {.endpoints = (const char *const *)eps, .n_endpoints = n,
+    struct qc_options o = {.endpoints = (const char *const *)eps,
+                           .n_endpoints = n,
                            .dial_timeout_ms = (int)ctl->dial_timeout_ms,
                            .call_timeout_ms = (int)ctl->command_timeout_ms};
     qc_client *c = NULL;
@@ -63,10 +65,11 @@ qc_client *ctl_connect(struct ctl *ctl)
 
 static const char *code_name(int code)
 {
-    static const char *n[] = {"OK", "Canceled", "Unknown", "InvalidArgument", "DeadlineExceeded",
-                              "NotFound", "AlreadyExists", "PermissionDenied", "ResourceExhausted",
-                              "FailedPrecondition", "Aborted", "OutOfRange", "Unimplemented",
-                              "Internal", "Unavailable", "DataLoss", "Unauthenticated"};
+    static const char *n[] = {
+        "OK",       "Canceled",       "Unknown",          "InvalidArgument",   "DeadlineExceeded",
+        "NotFound", "AlreadyExists",  "PermissionDenied", "ResourceExhausted", "FailedPrecondition",
+        "Aborted",  "OutOfRange",     "Unimplemented",    "Internal",          "Unavailable",
+        "DataLoss", "Unauthenticated"};
     return code >= 0 && code <= 16 ? n[code] : "Unknown";
 }
 
