@@ -326,77 +326,70 @@ static int unsupported_table(struct ctl *ctl)
     return 0;
 }
 
-int cmd_put(struct ctl *ctl, int argc, char **argv)
+/* kv_call sends |req| to |method| and prints the answer as etcdctl does:
+ * JSON with -w json, else |print| (no table printer, as etcdctl's KV
+ * commands, which find that out after the request). */
+typedef void (*kv_printer)(struct ctl *ctl, const ProtobufCMessage *resp);
+
+static int kv_call(struct ctl *ctl, const char *method, const ProtobufCMessage *req,
+                   const ProtobufCMessageDescriptor *resp_desc, kv_printer print)
 {
-    Etcdserverpb__PutRequest req;
-    build_put(argc, argv, &req, false);
     qc_client *c = ctl_connect(ctl);
-    Etcdserverpb__PutResponse *resp;
+    ProtobufCMessage *resp = NULL;
     struct qc_status st;
-    /* qc_put has no prev_kv/ignore_* options: send the request as built */
-    int rc = qc_unary(c, "/etcdserverpb.KV/Put", &req.base, &etcdserverpb__put_response__descriptor,
-                      (ProtobufCMessage **)&resp, &st);
+    int rc = qc_unary(c, method, req, resp_desc, &resp, &st);
     if (rc < 0) {
         ctl_fail(rc, &st);
         return CTL_EXIT_ERROR;
     }
-    /* etcdctl does the request, then finds no table printer */
     unsupported_table(ctl);
     if (ctl->format == CTL_JSON)
-        ctl_print_json(&resp->base);
+        ctl_print_json(resp);
     else
-        print_put(ctl, resp);
-    protobuf_c_message_free_unpacked(&resp->base, NULL);
+        print(ctl, resp);
+    protobuf_c_message_free_unpacked(resp, NULL);
     qc_close(c);
     return 0;
+}
+
+static void put_printer(struct ctl *ctl, const ProtobufCMessage *r)
+{
+    print_put(ctl, (const Etcdserverpb__PutResponse *)r);
+}
+
+static void get_printer(struct ctl *ctl, const ProtobufCMessage *r)
+{
+    print_get(ctl, (const Etcdserverpb__RangeResponse *)r);
+}
+
+static void del_printer(struct ctl *ctl, const ProtobufCMessage *r)
+{
+    print_del(ctl, (const Etcdserverpb__DeleteRangeResponse *)r);
+}
+
+int cmd_put(struct ctl *ctl, int argc, char **argv)
+{
+    Etcdserverpb__PutRequest req;
+    build_put(argc, argv, &req, false);
+    /* qc_put has no prev_kv/ignore_* options: send the request as built */
+    return kv_call(ctl, "/etcdserverpb.KV/Put", &req.base, &etcdserverpb__put_response__descriptor,
+                   put_printer);
 }
 
 int cmd_get(struct ctl *ctl, int argc, char **argv)
 {
     Etcdserverpb__RangeRequest req;
     build_get(ctl, argc, argv, &req);
-    qc_client *c = ctl_connect(ctl);
-    Etcdserverpb__RangeResponse *resp;
-    struct qc_status st;
-    int rc = qc_range(c, &req, &resp, &st);
-    if (rc < 0) {
-        ctl_fail(rc, &st);
-        return CTL_EXIT_ERROR;
-    }
-    /* etcdctl does the request, then finds no table printer */
-    unsupported_table(ctl);
-    if (ctl->format == CTL_JSON)
-        ctl_print_json(&resp->base);
-    else
-        print_get(ctl, resp);
-    protobuf_c_message_free_unpacked(&resp->base, NULL);
-    qc_close(c);
-    return 0;
+    return kv_call(ctl, "/etcdserverpb.KV/Range", &req.base,
+                   &etcdserverpb__range_response__descriptor, get_printer);
 }
 
 int cmd_del(struct ctl *ctl, int argc, char **argv)
 {
     Etcdserverpb__DeleteRangeRequest req;
     build_del(argc, argv, &req);
-    qc_client *c = ctl_connect(ctl);
-    Etcdserverpb__DeleteRangeResponse *resp;
-    struct qc_status st;
-    int rc =
-        qc_unary(c, "/etcdserverpb.KV/DeleteRange", &req.base,
-                 &etcdserverpb__delete_range_response__descriptor, (ProtobufCMessage **)&resp, &st);
-    if (rc < 0) {
-        ctl_fail(rc, &st);
-        return CTL_EXIT_ERROR;
-    }
-    /* etcdctl does the request, then finds no table printer */
-    unsupported_table(ctl);
-    if (ctl->format == CTL_JSON)
-        ctl_print_json(&resp->base);
-    else
-        print_del(ctl, resp);
-    protobuf_c_message_free_unpacked(&resp->base, NULL);
-    qc_close(c);
-    return 0;
+    return kv_call(ctl, "/etcdserverpb.KV/DeleteRange", &req.base,
+                   &etcdserverpb__delete_range_response__descriptor, del_printer);
 }
 
 /* ---- txn ---- */
@@ -631,6 +624,11 @@ static void print_txn(struct ctl *ctl, const Etcdserverpb__TxnResponse *r)
     }
 }
 
+static void txn_printer(struct ctl *ctl, const ProtobufCMessage *r)
+{
+    print_txn(ctl, (const Etcdserverpb__TxnResponse *)r);
+}
+
 int cmd_txn(struct ctl *ctl, int argc, char **argv)
 {
     bool interactive = false, b;
@@ -654,23 +652,8 @@ int cmd_txn(struct ctl *ctl, int argc, char **argv)
     if (interactive)
         printf("failure requests (get, put, del):\n");
     req.n_failure = read_section(stdin, false, ctl, (void ***)&req.failure);
-    qc_client *c = ctl_connect(ctl);
-    Etcdserverpb__TxnResponse *resp;
-    struct qc_status st;
-    int rc = qc_txn(c, &req, &resp, &st);
-    if (rc < 0) {
-        ctl_fail(rc, &st);
-        return CTL_EXIT_ERROR;
-    }
-    /* etcdctl does the request, then finds no table printer */
-    unsupported_table(ctl);
-    if (ctl->format == CTL_JSON)
-        ctl_print_json(&resp->base);
-    else
-        print_txn(ctl, resp);
-    protobuf_c_message_free_unpacked(&resp->base, NULL);
-    qc_close(c);
-    return 0;
+    return kv_call(ctl, "/etcdserverpb.KV/Txn", &req.base, &etcdserverpb__txn_response__descriptor,
+                   txn_printer);
 }
 
 /* ---- watch ---- */
