@@ -64,8 +64,26 @@ struct lease_fwd {
     grpc_call *call;
     int64_t id;
     bool renew, keys;
+    bool finish_call; /* the client half-closed: end the stream after this */
     uint64_t deadline;
 };
+
+static bool call_has_fwd(struct server *s, grpc_call *call)
+{
+    for (struct lease_fwd *f = s->lease_fwds; f != NULL; f = f->next)
+        if (f->call == call)
+            return true;
+    return false;
+}
+
+/* after_fwd ends a keep-alive stream whose client half-closed once its
+ * last forwarded request is answered (etcd answers each request before it
+ * reads the end of the stream). */
+static void after_fwd(struct server *s, grpc_call *call, bool finish_call)
+{
+    if (finish_call && !call_has_fwd(s, call))
+        grpc_call_finish(call, GRPC_STATUS_OK, NULL);
+}
 
 static int forward(struct server *s, grpc_call *call, int64_t id, bool renew, bool keys)
 {
@@ -147,7 +165,10 @@ void server_lease_on_response(struct server *s, const struct raft_msg *m)
         else
             reply_time_to_live(s, f->call, f->id, f->keys, !m->reject, (int64_t)m->index,
                                (int64_t)m->commit);
+        grpc_call *call = f->call;
+        bool fin = f->finish_call;
         free(f);
+        after_fwd(s, call, fin);
         return;
     }
 }
@@ -164,7 +185,10 @@ void server_lease_expire_fwds(struct server *s, uint64_t now)
         /* a lost keep-alive goes unanswered: the client sends the next */
         if (!f->renew)
             server_reply_error(f->call, QERR_TIMEOUT);
+        grpc_call *call = f->call;
+        bool fin = f->renew && f->finish_call;
         free(f);
+        after_fwd(s, call, fin);
     }
 }
 
@@ -214,7 +238,15 @@ static void on_keep_alive(grpc_call *call, const uint8_t *msg, size_t len)
 
 static void on_keep_alive_end(grpc_call *call)
 {
-    grpc_call_finish(call, GRPC_STATUS_OK, NULL);
+    struct server *s = server_of(call);
+    bool pending = false;
+    for (struct lease_fwd *f = s->lease_fwds; f != NULL; f = f->next)
+        if (f->call == call) {
+            f->finish_call = true; /* answered first, then the end */
+            pending = true;
+        }
+    if (!pending)
+        grpc_call_finish(call, GRPC_STATUS_OK, NULL);
 }
 
 struct key_out {

@@ -243,7 +243,8 @@ int cmd_lease(struct ctl *ctl, int argc, char **argv)
                 for (size_t i = 0; i < r->n_keys; i++) {
                     if (i)
                         putchar(' ');
-                    fwrite(r->keys[i].data, 1, r->keys[i].len, stdout);
+                    if (r->keys[i].len > 0)
+                        fwrite(r->keys[i].data, 1, r->keys[i].len, stdout);
                 }
                 printf("])");
             }

@@ -29,9 +29,29 @@ qc_client *ctl_connect_one(struct ctl *ctl, const char *ep)
     return c;
 }
 
+/* The endpoint lists live until exit; they are freed then, so that leak
+ * checkers (the suite runs under LeakSanitizer) see a clean exit. */
+static void *kept[64];
+static size_t n_kept;
+
+static void free_kept(void)
+{
+    while (n_kept > 0)
+        free(kept[--n_kept]);
+}
+
+static void keep(void *p)
+{
+    if (n_kept == 0)
+        atexit(free_kept);
+    if (n_kept < sizeof(kept) / sizeof(kept[0]))
+        kept[n_kept++] = p;
+}
+
 size_t ctl_endpoints(struct ctl *ctl, char ***out)
 {
     char *dup = strdup(ctl->endpoints);
+    keep(dup);
     size_t n = 0, cap = 4;
     char **v = malloc(cap * sizeof(char *));
     for (char *save = NULL, *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
@@ -41,6 +61,7 @@ size_t ctl_endpoints(struct ctl *ctl, char ***out)
             v = realloc(v, (cap *= 2) * sizeof(char *));
         v[n++] = t;
     }
+    keep(v);
     *out = v;
     return n;
 }
@@ -418,18 +439,22 @@ void ctl_table(int ncol, const char *const *hdr, int nrow, char ***rows)
 
 void ctl_print_kv(struct ctl *ctl, const Mvccpb__KeyValue *kv)
 {
+    /* an empty field has no data pointer: fwrite wants one */
     if (!ctl->print_value_only) {
-        fwrite(kv->key.data, 1, kv->key.len, stdout);
+        if (kv->key.len > 0)
+            fwrite(kv->key.data, 1, kv->key.len, stdout);
         putchar('\n');
     }
-    fwrite(kv->value.data, 1, kv->value.len, stdout);
+    if (kv->value.len > 0)
+        fwrite(kv->value.data, 1, kv->value.len, stdout);
     putchar('\n');
 }
 
 char *ctl_strndup(const void *p, size_t n)
 {
     char *s = malloc(n + 1);
-    memcpy(s, p, n);
+    if (n > 0)
+        memcpy(s, p, n);
     s[n] = '\0';
     return s;
 }
@@ -438,7 +463,8 @@ uint8_t *ctl_prefix_end(const uint8_t *key, size_t len, size_t *out_len)
 {
     /* clientv3.GetPrefixRangeEnd */
     uint8_t *end = malloc(len + 1);
-    memcpy(end, key, len);
+    if (len > 0)
+        memcpy(end, key, len);
     for (size_t i = len; i-- > 0;) {
         if (end[i] < 0xff) {
             end[i]++;
