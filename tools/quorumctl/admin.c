@@ -302,19 +302,19 @@ int cmd_lease(struct ctl *ctl, int argc, char **argv)
 
 static void member_rows(const Etcdserverpb__MemberListResponse *r, char ****rows_out)
 {
-    char ***rows = calloc(r->n_members + 1, sizeof(char **));
+    char ***rows = ctl_calloc(r->n_members + 1, sizeof(char **));
     for (size_t i = 0; i < r->n_members; i++) {
         const Etcdserverpb__Member *m = r->members[i];
-        char **row = calloc(6, sizeof(char *));
+        char **row = ctl_calloc(6, sizeof(char *));
         char b[32];
         snprintf(b, sizeof(b), "%llx", (unsigned long long)m->id);
-        row[0] = strdup(b);
-        row[1] = strdup(m->name && *m->name ? "started" : "unstarted");
-        row[2] = strdup(m->name ? m->name : "");
+        row[0] = ctl_strdup(b);
+        row[1] = ctl_strdup(m->name && *m->name ? "started" : "unstarted");
+        row[2] = ctl_strdup(m->name ? m->name : "");
         size_t cap = 1;
         for (size_t k = 0; k < m->n_peerurls; k++)
             cap += strlen(m->peerurls[k]) + 1;
-        row[3] = calloc(1, cap);
+        row[3] = ctl_calloc(1, cap);
         for (size_t k = 0; k < m->n_peerurls; k++) {
             if (k)
                 strcat(row[3], ",");
@@ -323,13 +323,13 @@ static void member_rows(const Etcdserverpb__MemberListResponse *r, char ****rows
         cap = 1;
         for (size_t k = 0; k < m->n_clienturls; k++)
             cap += strlen(m->clienturls[k]) + 1;
-        row[4] = calloc(1, cap);
+        row[4] = ctl_calloc(1, cap);
         for (size_t k = 0; k < m->n_clienturls; k++) {
             if (k)
                 strcat(row[4], ",");
             strcat(row[4], m->clienturls[k]);
         }
-        row[5] = strdup(m->islearner ? "true" : "false");
+        row[5] = ctl_strdup(m->islearner ? "true" : "false");
         rows[i] = row;
     }
     *rows_out = rows;
@@ -501,20 +501,20 @@ static size_t endpoint_list(struct ctl *ctl, bool cluster, char ***out)
     for (size_t i = 0; i < r->n_members; i++)
         for (size_t k = 0; k < r->members[i]->n_clienturls; k++) {
             v = realloc(v, (n + 1) * sizeof(char *));
-            v[n++] = strdup(r->members[i]->clienturls[k]);
+            v[n++] = ctl_strdup(r->members[i]->clienturls[k]);
         }
     protobuf_c_message_free_unpacked(&r->base, NULL);
     qc_close(c);
-    *out = v;
+    *out = n ? ctl_keep(v) : NULL;
     return n;
 }
 
 static int endpoint_status(struct ctl *ctl, char **eps, size_t n)
 {
-    Etcdserverpb__StatusResponse **rs = calloc(n, sizeof(*rs));
+    Etcdserverpb__StatusResponse **rs = ctl_calloc(n, sizeof(*rs));
     int ret = 0;
     size_t ok = 0;
-    char **good = calloc(n, sizeof(char *));
+    char **good = ctl_calloc(n, sizeof(char *));
     for (size_t i = 0; i < n; i++) {
         qc_client *c = ctl_connect_one(ctl, eps[i]);
         struct qc_status st;
@@ -545,30 +545,30 @@ static int endpoint_status(struct ctl *ctl, char **eps, size_t n)
         }
         printf("]\n");
     } else {
-        char ***rows = calloc(ok + 1, sizeof(char **));
+        char ***rows = ctl_calloc(ok + 1, sizeof(char **));
         for (size_t i = 0; i < ok; i++) {
             Etcdserverpb__StatusResponse *r = rs[i];
-            char **row = calloc(10, sizeof(char *));
+            char **row = ctl_calloc(10, sizeof(char *));
             char b[64];
             uint64_t mid = r->header ? r->header->member_id : 0;
             row[0] = good[i];
             snprintf(b, sizeof(b), "%llx", (unsigned long long)mid);
-            row[1] = strdup(b);
+            row[1] = ctl_strdup(b);
             row[2] = r->version ? r->version : "";
             ctl_humanize((uint64_t)r->dbsize, b, sizeof(b));
-            row[3] = strdup(b);
+            row[3] = ctl_strdup(b);
             row[4] = r->leader == mid ? "true" : "false";
             row[5] = r->islearner ? "true" : "false";
             snprintf(b, sizeof(b), "%llu", (unsigned long long)r->raftterm);
-            row[6] = strdup(b);
+            row[6] = ctl_strdup(b);
             snprintf(b, sizeof(b), "%llu", (unsigned long long)r->raftindex);
-            row[7] = strdup(b);
+            row[7] = ctl_strdup(b);
             snprintf(b, sizeof(b), "%llu", (unsigned long long)r->raftappliedindex);
-            row[8] = strdup(b);
+            row[8] = ctl_strdup(b);
             size_t cap = 1;
             for (size_t k = 0; k < r->n_errors; k++)
                 cap += strlen(r->errors[k]) + 2;
-            row[9] = calloc(1, cap);
+            row[9] = ctl_calloc(1, cap);
             for (size_t k = 0; k < r->n_errors; k++) {
                 if (k)
                     strcat(row[9], ", ");
@@ -599,8 +599,8 @@ static int endpoint_status(struct ctl *ctl, char **eps, size_t n)
 
 static int endpoint_health(struct ctl *ctl, char **eps, size_t n)
 {
-    char **took = calloc(n, sizeof(char *)), **err = calloc(n, sizeof(char *));
-    bool *healthy = calloc(n, sizeof(bool));
+    char **took = ctl_calloc(n, sizeof(char *)), **err = ctl_calloc(n, sizeof(char *));
+    bool *healthy = ctl_calloc(n, sizeof(bool));
     int bad = 0;
     for (size_t i = 0; i < n; i++) {
         const char *e1[1] = {eps[i]};
@@ -620,7 +620,7 @@ static int endpoint_health(struct ctl *ctl, char **eps, size_t n)
         }
         char b[512];
         go_duration(now_s() - t0, b, sizeof(b));
-        took[i] = strdup(b);
+        took[i] = ctl_strdup(b);
         if (rc == 0) {
             Etcdserverpb__AlarmResponse *a;
             if (qc_maint_alarm(c, ETCDSERVERPB__ALARM_REQUEST__ALARM_ACTION__GET, 0,
@@ -636,14 +636,14 @@ static int endpoint_health(struct ctl *ctl, char **eps, size_t n)
                                        ? "CORRUPT"
                                        : "NONE");
                     }
-                    err[i] = strdup(eb);
+                    err[i] = ctl_strdup(eb);
                 }
                 protobuf_c_message_free_unpacked(&a->base, NULL);
             }
             healthy[i] = err[i] == NULL;
         } else {
             ctl_errtext(rc, &st, b, sizeof(b));
-            err[i] = strdup(b);
+            err[i] = ctl_strdup(b);
         }
         if (!healthy[i])
             bad = 1;
@@ -664,9 +664,9 @@ static int endpoint_health(struct ctl *ctl, char **eps, size_t n)
         }
         printf("]\n");
     } else if (ctl->format == CTL_TABLE) {
-        char ***rows = calloc(n + 1, sizeof(char **));
+        char ***rows = ctl_calloc(n + 1, sizeof(char **));
         for (size_t i = 0; i < n; i++) {
-            rows[i] = calloc(4, sizeof(char *));
+            rows[i] = ctl_calloc(4, sizeof(char *));
             rows[i][0] = eps[i];
             rows[i][1] = healthy[i] ? "true" : "false";
             rows[i][2] = took[i];
@@ -691,7 +691,7 @@ static int endpoint_health(struct ctl *ctl, char **eps, size_t n)
 
 static int endpoint_hashkv(struct ctl *ctl, char **eps, size_t n, int64_t rev)
 {
-    Etcdserverpb__HashKVResponse **rs = calloc(n, sizeof(*rs));
+    Etcdserverpb__HashKVResponse **rs = ctl_calloc(n, sizeof(*rs));
     for (size_t i = 0; i < n; i++) {
         qc_client *c = ctl_connect_one(ctl, eps[i]);
         struct qc_status st;
@@ -715,13 +715,13 @@ static int endpoint_hashkv(struct ctl *ctl, char **eps, size_t n, int64_t rev)
         }
         printf("]\n");
     } else if (ctl->format == CTL_TABLE) {
-        char ***rows = calloc(n + 1, sizeof(char **));
+        char ***rows = ctl_calloc(n + 1, sizeof(char **));
         for (size_t i = 0; i < n; i++) {
-            rows[i] = calloc(2, sizeof(char *));
+            rows[i] = ctl_calloc(2, sizeof(char *));
             rows[i][0] = eps[i];
             char b[32];
             snprintf(b, sizeof(b), "%u", rs[i]->hash);
-            rows[i][1] = strdup(b);
+            rows[i][1] = ctl_strdup(b);
         }
         static const char *hdr[] = {"endpoint", "hash"};
         ctl_table(2, hdr, (int)n, rows);
@@ -729,6 +729,8 @@ static int endpoint_hashkv(struct ctl *ctl, char **eps, size_t n, int64_t rev)
         for (size_t i = 0; i < n; i++)
             printf("%s, %u\n", eps[i], rs[i]->hash);
     }
+    for (size_t i = 0; i < n; i++)
+        protobuf_c_message_free_unpacked(&rs[i]->base, NULL);
     return 0;
 }
 
@@ -1126,6 +1128,7 @@ int cmd_lock(struct ctl *ctl, int argc, char **argv)
         int ws = 0;
         waitpid(pid, &ws, 0);
         qc_unlock(ss.c, l->key.data, l->key.len, NULL, NULL);
+        protobuf_c_message_free_unpacked(&l->base, NULL);
         session_end(&ss);
         if (WIFEXITED(ws) && WEXITSTATUS(ws) != 0)
             ctl_die(CTL_EXIT_ERROR, "exit status %d", WEXITSTATUS(ws));
@@ -1140,10 +1143,13 @@ int cmd_lock(struct ctl *ctl, int argc, char **argv)
         sig = sigtimedwait(&set, NULL, &ts);
         if (sig > 0)
             break;
-        if (ss.lost)
+        if (ss.lost) {
+            protobuf_c_message_free_unpacked(&l->base, NULL);
             ctl_die(CTL_EXIT_ERROR, "session expired");
+        }
     }
     qc_unlock(ss.c, l->key.data, l->key.len, NULL, NULL);
+    protobuf_c_message_free_unpacked(&l->base, NULL);
     session_end(&ss);
     return 0;
 }
@@ -1237,10 +1243,13 @@ int cmd_elect(struct ctl *ctl, int argc, char **argv)
         struct timespec ts = {1, 0};
         if (sigtimedwait(&set, NULL, &ts) > 0)
             break;
-        if (ss.lost)
+        if (ss.lost) {
+            protobuf_c_message_free_unpacked(&cr->base, NULL);
             ctl_die(CTL_EXIT_ERROR, "elect: session expired");
+        }
     }
     qc_election_resign(ss.c, cr->leader, NULL, NULL);
+    protobuf_c_message_free_unpacked(&cr->base, NULL);
     session_end(&ss);
     return 0;
 }

@@ -134,7 +134,7 @@ static void build_put(int argc, char **argv, Etcdserverpb__PutRequest *r, bool f
             if (n == cap)
                 buf = realloc(buf, cap *= 2);
         }
-        r->value.data = (uint8_t *)buf;
+        r->value.data = ctl_keep(buf);
         r->value.len = n;
         if (n == 0) /* argOrStdin: "no available argument and stdin" */
             ctl_die(CTL_EXIT_BAD_ARGS, "put command needs 1 argument and input from stdin or 2 "
@@ -438,6 +438,8 @@ static char *read_line(FILE *in)
     char *line = NULL;
     size_t cap = 0;
     ssize_t n = getline(&line, &cap, in);
+    if (line != NULL)
+        ctl_keep(line);
     if (n < 0 || line[n - 1] != '\n') {
         /* bufio.Reader.ReadString: a last line without '\n' is an EOF error */
         ctl_die(CTL_EXIT_INVALID_INPUT, "EOF");
@@ -484,7 +486,7 @@ static bool parse_quoted(char **p, char **out)
 
 static Etcdserverpb__Compare *parse_compare(char *line)
 {
-    char *orig = strdup(line);
+    char *orig = ctl_strdup(line);
     char *lp = strchr(line, '(');
     if (lp == NULL)
         ctl_die(CTL_EXIT_INVALID_INPUT, "malformed comparison: %s", orig);
@@ -511,7 +513,7 @@ static Etcdserverpb__Compare *parse_compare(char *line)
     if (!ok) /* fmt.Sscanf(..., "%q) %s %q") matched fewer than 3 */
         ctl_die(CTL_EXIT_INVALID_INPUT, "malformed comparison: %s; got %s(\"%s\") %s \"%s\"", orig,
                 target, key, op, val);
-    Etcdserverpb__Compare *c = malloc(sizeof(*c));
+    Etcdserverpb__Compare *c = ctl_keep(malloc(sizeof(*c)));
     etcdserverpb__compare__init(c);
     c->key = bin(key);
     if (strcmp(op, "=") == 0)
@@ -561,24 +563,24 @@ static Etcdserverpb__Compare *parse_compare(char *line)
 static Etcdserverpb__RequestOp *parse_op(struct ctl *ctl, char *line)
 {
     char *args[64];
-    char *orig = strdup(line);
+    char *orig = ctl_strdup(line);
     int n = argify(line, args, 64);
     line = orig;
-    Etcdserverpb__RequestOp *op = malloc(sizeof(*op));
+    Etcdserverpb__RequestOp *op = ctl_keep(malloc(sizeof(*op)));
     etcdserverpb__request_op__init(op);
     if (n < 2)
         ctl_die(CTL_EXIT_INVALID_INPUT, "invalid txn compare request: %s", line);
     if (strcmp(args[0], "get") == 0) {
         op->request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
-        op->request_range = malloc(sizeof(*op->request_range));
+        op->request_range = ctl_keep(malloc(sizeof(*op->request_range)));
         build_get(ctl, n - 1, args + 1, op->request_range);
     } else if (strcmp(args[0], "put") == 0) {
         op->request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
-        op->request_put = malloc(sizeof(*op->request_put));
+        op->request_put = ctl_keep(malloc(sizeof(*op->request_put)));
         build_put(n - 1, args + 1, op->request_put, true);
     } else if (strcmp(args[0], "del") == 0) {
         op->request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE;
-        op->request_delete_range = malloc(sizeof(*op->request_delete_range));
+        op->request_delete_range = ctl_keep(malloc(sizeof(*op->request_delete_range)));
         build_del(n - 1, args + 1, op->request_delete_range);
     } else {
         ctl_die(CTL_EXIT_INVALID_INPUT, "invalid txn request: %s", line);
@@ -598,7 +600,7 @@ static size_t read_section(FILE *in, bool compares, struct ctl *ctl, void ***out
             v = realloc(v, (cap *= 2) * sizeof(void *));
         v[n++] = compares ? (void *)parse_compare(line) : (void *)parse_op(ctl, line);
     }
-    *out = v;
+    *out = ctl_keep(v);
     return n;
 }
 

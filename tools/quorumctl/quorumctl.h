@@ -48,7 +48,11 @@ void ctl_print_json(const ProtobufCMessage *m);
 void ctl_json_header_fields(FILE *f, const Etcdserverpb__ResponseHeader *h);
 void ctl_table(int ncol, const char *const *hdr, int nrow, char ***rows);
 void ctl_print_kv(struct ctl *ctl, const Mvccpb__KeyValue *kv);
-char *ctl_strndup(const void *p, size_t n);
+/* ctl_keep takes memory that lives until exit (freed then; dies on NULL);
+ * ctl_calloc, ctl_strdup and ctl_prefix_end return such memory */
+void *ctl_keep(void *p);
+void *ctl_calloc(size_t n, size_t size);
+char *ctl_strdup(const char *s);
 uint8_t *ctl_prefix_end(const uint8_t *key, size_t len, size_t *out_len);
 
 /* kv.c; ctl_flag takes --name=v or --name v, ctl_bool --name[=true|false] */

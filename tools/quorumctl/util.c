@@ -29,29 +29,53 @@ qc_client *ctl_connect_one(struct ctl *ctl, const char *ep)
     return c;
 }
 
-/* The endpoint lists live until exit; they are freed then, so that leak
- * checkers (the suite runs under LeakSanitizer) see a clean exit. */
-static void *kept[64];
-static size_t n_kept;
+/* quorumctl runs one command and exits; what a command builds (request
+ * messages, table rows, endpoint lists) lives until then. Such memory is
+ * taken by ctl_keep and freed at exit, so that leak checkers (the suite runs
+ * quorumctl under LeakSanitizer) see a clean exit. */
+static void **kept;
+static size_t n_kept, cap_kept;
 
 static void free_kept(void)
 {
     while (n_kept > 0)
         free(kept[--n_kept]);
+    free(kept);
+    kept = NULL;
+    cap_kept = 0;
 }
 
-static void keep(void *p)
+void *ctl_keep(void *p)
 {
-    if (n_kept == 0)
-        atexit(free_kept);
-    if (n_kept < sizeof(kept) / sizeof(kept[0]))
-        kept[n_kept++] = p;
+    if (p == NULL)
+        ctl_die(CTL_EXIT_ERROR, "out of memory");
+    if (n_kept == cap_kept) {
+        if (cap_kept == 0)
+            atexit(free_kept);
+        size_t cap = cap_kept ? cap_kept * 2 : 64;
+        void **v = realloc(kept, cap * sizeof(void *));
+        if (v == NULL)
+            ctl_die(CTL_EXIT_ERROR, "out of memory");
+        kept = v;
+        cap_kept = cap;
+    }
+    kept[n_kept++] = p;
+    return p;
+}
+
+void *ctl_calloc(size_t n, size_t size)
+{
+    return ctl_keep(calloc(n ? n : 1, size ? size : 1));
+}
+
+char *ctl_strdup(const char *s)
+{
+    return ctl_keep(strdup(s));
 }
 
 size_t ctl_endpoints(struct ctl *ctl, char ***out)
 {
-    char *dup = strdup(ctl->endpoints);
-    keep(dup);
+    char *dup = ctl_strdup(ctl->endpoints);
     size_t n = 0, cap = 4;
     char **v = malloc(cap * sizeof(char *));
     for (char *save = NULL, *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
@@ -61,7 +85,7 @@ size_t ctl_endpoints(struct ctl *ctl, char ***out)
             v = realloc(v, (cap *= 2) * sizeof(char *));
         v[n++] = t;
     }
-    keep(v);
+    ctl_keep(v);
     *out = v;
     return n;
 }
@@ -450,19 +474,10 @@ void ctl_print_kv(struct ctl *ctl, const Mvccpb__KeyValue *kv)
     putchar('\n');
 }
 
-char *ctl_strndup(const void *p, size_t n)
-{
-    char *s = malloc(n + 1);
-    if (n > 0)
-        memcpy(s, p, n);
-    s[n] = '\0';
-    return s;
-}
-
 uint8_t *ctl_prefix_end(const uint8_t *key, size_t len, size_t *out_len)
 {
     /* clientv3.GetPrefixRangeEnd */
-    uint8_t *end = malloc(len + 1);
+    uint8_t *end = ctl_keep(malloc(len + 1));
     if (len > 0)
         memcpy(end, key, len);
     for (size_t i = len; i-- > 0;) {
