@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/buf.h"
 #include "base/err.h"
 #include "base/log.h"
 
@@ -28,6 +29,22 @@ struct backend {
     char *path; /* <dir>/data.mdb */
     size_t map_size;
     unsigned flags; /* as given to mdb_env_open, for backend_replace_file */
+    struct backend_defrag *defrag; /* recording writes for it, or NULL */
+    size_t mark;                   /* defrag->log.len when the batch began */
+};
+
+/* An online defragmentation (see backend.h). Its write log is records of
+ * u8 db, u8 op (0 put, 1 delete), u32 key length, u32 value length (host
+ * order: it never leaves the process), key, value. */
+struct backend_defrag {
+    backend *be;    /* NULL once stale */
+    char *path;     /* the copy */
+    MDB_txn *rt;    /* the snapshot being copied; NULL once copied */
+    MDB_dbi from[BACKEND_DB__COUNT]; /* its databases */
+    size_t map_size;
+    MDB_env *dst;   /* the copy, open from backend_defrag_copy on */
+    struct buf log; /* recorded since the last take (loop thread) */
+    struct buf out; /* taken, for backend_defrag_replay */
 };
 
 /* Names as etcd's bbolt buckets, so `mdb_stat -a` reads like `bbolt buckets`. */
@@ -120,6 +137,10 @@ int backend_replace_file(backend *be, const char *path)
 {
     if (be->batch != NULL)
         return -EBUSY;
+    if (be->defrag != NULL) { /* its copy is of the file going away */
+        be->defrag->be = NULL;
+        be->defrag = NULL;
+    }
     MDB_dbi old[BACKEND_DB__COUNT];
     memcpy(old, be->dbi, sizeof(old));
     mdb_env_close(be->env);
@@ -192,6 +213,8 @@ void backend_close(backend *be)
         return;
     if (be->batch != NULL)
         mdb_txn_abort(be->batch);
+    if (be->defrag != NULL)
+        be->defrag->be = NULL;
     mdb_env_close(be->env);
     free(be->path);
     free(be);
@@ -217,6 +240,8 @@ int backend_batch_begin(backend *be)
         log_error("backend", "batch begin: %s", mdb_strerror(rc));
         return backend_err(rc);
     }
+    if (be->defrag != NULL)
+        be->mark = be->defrag->log.len;
     return 0;
 }
 
@@ -244,6 +269,8 @@ void backend_batch_abort(backend *be)
         return;
     mdb_txn_abort(be->batch);
     be->batch = NULL;
+    if (be->defrag != NULL && be->defrag->log.len > be->mark)
+        be->defrag->log.len = be->mark; /* those writes never happened */
 }
 
 int backend_read_begin(backend *be, MDB_txn **out)
@@ -302,7 +329,7 @@ int backend_meta_put(backend *be, const char *name, uint64_t v)
     for (int i = 7; i >= 0; i--, v >>= 8)
         b[i] = (uint8_t)v;
     MDB_val k = {strlen(name), (void *)name}, d = {8, b};
-    return backend_err(mdb_put(be->batch, be->dbi[BACKEND_DB_META], &k, &d, 0));
+    return backend_err(backend_put(be, be->batch, BACKEND_DB_META, &k, &d, 0));
 }
 
 uint64_t backend_size(backend *be)
@@ -355,30 +382,111 @@ int backend_sync(backend *be)
     return rc == 0 ? 0 : backend_err(rc);
 }
 
-int backend_rewrite_copy(backend *be, const char *path)
+/* ---- writes ---- */
+
+/* record appends one write to the defragmentation's log. A record that
+ * cannot be kept makes the copy unusable: the job goes stale. */
+static void record(backend *be, enum backend_db db, int op, const MDB_val *k, const MDB_val *v)
+{
+    struct backend_defrag *job = be->defrag;
+    uint32_t kl = (uint32_t)k->mv_size, vl = v ? (uint32_t)v->mv_size : 0;
+    uint8_t h[10] = {(uint8_t)db, (uint8_t)op};
+    memcpy(h + 2, &kl, 4);
+    memcpy(h + 6, &vl, 4);
+    if (buf_reserve(&job->log, sizeof(h) + kl + vl) != 0) {
+        log_error("backend", "defragment: out of memory recording writes; giving up the copy");
+        job->be = NULL;
+        be->defrag = NULL;
+        return;
+    }
+    buf_append(&job->log, h, sizeof(h));
+    buf_append(&job->log, k->mv_data, kl);
+    if (vl)
+        buf_append(&job->log, v->mv_data, vl);
+}
+
+int backend_put(backend *be, MDB_txn *txn, enum backend_db db, MDB_val *k, MDB_val *v,
+                unsigned flags)
+{
+    int rc = mdb_put(txn, be->dbi[db], k, v, flags);
+    if (rc == 0 && be->defrag != NULL)
+        record(be, db, 0, k, v);
+    return rc;
+}
+
+int backend_del(backend *be, MDB_txn *txn, enum backend_db db, MDB_val *k)
+{
+    int rc = mdb_del(txn, be->dbi[db], k, NULL);
+    if (rc == 0 && be->defrag != NULL)
+        record(be, db, 1, k, NULL);
+    return rc;
+}
+
+int backend_cursor_del(backend *be, MDB_cursor *mc, enum backend_db db)
+{
+    MDB_val k = {0, NULL}, v;
+    if (be->defrag != NULL) {
+        int rc = mdb_cursor_get(mc, &k, &v, MDB_GET_CURRENT);
+        if (rc != 0)
+            return rc;
+        /* the key lives in the page the delete changes: keep a copy */
+        size_t at = be->defrag->log.len;
+        record(be, db, 1, &k, NULL);
+        rc = mdb_cursor_del(mc, 0);
+        if (rc != 0 && be->defrag != NULL)
+            be->defrag->log.len = at;
+        return rc;
+    }
+    return mdb_cursor_del(mc, 0);
+}
+
+/* ---- copies ---- */
+
+static void unlink_copy(const char *path, bool with_data)
+{
+    char lock[PATH_MAX + 8];
+    snprintf(lock, sizeof(lock), "%s-lock", path);
+    unlink(lock);
+    if (with_data)
+        unlink(path);
+}
+
+/* open_copy creates the environment of a copy at |path| (unsynced writes:
+ * the copy is synced once, when written). */
+static int open_copy(const char *path, size_t map_size, MDB_env **out)
 {
     MDB_env *dst = NULL;
-    MDB_txn *rt = NULL, *wt = NULL;
     int rc = mdb_env_create(&dst);
     if (rc == 0)
         rc = mdb_env_set_maxdbs(dst, BACKEND_DB__COUNT);
     if (rc == 0)
-        rc = mdb_env_set_mapsize(dst, be->map_size);
+        rc = mdb_env_set_mapsize(dst, map_size);
     if (rc == 0)
         rc = mdb_env_open(dst, path, MDB_NOSUBDIR | MDB_NOTLS | MDB_NOSYNC, 0644);
-    if (rc == 0)
-        rc = mdb_txn_begin(be->env, NULL, MDB_RDONLY, &rt);
-    if (rc == 0)
-        rc = mdb_txn_begin(dst, NULL, 0, &wt);
+    if (rc != 0 && dst != NULL) {
+        mdb_env_close(dst);
+        dst = NULL;
+    }
+    *out = dst;
+    return rc;
+}
+
+/* rewrite copies every database of the snapshot |rt| into |dst| record by
+ * record in key order (appending fills every page), and syncs it. */
+static int rewrite(MDB_txn *rt, const MDB_dbi *from, MDB_env *dst)
+{
+    MDB_txn *wt;
+    int rc = mdb_txn_begin(dst, NULL, 0, &wt);
+    if (rc != 0)
+        return rc;
     for (int i = 0; i < BACKEND_DB__COUNT && rc == 0; i++) {
         MDB_dbi to;
         MDB_cursor *cur = NULL;
         rc = mdb_dbi_open(wt, db_names[i], MDB_CREATE, &to);
         if (rc == 0)
-            rc = mdb_cursor_open(rt, be->dbi[i], &cur);
+            rc = mdb_cursor_open(rt, from[i], &cur);
         MDB_val k, v;
         int g = rc == 0 ? mdb_cursor_get(cur, &k, &v, MDB_FIRST) : rc;
-        /* keys come in order: appending fills every page */
         for (; g == 0 && rc == 0; g = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
             rc = mdb_put(wt, to, &k, &v, MDB_APPEND);
         if (rc == 0 && g != MDB_NOTFOUND)
@@ -386,28 +494,173 @@ int backend_rewrite_copy(backend *be, const char *path)
         if (cur != NULL)
             mdb_cursor_close(cur);
     }
-    if (wt != NULL) {
-        if (rc == 0)
-            rc = mdb_txn_commit(wt);
-        else
-            mdb_txn_abort(wt);
-    }
-    if (rt != NULL)
-        mdb_txn_abort(rt);
+    if (rc == 0)
+        rc = mdb_txn_commit(wt);
+    else
+        mdb_txn_abort(wt);
     if (rc == 0)
         rc = mdb_env_sync(dst, 1);
+    return rc;
+}
+
+int backend_rewrite_copy(backend *be, const char *path)
+{
+    MDB_env *dst;
+    MDB_txn *rt = NULL;
+    int rc = open_copy(path, be->map_size, &dst);
+    if (rc == 0)
+        rc = mdb_txn_begin(be->env, NULL, MDB_RDONLY, &rt);
+    if (rc == 0)
+        rc = rewrite(rt, be->dbi, dst);
+    if (rt != NULL)
+        mdb_txn_abort(rt);
     if (dst != NULL)
         mdb_env_close(dst);
+    unlink_copy(path, rc != 0);
+    return backend_err(rc);
+}
+
+/* ---- online defragmentation ---- */
+
+int backend_defrag_begin(backend *be, const char *path, backend_defrag **out)
+{
+    *out = NULL;
+    if (be->defrag != NULL || be->batch != NULL)
+        return -EBUSY;
+    struct backend_defrag *job = calloc(1, sizeof(*job));
+    if (job == NULL || (job->path = strdup(path)) == NULL) {
+        free(job);
+        return -ENOMEM;
+    }
+    int rc = mdb_txn_begin(be->env, NULL, MDB_RDONLY, &job->rt);
     if (rc != 0) {
-        unlink(path);
-        char lock[1100];
-        snprintf(lock, sizeof(lock), "%s-lock", path);
-        unlink(lock);
+        free(job->path);
+        free(job);
         return backend_err(rc);
     }
-    char lock[1100];
-    snprintf(lock, sizeof(lock), "%s-lock", path);
-    unlink(lock);
+    unlink_copy(path, true); /* a leftover of an earlier attempt */
+    memcpy(job->from, be->dbi, sizeof(job->from));
+    job->map_size = be->map_size;
+    job->be = be;
+    be->defrag = job;
+    *out = job;
     return 0;
 }
 
+int backend_defrag_copy(backend_defrag *job)
+{
+    int rc = open_copy(job->path, job->map_size, &job->dst);
+    if (rc == 0)
+        rc = rewrite(job->rt, job->from, job->dst);
+    mdb_txn_abort(job->rt);
+    job->rt = NULL;
+    return backend_err(rc);
+}
+
+size_t backend_defrag_pending(const backend_defrag *job)
+{
+    return job->log.len;
+}
+
+void backend_defrag_take(backend_defrag *job)
+{
+    if (job->out.len == 0) {
+        struct buf t = job->out;
+        job->out = job->log;
+        job->log = t;
+    } else if (buf_append(&job->out, job->log.data, job->log.len) != 0) {
+        return; /* stays in the log, for the next take or finish */
+    }
+    buf_reset(&job->log);
+}
+
+/* apply writes the log |b| into the copy (one write txn) and syncs it. */
+static int apply(backend_defrag *job, const struct buf *b)
+{
+    if (job->dst == NULL)
+        return QERR_STORAGE; /* the copy failed */
+    MDB_txn *wt;
+    MDB_dbi to[BACKEND_DB__COUNT];
+    int rc = mdb_txn_begin(job->dst, NULL, 0, &wt);
+    if (rc != 0)
+        return backend_err(rc);
+    for (int i = 0; i < BACKEND_DB__COUNT && rc == 0; i++)
+        rc = mdb_dbi_open(wt, db_names[i], 0, &to[i]);
+    for (size_t at = 0; at < b->len && rc == 0;) {
+        const uint8_t *h = b->data + at;
+        uint32_t kl, vl;
+        memcpy(&kl, h + 2, 4);
+        memcpy(&vl, h + 6, 4);
+        MDB_val k = {kl, (void *)(h + 10)}, v = {vl, (void *)(h + 10 + kl)};
+        if (h[1] == 0) {
+            rc = mdb_put(wt, to[h[0]], &k, &v, 0);
+        } else {
+            rc = mdb_del(wt, to[h[0]], &k, NULL);
+            if (rc == MDB_NOTFOUND)
+                rc = 0;
+        }
+        at += 10 + (size_t)kl + vl;
+    }
+    if (rc == 0)
+        rc = mdb_txn_commit(wt);
+    else
+        mdb_txn_abort(wt);
+    if (rc == 0)
+        rc = mdb_env_sync(job->dst, 1);
+    return backend_err(rc);
+}
+
+int backend_defrag_replay(backend_defrag *job)
+{
+    int rv = apply(job, &job->out);
+    buf_reset(&job->out);
+    return rv;
+}
+
+bool backend_defrag_stale(const backend_defrag *job)
+{
+    return job->be == NULL;
+}
+
+void backend_defrag_cancel(backend_defrag *job)
+{
+    if (job == NULL)
+        return;
+    if (job->be != NULL)
+        job->be->defrag = NULL;
+    if (job->rt != NULL)
+        mdb_txn_abort(job->rt);
+    if (job->dst != NULL)
+        mdb_env_close(job->dst);
+    unlink_copy(job->path, true);
+    buf_free(&job->log);
+    buf_free(&job->out);
+    free(job->path);
+    free(job);
+}
+
+int backend_defrag_finish(backend_defrag *job)
+{
+    backend *be = job->be;
+    if (be == NULL) {
+        backend_defrag_cancel(job);
+        return QERR_STORAGE;
+    }
+    if (be->batch != NULL)
+        return -EBUSY;
+    int rv = apply(job, &job->out);
+    if (rv == 0)
+        rv = apply(job, &job->log);
+    if (rv != 0) {
+        backend_defrag_cancel(job);
+        return rv;
+    }
+    be->defrag = NULL;
+    job->be = NULL;
+    mdb_env_close(job->dst);
+    job->dst = NULL;
+    unlink_copy(job->path, false);
+    rv = backend_replace_file(be, job->path);
+    backend_defrag_cancel(job); /* frees it; the copy is data.mdb now (or removed on error) */
+    return rv;
+}

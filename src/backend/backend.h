@@ -62,6 +62,58 @@ void backend_close(backend *be);
  * -errno, QERR_STORAGE (then |be| has no environment: close it). */
 int backend_replace_file(backend *be, const char *path);
 
+/* ---- Writes ----
+ *
+ * Every write to the store goes through these three, on the batch (|txn| is
+ * backend_batch_txn), so that an online defragmentation (below) can record
+ * what changes while it copies. They answer LMDB's codes (0, MDB_NOTFOUND,
+ * MDB_KEYEXIST, MDB_MAP_FULL, ...) as mdb_put, mdb_del and mdb_cursor_del
+ * do; map them with backend_err. backend_cursor_del deletes the record
+ * under |mc|, a cursor on database |db|. */
+int backend_put(backend *be, MDB_txn *txn, enum backend_db db, MDB_val *k, MDB_val *v,
+                unsigned flags);
+int backend_del(backend *be, MDB_txn *txn, enum backend_db db, MDB_val *k);
+int backend_cursor_del(backend *be, MDB_cursor *mc, enum backend_db db);
+
+/* ---- Online defragmentation ----
+ *
+ * A defragmentation that copies on another thread while the store keeps
+ * taking writes, and then catches the copy up with those writes:
+ *
+ *   backend_defrag_begin   loop thread, no batch open: opens a read txn on
+ *                          the committed state and starts recording every
+ *                          write made through backend_put/del from then on.
+ *   backend_defrag_copy    any thread, once: rewrites that state into |path|
+ *                          record by record (as backend_rewrite_copy), synced.
+ *   backend_defrag_take    loop thread, no batch open: moves the writes
+ *                          recorded so far into the job (recording goes on).
+ *   backend_defrag_replay  any thread: writes what take moved into the copy,
+ *                          synced. take+replay may repeat, so that the last
+ *                          step has little to do.
+ *   backend_defrag_finish  loop thread, no batch and no read txn open (as
+ *                          backend_replace_file): writes the rest into the
+ *                          copy, syncs it and swaps it in. Frees the job.
+ *   backend_defrag_cancel  any time the job is not in a worker's hands:
+ *                          frees the job and removes the copy.
+ *
+ * Writes are blind puts and deletes, so replaying them in order over the
+ * snapshot gives the store's state. A batch aborted while recording drops
+ * its records too. If the file is replaced otherwise meanwhile (a snapshot
+ * installed) or the backend closes, the job goes stale
+ * (backend_defrag_stale): the copy is of a store that is gone; cancel it.
+ * One job per backend at a time (-EBUSY). Errors: QERR_STORAGE,
+ * QERR_NO_SPACE, -ENOMEM, -errno. */
+typedef struct backend_defrag backend_defrag;
+
+int backend_defrag_begin(backend *be, const char *path, backend_defrag **out);
+int backend_defrag_copy(backend_defrag *job);
+size_t backend_defrag_pending(const backend_defrag *job); /* bytes recorded since last take */
+void backend_defrag_take(backend_defrag *job);
+int backend_defrag_replay(backend_defrag *job);
+int backend_defrag_finish(backend_defrag *job);
+void backend_defrag_cancel(backend_defrag *job);
+bool backend_defrag_stale(const backend_defrag *job);
+
 /* backend_rewrite_copy writes every database, record by record in key
  * order, into a new environment file |path| (synced), so each page is as
  * full as it can be: a defragmentation that also packs the half-empty pages

@@ -215,7 +215,7 @@ static int persist(lessor *l, const struct lease *e)
         n += varint_put(v + n, (uint64_t)e->remaining);
     }
     MDB_val key = {8, k}, val = {n, v};
-    int rc = mdb_put(txn, backend_dbi(l->be, BACKEND_DB_LEASE), &key, &val, 0);
+    int rc = backend_put(l->be, txn, BACKEND_DB_LEASE, &key, &val, 0);
     if (rc == MDB_MAP_FULL)
         return QERR_NO_SPACE;
     return rc ? QERR_STORAGE : 0;
@@ -393,7 +393,7 @@ int lessor_remove(lessor *l, int64_t id)
     uint8_t k[8];
     id_key(id, k);
     MDB_val key = {8, k};
-    int rc = mdb_del(txn, backend_dbi(l->be, BACKEND_DB_LEASE), &key, NULL);
+    int rc = backend_del(l->be, txn, BACKEND_DB_LEASE, &key);
     if (rc != 0 && rc != MDB_NOTFOUND)
         return QERR_STORAGE;
     struct lease *e = *s;

@@ -398,7 +398,7 @@ static int write_rev(mvcc_store *s, MDB_txn *lt, int64_t main, uint32_t sub, boo
 {
     uint8_t rk[MVCC_REVKEY_MAX];
     MDB_val k = {mvcc_revkey_put(rk, main, sub, tomb), rk}, d = {val->len, val->data};
-    int rc = mdb_put(lt, s->kdb, &k, &d, MDB_APPEND);
+    int rc = backend_put(s->be, lt, BACKEND_DB_KEY, &k, &d, MDB_APPEND);
     if (rc == MDB_KEYEXIST) {
         log_error("mvcc", "revision %lld_%u is not above the last one stored", (long long)main,
                   sub);
@@ -741,7 +741,7 @@ static int compact_flush(struct compact_ctx *c)
         MDB_val k = {mvcc_revkey_put(rk, r->main, r->sub, r->tomb), rk}, d;
         rc = mdb_cursor_get(mc, &k, &d, MDB_SET);
         if (rc == 0) {
-            rc = mdb_cursor_del(mc, 0);
+            rc = backend_cursor_del(c->s->be, mc, BACKEND_DB_KEY);
             c->dropped++;
         } else if (rc == MDB_NOTFOUND) {
             rc = 0;

@@ -129,7 +129,7 @@ static int deactivate(struct server *s, uint64_t id, int type, bool *found)
     char name[64];
     record_name(m, name, sizeof(name));
     MDB_val k = {strlen(name), name};
-    int rc = mdb_del(backend_batch_txn(s->be), backend_dbi(s->be, BACKEND_DB_META), &k, NULL);
+    int rc = backend_del(s->be, backend_batch_txn(s->be), BACKEND_DB_META, &k);
     if (rc != 0 && rc != MDB_NOTFOUND)
         return backend_err(rc);
     char text[96];

@@ -9,11 +9,7 @@
  * sent, as etcd 3.4 does (no response header, as 3.4). The file is LMDB's format, not bbolt's:
  * `etcdctl snapshot save` stores it, `etcdctl snapshot status/restore` cannot read it.
  *
- * Defragment: every record rewritten in key order into a temp file next to
- * data.mdb (backend_rewrite_copy: full pages, as etcd's bbolt defrag), then
- * the backend swaps it in under the same store (it
- * needs backend_replace_file and mvcc_release_reads; see defragment()). It
- * blocks the loop for the copy, and logs how long it took. */
+ * Defragment: online; see the section below. */
 #include "server/server_int.h"
 
 #include <errno.h>
@@ -212,38 +208,173 @@ static void on_alarm(grpc_call *call, const uint8_t *msg, size_t len)
     server_propose(s, call, ENTRY_ALARM, req);
 }
 
-/* ---- Defragment ---- */
+/* ---- Defragment ----
+ *
+ * Online, in steps (backend_defrag_*): the loop commits the batch and opens
+ * a read txn on the committed state; a worker thread rewrites that state
+ * into data.mdb.defrag while the member goes on applying and serving, the
+ * backend recording every write made meanwhile. Back on the loop, when
+ * more than DEFRAG_CATCHUP_BYTES of writes came in, a worker replays them
+ * into the copy while the next ones are recorded (at most DEFRAG_ROUNDS
+ * times); then the loop writes the rest, syncs and swaps the copy in. The
+ * loop is held only for that last step. Calls arriving meanwhile wait for
+ * the one in progress. A snapshot installed meanwhile replaces the file
+ * under the copy: the defragmentation starts over. */
 
-/* defragment rewrites the database compactly and swaps it in. */
-static int defragment(struct server *s)
+#define DEFRAG_CATCHUP_BYTES (256 * 1024)
+#define DEFRAG_ROUNDS 8
+#define DEFRAG_RESTARTS 3
+
+struct defrag_call {
+    grpc_call *call;
+    struct defrag_call *next;
+};
+
+struct defrag {
+    struct server *s; /* NULL once the server closed */
+    backend_defrag *job;
+    uv_work_t work;
+    bool copying; /* the worker's step: the copy (else a replay) */
+    int err;
+    int rounds, restarts;
+    uint64_t t0, before;
+    struct defrag_call *calls; /* waiting for the answer */
+};
+
+static void defrag_path(struct server *s, char *p, size_t n)
+{
+    snprintf(p, n, "%s/member/db/data.mdb.defrag", s->cfg.data_dir);
+}
+
+static void defrag_work(uv_work_t *w)
+{
+    struct defrag *d = w->data;
+    if (d->copying) {
+        d->err = backend_defrag_copy(d->job);
+        server_copy_end(); /* done reading the store */
+    } else {
+        d->err = backend_defrag_replay(d->job);
+    }
+}
+
+static void defrag_after(uv_work_t *w, int status);
+
+static int defrag_queue(struct defrag *d, bool copying)
+{
+    d->copying = copying;
+    if (copying)
+        server_copy_begin();
+    int rv = uv_queue_work(d->s->loop, &d->work, defrag_work, defrag_after);
+    if (rv != 0 && copying)
+        server_copy_end();
+    return rv != 0 ? -ENOMEM : 0;
+}
+
+/* defrag_begin starts a copy of the committed state. */
+static int defrag_begin(struct defrag *d)
 {
     char tmp[1200];
-    snprintf(tmp, sizeof(tmp), "%s/member/db/data.mdb.defrag", s->cfg.data_dir);
-    unlink(tmp);
-    server_flush(s);
-    server_snapshot_copies_wait(); /* the env is about to be replaced */
-    int rv = backend_rewrite_copy(s->be, tmp);
+    defrag_path(d->s, tmp, sizeof(tmp));
+    server_flush(d->s);
+    int rv = backend_defrag_begin(d->s->be, tmp, &d->job);
+    if (rv == 0 && (rv = defrag_queue(d, true)) != 0) {
+        backend_defrag_cancel(d->job);
+        d->job = NULL;
+    }
+    return rv;
+}
+
+/* defrag_end answers every waiting call and frees |d|. */
+static void defrag_end(struct defrag *d, int rv)
+{
+    if (d->job != NULL)
+        backend_defrag_cancel(d->job);
+    if (d->s != NULL)
+        d->s->defrag = NULL;
+    struct defrag_call *c;
+    while ((c = d->calls) != NULL) {
+        d->calls = c->next;
+        grpc_call_set_data(c->call, NULL);
+        if (rv != 0) {
+            server_reply_error(c->call, rv);
+        } else {
+            /* etcd 3.4 answers an empty DefragmentResponse (no header) */
+            Etcdserverpb__DefragmentResponse r = ETCDSERVERPB__DEFRAGMENT_RESPONSE__INIT;
+            server_reply(d->s, c->call, &r.base);
+        }
+        free(c);
+    }
+    free(d);
+}
+
+/* defrag_swap writes the last writes into the copy and swaps it in: the
+ * only step that holds the loop. */
+static int defrag_swap(struct defrag *d)
+{
+    struct server *s = d->s;
+    uint64_t t = uv_hrtime();
+    size_t rest = backend_defrag_pending(d->job);
+    server_snapshot_copies_wait(); /* the old file goes */
+    mvcc_release_reads(s->kv);     /* its spare read txns too */
+    int rv = backend_defrag_finish(d->job);
+    d->job = NULL;
+    if (rv != 0 && backend_env(s->be) == NULL) {
+        /* neither file could be reopened: nothing can be served (etcd
+         * panics when its defragmented db does not open) */
+        log_error("maintenance", "defragment: cannot reopen the database: %s; stopping",
+                  q_strerror(rv));
+        abort();
+    }
     if (rv != 0) {
-        log_error("maintenance", "defragment: copying to %s failed: %s", tmp, q_strerror(rv));
+        log_error("maintenance", "defragment: swapping the copy in failed: %s", q_strerror(rv));
         return rv;
     }
-    if (rv == 0) {
-        /* the spare read txns belong to the old environment */
-        mvcc_release_reads(s->kv);
-        rv = backend_replace_file(s->be, tmp);
-        if (rv != 0 && backend_env(s->be) == NULL) {
-            /* neither file could be reopened: nothing can be served (etcd
-             * panics when its defragmented db does not open) */
-            log_error("maintenance", "defragment: cannot reopen the database: %s; stopping",
-                      q_strerror(rv));
-            abort();
+    uint64_t now = uv_hrtime();
+    log_info("maintenance",
+             "defragmented the database: %llu -> %llu bytes in %.3f s; %d catch-up rounds, "
+             "the last (%zu bytes of writes) and the swap held the loop %.1f ms",
+             (unsigned long long)d->before, (unsigned long long)backend_size(s->be),
+             (double)(now - d->t0) / 1e9, d->rounds, rest, (double)(now - t) / 1e6);
+    return 0;
+}
+
+static void defrag_after(uv_work_t *w, int status)
+{
+    struct defrag *d = w->data;
+    if (d->s == NULL) { /* the server closed meanwhile */
+        defrag_end(d, QERR_STOPPED);
+        return;
+    }
+    int rv = status != 0 ? -ECANCELED : d->err;
+    if (rv == 0 && backend_defrag_stale(d->job)) {
+        /* a snapshot replaced the store under the copy */
+        backend_defrag_cancel(d->job);
+        d->job = NULL;
+        if (++d->restarts > DEFRAG_RESTARTS) {
+            rv = QERR_STORAGE;
+        } else {
+            log_info("maintenance", "defragment: the database was replaced; starting over");
+            d->rounds = 0;
+            if ((rv = defrag_begin(d)) == 0)
+                return;
         }
     }
     if (rv != 0) {
-        log_error("maintenance", "defragment: swapping in %s failed: %s", tmp, q_strerror(rv));
-        unlink(tmp);
+        log_error("maintenance", "defragment: %s failed: %s",
+                  d->copying ? "copying the database" : "catching the copy up", q_strerror(rv));
+        defrag_end(d, rv);
+        return;
     }
-    return rv;
+    server_flush(d->s); /* what was applied is recorded: commit it */
+    if (backend_defrag_pending(d->job) > DEFRAG_CATCHUP_BYTES && d->rounds < DEFRAG_ROUNDS) {
+        d->rounds++;
+        backend_defrag_take(d->job);
+        if ((rv = defrag_queue(d, false)) == 0)
+            return;
+        defrag_end(d, rv);
+        return;
+    }
+    defrag_end(d, defrag_swap(d));
 }
 
 static void on_defragment(grpc_call *call, const uint8_t *msg, size_t len)
@@ -254,21 +385,67 @@ static void on_defragment(grpc_call *call, const uint8_t *msg, size_t len)
     if (req == NULL)
         return;
     protobuf_c_message_free_unpacked(req, NULL);
-    uint64_t before = backend_size(s->be), t0 = uv_hrtime();
-    int rv = defragment(s);
-    if (rv != 0) {
-        server_reply_error(call, rv);
+    struct defrag_call *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        server_reply_error(call, -ENOMEM);
         return;
     }
-    /* blocking: the loop served nothing meanwhile, so say how long */
-    log_info("maintenance",
-             "defragmented the database: %llu -> %llu bytes in %.3f s (the loop "
-             "was blocked)",
-             (unsigned long long)before, (unsigned long long)backend_size(s->be),
-             (double)(uv_hrtime() - t0) / 1e9);
-    /* etcd 3.4 answers an empty DefragmentResponse (no header) */
-    Etcdserverpb__DefragmentResponse r = ETCDSERVERPB__DEFRAGMENT_RESPONSE__INIT;
-    server_reply(s, call, &r.base);
+    c->call = call;
+    struct defrag *d = s->defrag;
+    if (d == NULL) {
+        d = calloc(1, sizeof(*d));
+        if (d == NULL) {
+            free(c);
+            server_reply_error(call, -ENOMEM);
+            return;
+        }
+        d->s = s;
+        d->work.data = d;
+        d->t0 = uv_hrtime();
+        d->before = backend_size(s->be);
+        int rv = defrag_begin(d);
+        if (rv != 0) {
+            log_error("maintenance", "defragment: starting failed: %s", q_strerror(rv));
+            free(d);
+            free(c);
+            server_reply_error(call, rv);
+            return;
+        }
+        s->defrag = d;
+    }
+    /* a call arriving during a defragmentation waits for it: what it
+     * asked for (a compact file) is what that one makes */
+    c->next = d->calls;
+    d->calls = c;
+    grpc_call_set_data(call, c);
+}
+
+static void on_defragment_close(grpc_call *call)
+{
+    struct defrag_call *c = grpc_call_get_data(call);
+    struct server *s = server_of(call);
+    if (c == NULL || s->defrag == NULL)
+        return;
+    for (struct defrag_call **pp = &s->defrag->calls; *pp; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            free(c);
+            return;
+        }
+}
+
+void server_defrag_detach(struct server *s)
+{
+    if (s->defrag == NULL)
+        return;
+    /* its calls are closed; the worker's step ends in defrag_after */
+    struct defrag_call *c;
+    while ((c = s->defrag->calls) != NULL) {
+        s->defrag->calls = c->next;
+        free(c);
+    }
+    s->defrag->s = NULL;
+    s->defrag = NULL;
 }
 
 /* ---- Snapshot ---- */
@@ -448,7 +625,8 @@ const struct grpc_method server_maintenance_methods[] = {
     {"/etcdserverpb.Maintenance/HashKV", GRPC_UNARY, on_hash_kv, NULL, NULL},
     {"/etcdserverpb.Maintenance/Hash", GRPC_UNARY, on_hash, NULL, NULL},
     {"/etcdserverpb.Maintenance/Alarm", GRPC_UNARY, on_alarm, NULL, NULL},
-    {"/etcdserverpb.Maintenance/Defragment", GRPC_UNARY, on_defragment, NULL, NULL},
+    {"/etcdserverpb.Maintenance/Defragment", GRPC_UNARY, on_defragment, NULL,
+     on_defragment_close},
     {"/etcdserverpb.Maintenance/Snapshot", GRPC_SERVER_STREAMING, on_snapshot, NULL,
      on_snapshot_close},
 };

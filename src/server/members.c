@@ -141,7 +141,7 @@ static int put_member(struct server *s, const struct member_info *mi)
     member_key(k, 'm', mi->id);
     MDB_val key = {9, k}, val = {n, buf};
     return backend_err(
-        mdb_put(backend_batch_txn(s->be), backend_dbi(s->be, BACKEND_DB_MEMBERS), &key, &val, 0));
+        backend_put(s->be, backend_batch_txn(s->be), BACKEND_DB_MEMBERS, &key, &val, 0));
 }
 
 int server_members_bootstrap(struct server *s, const uint64_t *ids)
@@ -196,18 +196,17 @@ int server_members_conf_applied(struct server *s, const struct raft_membership *
     for (uint32_t i = 0; i < prev->n_learners; i++)
         ids[n++] = prev->learners[i];
     MDB_txn *txn = backend_batch_txn(s->be);
-    MDB_dbi dbi = backend_dbi(s->be, BACKEND_DB_MEMBERS);
     for (size_t i = 0; i < n; i++) {
         if (in_membership(next, ids[i]))
             continue;
         uint8_t k[9];
         member_key(k, 'm', ids[i]);
         MDB_val key = {9, k}, empty = {0, (void *)""};
-        int rc = mdb_del(txn, dbi, &key, NULL);
+        int rc = backend_del(s->be, txn, BACKEND_DB_MEMBERS, &key);
         if (rc != 0 && rc != MDB_NOTFOUND)
             return backend_err(rc);
         member_key(k, 'r', ids[i]);
-        if ((rc = mdb_put(txn, dbi, &key, &empty, 0)) != 0)
+        if ((rc = backend_put(s->be, txn, BACKEND_DB_MEMBERS, &key, &empty, 0)) != 0)
             return backend_err(rc);
         log_info("server", "member %016llx removed from the cluster", (unsigned long long)ids[i]);
     }

@@ -529,6 +529,7 @@ static void on_handle_closed(uv_handle_t *h)
         return;
     server_flush(s); /* nothing may have reopened a batch, but be sure */
     server_snapshot_copies_wait(); /* worker threads reading the store */
+    server_defrag_detach(s);
     lessor_close(s->leases);
     watch_hub_free(s->watches);
     mvcc_close(s->kv);

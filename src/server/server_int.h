@@ -200,6 +200,7 @@ struct server {
     struct alarm_store alarms;      /* raised alarms (alarm.c) */
     struct autocompact autocompact; /* --auto-compaction-* (autocompact.c) */
     struct corrupt_check corrupt;   /* --experimental-corrupt-check-time */
+    struct defrag *defrag;          /* a Defragment in progress (maintenance_service.c) */
     struct arena arena;             /* per request (reads) or per entry (writes) */
     struct buf scratch;             /* packing buffer for replies */
     void (*stop_cb)(void *);
@@ -231,6 +232,9 @@ void server_snapshot_copies_wait(void);
  * (counted for server_snapshot_copies_wait). */
 void server_copy_begin(void);
 void server_copy_end(void);
+/* server_defrag_detach lets a Defragment in progress end without the
+ * server (it is closing): its worker's step finishes and cleans up. */
+void server_defrag_detach(struct server *s);
 
 /* server_watch_kick schedules catch-up for watchers that are behind. */
 void server_watch_kick(struct server *s);

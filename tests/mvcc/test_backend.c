@@ -207,3 +207,155 @@ Test(backend, rewrite_copy_packs_and_keeps_records)
     cr_assert_eq(backend_meta_get(be, NULL, "consistent_index", &v), 0);
     cr_assert_eq(v, 77);
 }
+
+/* ---- online defragmentation ---- */
+
+#define DF_KEYS 6000
+static int df_model[DF_KEYS]; /* value byte + 1, or 0 when absent */
+
+static void df_put(int i, int v)
+{
+    char key[16];
+    static uint8_t val[100];
+    snprintf(key, sizeof(key), "k%06d", i);
+    memset(val, v, sizeof(val));
+    MDB_val k = {strlen(key), key}, d = {sizeof(val), val};
+    cr_assert_eq(backend_put(be, backend_batch_txn(be), BACKEND_DB_KEY, &k, &d, 0), 0);
+}
+
+static void df_del(int i)
+{
+    char key[16];
+    snprintf(key, sizeof(key), "k%06d", i);
+    MDB_val k = {strlen(key), key};
+    int rc = backend_del(be, backend_batch_txn(be), BACKEND_DB_KEY, &k);
+    cr_assert(rc == 0 || rc == MDB_NOTFOUND);
+}
+
+/* df_writes puts and deletes a spread of keys in one committed batch (or
+ * an aborted one, which the model does not see), deleting a few through a
+ * cursor as compaction does. */
+static void df_writes(int round, bool commit)
+{
+    cr_assert_eq(backend_batch_begin(be), 0);
+    for (int i = round; i < DF_KEYS; i += 7) {
+        if ((i + round) % 3 == 0) {
+            df_del(i);
+            if (commit)
+                df_model[i] = 0;
+        } else {
+            df_put(i, round + 1);
+            if (commit)
+                df_model[i] = round + 2;
+        }
+    }
+    MDB_cursor *mc;
+    cr_assert_eq(mdb_cursor_open(backend_batch_txn(be), backend_dbi(be, BACKEND_DB_KEY), &mc), 0);
+    char key[16];
+    snprintf(key, sizeof(key), "k%06d", DF_KEYS - 1 - round);
+    MDB_val k = {strlen(key), key}, d;
+    if (mdb_cursor_get(mc, &k, &d, MDB_SET) == 0) {
+        cr_assert_eq(backend_cursor_del(be, mc, BACKEND_DB_KEY), 0);
+        if (commit)
+            df_model[DF_KEYS - 1 - round] = 0;
+    }
+    mdb_cursor_close(mc);
+    cr_assert_eq(backend_meta_put(be, "consistent_index", commit ? 1000 + round : 1), 0);
+    if (commit)
+        cr_assert_eq(backend_batch_commit(be), 0);
+    else
+        backend_batch_abort(be);
+}
+
+static void df_check(uint64_t ci)
+{
+    MDB_txn *rt;
+    cr_assert_eq(backend_read_begin(be, &rt), 0);
+    size_t live = 0;
+    for (int i = 0; i < DF_KEYS; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "k%06d", i);
+        MDB_val k = {strlen(key), key}, d;
+        int rc = mdb_get(rt, backend_dbi(be, BACKEND_DB_KEY), &k, &d);
+        if (df_model[i] == 0) {
+            cr_assert_eq(rc, MDB_NOTFOUND, "key %d should be gone", i);
+        } else {
+            live++;
+            cr_assert_eq(rc, 0, "key %d missing", i);
+            cr_assert_eq(((uint8_t *)d.mv_data)[0], (uint8_t)(df_model[i] - 1), "key %d value", i);
+        }
+    }
+    MDB_stat st;
+    cr_assert_eq(mdb_stat(rt, backend_dbi(be, BACKEND_DB_KEY), &st), 0);
+    cr_assert_eq(st.ms_entries, live);
+    backend_read_end(rt);
+    uint64_t v = 0;
+    cr_assert_eq(backend_meta_get(be, NULL, "consistent_index", &v), 0);
+    cr_assert_eq(v, ci);
+}
+
+/* Writes made during every step of an online defragmentation (before and
+ * after the copy, between take and replay, and an aborted batch) all reach
+ * the swapped-in copy, and nothing else does. */
+Test(backend, online_defrag_keeps_writes_made_while_copying)
+{
+    memset(df_model, 0, sizeof(df_model));
+    cr_assert_eq(backend_batch_begin(be), 0);
+    for (int i = 0; i < DF_KEYS; i++) {
+        df_put(i, 0);
+        df_model[i] = 1;
+    }
+    cr_assert_eq(backend_batch_commit(be), 0);
+
+    char tmp[300];
+    snprintf(tmp, sizeof(tmp), "%s/online.mdb", dir);
+    backend_defrag *job;
+    cr_assert_eq(backend_defrag_begin(be, tmp, &job), 0);
+    backend_defrag *other;
+    cr_assert_eq(backend_defrag_begin(be, tmp, &other), -EBUSY);
+    df_writes(1, true); /* after the snapshot, before the copy */
+    cr_assert_gt(backend_defrag_pending(job), 0);
+    cr_assert_eq(backend_defrag_copy(job), 0);
+    df_writes(2, true);
+    df_writes(3, false); /* aborted: never happened */
+    backend_defrag_take(job);
+    cr_assert_eq(backend_defrag_pending(job), 0);
+    df_writes(4, true); /* between take and replay */
+    cr_assert_eq(backend_defrag_replay(job), 0);
+    df_writes(5, true);
+    cr_assert_eq(backend_batch_begin(be), 0);
+    cr_assert_eq(backend_defrag_finish(job), -EBUSY); /* a batch is open */
+    backend_batch_abort(be);
+    cr_assert_eq(backend_defrag_finish(job), 0);
+    df_check(1005);
+    struct stat st;
+    cr_assert_neq(stat(tmp, &st), 0, "the copy was renamed over data.mdb");
+    /* recording stopped with the swap: writes go on as usual */
+    df_writes(6, true);
+    df_check(1006);
+    cr_assert_eq(backend_defrag_begin(be, tmp, &job), 0);
+    backend_defrag_cancel(job);
+}
+
+/* A file replaced under the copy (a snapshot installed) makes the job
+ * stale; cancelling it removes the copy and the store is untouched. */
+Test(backend, online_defrag_goes_stale_when_the_file_is_replaced)
+{
+    memset(df_model, 0, sizeof(df_model));
+    df_writes(0, true);
+    char tmp[300], other[300];
+    snprintf(tmp, sizeof(tmp), "%s/online.mdb", dir);
+    snprintf(other, sizeof(other), "%s/other.mdb", dir);
+    backend_defrag *job;
+    cr_assert_eq(backend_defrag_begin(be, tmp, &job), 0);
+    cr_assert_eq(backend_defrag_copy(job), 0);
+    cr_assert_not(backend_defrag_stale(job));
+    cr_assert_eq(backend_rewrite_copy(be, other), 0);
+    cr_assert_eq(backend_replace_file(be, other), 0);
+    cr_assert(backend_defrag_stale(job));
+    df_writes(1, true);
+    backend_defrag_cancel(job);
+    struct stat st;
+    cr_assert_neq(stat(tmp, &st), 0, "the stale copy was removed");
+    df_check(1001);
+}
