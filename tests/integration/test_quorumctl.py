@@ -76,7 +76,8 @@ class Norm:
         def lease_dec(m):
             v = int(m.group(2))
             return m.group(1) + "<LEASE%d>" % self.leases.setdefault(v, len(self.leases))
-        text = re.sub(r'("(?:ID|id)":)(\d{12,})', lease_dec, text)
+        # ("ID" : N in -w fields)
+        text = re.sub(r'("(?:ID|id)" ?: ?)(\d{12,})', lease_dec, text)
         # durations (endpoint health's took = ...)
         text = re.sub(r"\b\d+(\.\d+)?(ns|µs|ms|s)\b", "<DUR>", text)
         return text
@@ -140,11 +141,27 @@ def kv_sequence(qs, es):
         ["put", "dir/x", "1"], ["put", "dir/y", "2"],
         ["del", "dir/x", "--from-key", "--prev-kv"], ["del"], ["del", "a", "--prefix", "--from-key"],
         ["put", "t1", "a"],
+        # --hex (keys and values as \xNN in simple output only) and -w fields; hx holds
+        # bytes that are not UTF-8 ("\udcff" is the byte 0xff), control characters and
+        # runes Go's %q escapes (U+00A0, U+200B) or keeps (é, an emoji)
+        ["--hex", "put", "h1", "v1"],
+        ["put", "hx", "a\x01\udcffb\"<\\\u00a0\u00e9\t\n\x7f\u200b\U0001f600"],
+        ["--hex", "get", "hx"], ["get", "hx", "-w", "fields"],
+        ["--hex", "get", "h", "--prefix", "-w", "fields"],
+        ["--hex", "get", "h", "--prefix", "--print-value-only"],
+        ["--hex=true", "get", "h", "--prefix", "--keys-only"],
+        ["--hex", "get", "h1", "-w", "json"], ["get", "h1", "--hex=false"],
+        ["--hex", "put", "--prev-kv", "h1", "v2"], ["put", "--prev-kv", "h1", "v3", "-w", "fields"],
+        ["put", "h2", "", "-w", "fields"], ["--hex", "get", "h2"],
+        ["get", "nokey", "-w", "fields"], ["get", "h", "--prefix", "--limit=1", "-w", "fields"],
+        ["--hex", "del", "--prev-kv", "h1"], ["del", "h", "--prefix", "--prev-kv", "-w", "fields"],
+        ["del", "nokey", "-w", "fields"], ["get", "k", "-w", "foo"],
     ]
     for s in steps:
         a = run("q", qs.endpoint, s)
         b = run("e", es.endpoint, s)
-        compare("seq " + " ".join(s), a, b, nq, ne)
+        # (a name printable whatever the bytes: "\udcff" as such)
+        compare("seq " + " ".join(s).encode("ascii", "backslashreplace").decode(), a, b, nq, ne)
     txns = [
         (['-i'], 'mod("t1") > "0"\n\nput t1 yes\nget t1\n\nput t1 no\n\n'),
         ([], 'value("t1") = "zz"\n\nput t1 t\n\ndel t1 --prev-kv\nput t2 again\nget t --prefix\n\n'),
@@ -157,6 +174,11 @@ def kv_sequence(qs, es):
         ([], '\n\nput t1 a\n'),                    # EOF before the last blank line
         ([], '\nput t1 a\nput t1 b\n\n\n'),         # duplicate key
         (['-w', 'table'], '\n\n\n'), (['x'], '\n\n\n'),
+        (['-w', 'fields'], 'mod("t1") > "0"\n\nput t1 f --prev-kv\nget t1\ndel nope\n\nput t1 g\n\n'),
+        (['-w', 'fields'], 'value("t1") = "nope"\n\nput t1 g\n\ndel t1 --prev-kv\nget t --prefix\n\n'),
+        (['--hex'], 'version("t1") = "0"\n\nput t6 z --prev-kv\nget t --prefix\ndel t3 --prev-kv\n\n'
+                    '\n'),
+        (['--hex'], '\n\nput t6 y --prev-kv\n\n\n'),
     ]
     for args, inp in txns:
         a = run("q", qs.endpoint, ["txn"] + args, inp)
@@ -173,7 +195,11 @@ def kv_sequence(qs, es):
         ["lease", "timetolive", "%s", "--keys", "-w", "json"],
         ["lease", "keep-alive", "--once", "%s"], ["lease", "keep-alive", "--once", "%s", "-w", "json"],
         ["lease", "grant", "50", "-w", "json"], ["lease", "list"], ["lease", "list", "-w", "json"],
+        ["lease", "timetolive", "%s", "--keys", "-w", "fields"],
+        ["lease", "keep-alive", "--once", "%s", "-w", "fields"],
+        ["lease", "grant", "50", "-w", "fields"], ["lease", "list", "-w", "fields"],
         ["lease", "revoke", "%s"], ["lease", "revoke", "%s"], ["lease", "timetolive", "%s"],
+        ["lease", "timetolive", "%s", "-w", "fields"],
         ["lease", "timetolive", "%s", "-w", "json"], ["lease", "keep-alive", "--once", "%s"],
         ["get", "lk", "--prefix"], ["lease", "grant"], ["lease", "grant", "x"],
         ["lease", "revoke", "zz"], ["lease", "timetolive"], ["lease", "list", "-w", "table"],
@@ -201,6 +227,19 @@ def kv_sequence(qs, es):
         out, err = p.communicate(timeout=60)
         outs.append((p.returncode, first + out, err))
     compare("seq lease keep-alive (until revoked)", outs[0], outs[1], nq, ne)
+    # the same with -w fields: no "expired or revoked" line; revoke prints the header
+    outs = []
+    for tool, srv, n in (("q", qs, nq), ("e", es, ne)):
+        lid = run(tool, srv.endpoint, ["lease", "grant", "60"])[1].split()[1]
+        exe = [QCTL] if tool == "q" else ["etcdctl"]
+        p = subprocess.Popen(exe + ["--endpoints", srv.endpoint, "-w", "fields", "lease",
+                                    "keep-alive", lid],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        first = "".join(p.stdout.readline() for _ in range(6))
+        rv = run(tool, srv.endpoint, ["lease", "revoke", lid, "-w", "fields"])
+        out, err = p.communicate(timeout=60)
+        outs.append((p.returncode + rv[0], first + out + "revoke:\n" + rv[1], err + rv[2]))
+    compare("seq lease keep-alive -w fields, revoke -w fields", outs[0], outs[1], nq, ne)
     # compaction
     for s in (["compaction", "3"], ["compaction", "3"], ["compaction", "1000"],
               ["compaction", "x"], ["compaction"], ["compaction", "--physical", "5"],
@@ -255,7 +294,9 @@ def main_in(tmp):
             run("e", ep, ["del", "w/1"])
             run("e", ep, ["put", "w/2", "c"])
         for args in (["watch", "w/", "--prefix"], ["watch", "w/1", "--prev-kv"],
-                     ["watch", "w/", "--prefix", "-w", "json"], ["watch", "w/1", "w/3"]):
+                     ["watch", "w/", "--prefix", "-w", "json"], ["watch", "w/1", "w/3"],
+                     ["watch", "w/", "--prefix", "--prev-kv", "-w", "fields"],
+                     ["--hex", "watch", "w/", "--prefix", "--prev-kv"]):
             a, b = watch_on(qs, args, acts)
             compare(" ".join(args), a, b, n, n)
         rev = json.loads(run("e", ep, ["get", "w/2", "-w", "json"])[1])["kvs"][0]["mod_revision"]
@@ -274,7 +315,10 @@ def main_in(tmp):
                      ["member", "list"], ["member", "list", "-w", "json"],
                      ["member", "list", "-w", "table"],
                      ["alarm", "list"], ["alarm", "list", "-w", "json"], ["alarm", "disarm"],
-                     ["defrag"], ["endpoint", "status"]):
+                     ["defrag"], ["endpoint", "status"],
+                     ["endpoint", "status", "-w", "fields"], ["endpoint", "hashkv", "-w", "fields"],
+                     ["endpoint", "health", "-w", "fields"], ["member", "list", "-w", "fields"],
+                     ["alarm", "list", "-w", "fields"], ["--hex", "member", "list"]):
             same_server(ep, args, norm=n)
         # the table's TOOK column is as wide as the durations, which differ: widths normalized
         flat = lambda s: re.sub(r"-+", "-", re.sub(r" +", " ", n(s)))  # noqa: E731
@@ -340,6 +384,19 @@ def main_in(tmp):
         st = subprocess.run([QCTL, "snapshot", "status", sq, "-w", "json"], capture_output=True,
                             text=True)
         srev = json.loads(st.stdout)["revision"]
+        # -w fields (etcdctl 3.4 can't read quorum's LMDB snapshot: checked against -w json)
+        sf = subprocess.run([QCTL, "snapshot", "status", sq, "-w", "fields"], capture_output=True,
+                            text=True)
+        sj = json.loads(st.stdout)
+        # Size: the database's, as bbolt's tx.Size() in etcdctl (without the digest)
+        want_f = '"Hash" : %d\n"Revision" : %d\n"Keys" : %d\n"Size" : %d\n' % (
+            sj["hash"], sj["revision"], sj["totalKey"],
+            len(qbytes) - (32 if len(qbytes) % 4096 == 32 else 0))
+        CHECKS[0] += 1
+        if sf.returncode != 0 or sf.stdout != want_f:
+            FAILS.append("snapshot status -w fields: %r, wanted %r" % (sf.stdout, want_f))
+        else:
+            print("same-as-intended: snapshot status -w fields: %r" % sf.stdout)
         want = run("e", ep, ["get", "", "--prefix", "-w", "json", "--rev=%d" % srev])[1]
         rs = Server("quorum")
         try:
@@ -405,7 +462,7 @@ def lock_elect(ep, n):
     # lock and election keys are name/<lease id in %x>: the ids differ between the tools
     def lk(s):
         s = re.sub(r"<LEASE\d+>", "<L>", n(s))
-        return re.sub(r"\b(L1|L2|E1)/[0-9a-f]+\b", r"\1/<L>", s)
+        return re.sub(r"\b(L1|L2|L3|E1|E3)/[0-9a-f]+\b", r"\1/<L>", s)
 
     env = dict(os.environ, ETCDCTL_API="3")
     # lock with a command: the command's output, env vars set
@@ -444,6 +501,28 @@ def lock_elect(ep, n):
             FAILS.append("lock L2: %r %r %r %r" % (k1, k2, held, left))
         outs.append(lk(k1 + k2))
     compare("lock L2 (held, waited for, released)", (0, outs[0], ""), (0, outs[1], ""))
+
+    # --hex: the lock's and the leader's key and value as \xNN; compared decoded (the
+    # lease ids in the keys differ), and both must be hex
+    def unhex(s):
+        return re.sub(r"(?:\\x[0-9a-f]{2})+", lambda m: bytes.fromhex(
+            m.group(0).replace("\\x", "")).decode("utf-8", "replace"), s)
+    outs = []
+    for exe in ([QCTL], ["etcdctl"]):
+        got = ""
+        for args in (["lock", "L3"], ["elect", "E3", "p3"]):
+            p = subprocess.Popen(exe + ["--endpoints", ep, "--hex"] + args,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 env=env)
+            lines = p.stdout.readline() + p.stdout.readline()
+            p.send_signal(signal.SIGINT)
+            p.communicate(timeout=30)
+            CHECKS[0] += 1
+            if not lines.startswith("\\x"):
+                FAILS.append("--hex %s: not hex: %r" % (" ".join(args), lines))
+            got += unhex(lines)
+        outs.append((0, got, ""))
+    compare("--hex lock L3, --hex elect E3 p3", outs[0], outs[1], lk, lk)
 
     # elect: campaign with each tool; -l with both tools sees both leaders
     listeners = [subprocess.Popen(exe + ["--endpoints", ep, "elect", "-l", "E1"],
@@ -491,7 +570,8 @@ def members():
             n.server(c.endpoint(i), "M%d" % i)
         # one endpoint: with several, etcdctl's balancer picks any (header member_id)
         for args in (["member", "list"], ["member", "list", "-w", "json"],
-                     ["member", "list", "-w", "table"], ["endpoint", "health", "--cluster"]):
+                     ["member", "list", "-w", "table"], ["endpoint", "health", "--cluster"],
+                     ["member", "list", "-w", "fields"]):
             a = run("q", ep0, args)
             b = run("e", ep0, args)
             if args[1] == "health":

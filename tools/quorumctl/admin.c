@@ -16,23 +16,9 @@
 
 #include "base/sha256.h"
 
-static void unknown_flag(const char *a)
-{
-    if (a[0] == '-' && a[1] != '\0')
-        ctl_die(CTL_EXIT_ERROR, "unknown flag: %s", a);
-}
-
 static int64_t lease_arg(const char *s)
 {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 16);
-    if (errno || *end || end == s)
-        ctl_die(CTL_EXIT_BAD_ARGS,
-                "bad lease ID arg (strconv.ParseInt: parsing \"%s\": invalid "
-                "syntax), expecting ID in Hex",
-                s);
-    return v;
+    return ctl_lease_id(s, "lease ID arg");
 }
 
 static uint64_t member_arg(const char *s)
@@ -69,6 +55,13 @@ static void go_duration(double sec, char *out, size_t cap)
         snprintf(out, cap, "%.9gs", (double)ns / 1e9);
 }
 
+static const char *alarm_name(Etcdserverpb__AlarmType t)
+{
+    return t == ETCDSERVERPB__ALARM_TYPE__NOSPACE   ? "NOSPACE"
+           : t == ETCDSERVERPB__ALARM_TYPE__CORRUPT ? "CORRUPT"
+                                                    : "NONE";
+}
+
 static int call_failed(int rc, const struct qc_status *st)
 {
     ctl_fail(rc, st);
@@ -76,6 +69,13 @@ static int call_failed(int rc, const struct qc_status *st)
 }
 
 /* ---- lease ---- */
+
+/* lease_fields: -w fields of a lease grant or keep-alive */
+static void lease_fields(const Etcdserverpb__ResponseHeader *h, int64_t id, int64_t ttl)
+{
+    ctl_fields_hdr(h);
+    printf("\"ID\" : %lld\n\"TTL\" : %lld\n", (long long)id, (long long)ttl);
+}
 
 static int lease_keepalive(struct ctl *ctl, qc_client *c, int64_t id, bool once)
 {
@@ -115,6 +115,8 @@ static int lease_keepalive(struct ctl *ctl, qc_client *c, int64_t id, bool once)
             ctl_json_header_fields(stdout, r->header);
             printf("%s\"ID\":%lld,\"TTL\":%lld}\n", r->header ? "," : "", (long long)r->id,
                    (long long)r->ttl);
+        } else if (ctl->format == CTL_FIELDS) {
+            lease_fields(r->header, r->id, r->ttl);
         } else
             printf("lease %016llx keepalived with TTL(%lld)\n", (unsigned long long)r->id,
                    (long long)r->ttl);
@@ -150,15 +152,10 @@ int cmd_lease(struct ctl *ctl, int argc, char **argv)
             keys = b;
         else if (ctl_bool(argv[i], "once", &b))
             once = b;
-        else {
-            unknown_flag(argv[i]);
-            if (np < 4)
-                pos[np] = argv[i];
-            np++;
-        }
+        else
+            ctl_positional(pos, 4, &np, argv[i]);
     }
-    if (ctl->format == CTL_TABLE)
-        ctl_die(CTL_EXIT_BAD_FEATURE, "table not supported as output format");
+    ctl_unsupported(ctl, CTL_TABLE);
     struct qc_status st;
     int rc;
     if (strcmp(sub, "grant") == 0) {
@@ -181,7 +178,9 @@ int cmd_lease(struct ctl *ctl, int argc, char **argv)
                    (long long)r->ttl);
             ctl_json_string(stdout, r->error ? r->error : "");
             printf("}\n");
-        } else
+        } else if (ctl->format == CTL_FIELDS)
+            lease_fields(r->header, r->id, r->ttl);
+        else
             printf("lease %016llx granted with TTL(%llds)\n", (unsigned long long)r->id,
                    (long long)r->ttl);
         protobuf_c_message_free_unpacked(&r->base, NULL);
@@ -201,6 +200,8 @@ int cmd_lease(struct ctl *ctl, int argc, char **argv)
         }
         if (ctl->format == CTL_JSON)
             ctl_print_json(&r->base);
+        else if (ctl->format == CTL_FIELDS)
+            ctl_fields_hdr(r->header);
         else
             printf("lease %016llx revoked\n", (unsigned long long)id);
         protobuf_c_message_free_unpacked(&r->base, NULL);
@@ -233,6 +234,15 @@ int cmd_lease(struct ctl *ctl, int argc, char **argv)
                 putchar(']');
             }
             printf("}\n");
+        } else if (ctl->format == CTL_FIELDS) {
+            ctl_fields_hdr(r->header);
+            printf("\"ID\" : %lld\n\"TTL\" : %lld\n\"GrantedTTL\" : %lld\n", (long long)r->id,
+                   (long long)r->ttl, (long long)r->grantedttl);
+            for (size_t i = 0; i < r->n_keys; i++) {
+                printf("\"Key\" : ");
+                ctl_go_quote(r->keys[i].data, r->keys[i].len);
+                putchar('\n');
+            }
         } else if (r->grantedttl == 0 && r->ttl == -1) {
             printf("lease %016llx already expired\n", (unsigned long long)r->id);
         } else {
@@ -277,6 +287,10 @@ int cmd_lease(struct ctl *ctl, int argc, char **argv)
                 putchar(']');
             }
             printf("}\n");
+        } else if (ctl->format == CTL_FIELDS) {
+            ctl_fields_hdr(r->header);
+            for (size_t i = 0; i < r->n_leases; i++)
+                printf("\"ID\" : %lld\n", (long long)r->leases[i]->id);
         } else {
             printf("found %zu leases\n", r->n_leases);
             for (size_t i = 0; i < r->n_leases; i++)
@@ -311,24 +325,8 @@ static void member_rows(const Etcdserverpb__MemberListResponse *r, char ****rows
         row[0] = ctl_strdup(b);
         row[1] = ctl_strdup(m->name && *m->name ? "started" : "unstarted");
         row[2] = ctl_strdup(m->name ? m->name : "");
-        size_t cap = 1;
-        for (size_t k = 0; k < m->n_peerurls; k++)
-            cap += strlen(m->peerurls[k]) + 1;
-        row[3] = ctl_calloc(1, cap);
-        for (size_t k = 0; k < m->n_peerurls; k++) {
-            if (k)
-                strcat(row[3], ",");
-            strcat(row[3], m->peerurls[k]);
-        }
-        cap = 1;
-        for (size_t k = 0; k < m->n_clienturls; k++)
-            cap += strlen(m->clienturls[k]) + 1;
-        row[4] = ctl_calloc(1, cap);
-        for (size_t k = 0; k < m->n_clienturls; k++) {
-            if (k)
-                strcat(row[4], ",");
-            strcat(row[4], m->clienturls[k]);
-        }
+        row[3] = ctl_join(m->peerurls, m->n_peerurls, ",");
+        row[4] = ctl_join(m->clienturls, m->n_clienturls, ",");
         row[5] = ctl_strdup(m->islearner ? "true" : "false");
         rows[i] = row;
     }
@@ -344,6 +342,18 @@ static int member_list(struct ctl *ctl, qc_client *c)
         return call_failed(rc, &st);
     if (ctl->format == CTL_JSON) {
         ctl_print_json(&r->base);
+    } else if (ctl->format == CTL_FIELDS) {
+        ctl_fields_hdr(r->header);
+        for (size_t i = 0; i < r->n_members; i++) {
+            const Etcdserverpb__Member *m = r->members[i];
+            printf("\"ID\" : %llu\n", (unsigned long long)m->id);
+            ctl_fields_quoted("Name", m->name);
+            for (size_t k = 0; k < m->n_peerurls; k++)
+                ctl_fields_quoted("PeerURL", m->peerurls[k]);
+            for (size_t k = 0; k < m->n_clienturls; k++)
+                ctl_fields_quoted("ClientURL", m->clienturls[k]);
+            printf("\"IsLearner\" : %s\n\n", m->islearner ? "true" : "false");
+        }
     } else {
         char ***rows;
         member_rows(r, &rows);
@@ -383,12 +393,8 @@ int cmd_member(struct ctl *ctl, int argc, char **argv)
             peer_urls = v;
         else if (ctl_bool(argv[i], "learner", &b))
             learner = b;
-        else {
-            unknown_flag(argv[i]);
-            if (np < 4)
-                pos[np] = argv[i];
-            np++;
-        }
+        else
+            ctl_positional(pos, 4, &np, argv[i]);
     }
     struct qc_status st;
     int rc;
@@ -398,8 +404,10 @@ int cmd_member(struct ctl *ctl, int argc, char **argv)
         qc_close(c);
         return ret;
     }
-    if (ctl->format == CTL_TABLE)
-        ctl_die(CTL_EXIT_BAD_FEATURE, "table not supported as output format");
+    /* etcdctl has no table or fields printer of these (and finds out after
+     * the request: quorumctl before it) */
+    ctl_unsupported(ctl, CTL_TABLE);
+    ctl_unsupported(ctl, CTL_FIELDS);
     if (strcmp(sub, "add") == 0) {
         if (np < 1)
             ctl_die(CTL_EXIT_BAD_ARGS, "member name not provided");
@@ -531,7 +539,22 @@ static int endpoint_status(struct ctl *ctl, char **eps, size_t n)
         good[ok] = eps[i];
         rs[ok++] = r;
     }
-    if (ctl->format == CTL_JSON) {
+    if (ctl->format == CTL_FIELDS) {
+        for (size_t i = 0; i < ok; i++) {
+            Etcdserverpb__StatusResponse *r = rs[i];
+            ctl_fields_hdr(r->header);
+            ctl_fields_quoted("Version", r->version);
+            printf("\"DBSize\" : %lld\n\"Leader\" : %llu\n\"IsLearner\" : %s\n"
+                   "\"RaftIndex\" : %llu\n\"RaftTerm\" : %llu\n\"RaftAppliedIndex\" : %llu\n"
+                   "\"Errors\" : [%s]\n",
+                   (long long)r->dbsize, (unsigned long long)r->leader,
+                   r->islearner ? "true" : "false", (unsigned long long)r->raftindex,
+                   (unsigned long long)r->raftterm, (unsigned long long)r->raftappliedindex,
+                   ctl_join(r->errors, r->n_errors, " "));
+            ctl_fields_quoted("Endpoint", good[i]);
+            putchar('\n');
+        }
+    } else if (ctl->format == CTL_JSON) {
         /* []epStatus{Ep string `json:"Endpoint"`; Resp *StatusResponse `json:"Status"`} */
         putchar('[');
         for (size_t i = 0; i < ok; i++) {
@@ -565,15 +588,7 @@ static int endpoint_status(struct ctl *ctl, char **eps, size_t n)
             row[7] = ctl_strdup(b);
             snprintf(b, sizeof(b), "%llu", (unsigned long long)r->raftappliedindex);
             row[8] = ctl_strdup(b);
-            size_t cap = 1;
-            for (size_t k = 0; k < r->n_errors; k++)
-                cap += strlen(r->errors[k]) + 2;
-            row[9] = ctl_calloc(1, cap);
-            for (size_t k = 0; k < r->n_errors; k++) {
-                if (k)
-                    strcat(row[9], ", ");
-                strcat(row[9], r->errors[k]);
-            }
+            row[9] = ctl_join(r->errors, r->n_errors, ", ");
             rows[i] = row;
         }
         if (ctl->format == CTL_TABLE) {
@@ -603,15 +618,10 @@ static int endpoint_health(struct ctl *ctl, char **eps, size_t n)
     bool *healthy = ctl_calloc(n, sizeof(bool));
     int bad = 0;
     for (size_t i = 0; i < n; i++) {
-        const char *e1[1] = {eps[i]};
-        struct qc_options o = {.endpoints = e1,
-                               .n_endpoints = 1,
-                               .dial_timeout_ms = (int)ctl->dial_timeout_ms,
-                               .call_timeout_ms = (int)ctl->command_timeout_ms};
-        qc_client *c = NULL;
+        qc_client *c;
         struct qc_status st;
         double t0 = now_s();
-        int rc = qc_connect(&o, &c, &st);
+        int rc = ctl_dial(ctl, (const char *const *)&eps[i], 1, &c, &st);
         if (rc == 0) {
             /* etcdctl: a linearizable get of "health"; PermissionDenied counts as healthy */
             rc = qc_get(c, "health", 6, NULL, NULL, &st);
@@ -630,11 +640,7 @@ static int endpoint_health(struct ctl *ctl, char **eps, size_t n)
                     for (size_t k = 0; k < a->n_alarms; k++) {
                         if (k)
                             strcat(eb, ", ");
-                        strcat(eb, a->alarms[k]->alarm == ETCDSERVERPB__ALARM_TYPE__NOSPACE
-                                       ? "NOSPACE"
-                                   : a->alarms[k]->alarm == ETCDSERVERPB__ALARM_TYPE__CORRUPT
-                                       ? "CORRUPT"
-                                       : "NONE");
+                        strcat(eb, alarm_name(a->alarms[k]->alarm));
                     }
                     err[i] = ctl_strdup(eb);
                 }
@@ -663,6 +669,12 @@ static int endpoint_health(struct ctl *ctl, char **eps, size_t n)
             putchar('}');
         }
         printf("]\n");
+    } else if (ctl->format == CTL_FIELDS) {
+        for (size_t i = 0; i < n; i++) {
+            ctl_fields_quoted("Endpoint", eps[i]);
+            printf("\"Health\" : %s\n\"Took\" : %s\n\"Error\" : %s\n\n",
+                   healthy[i] ? "true" : "false", took[i], err[i] ? err[i] : "");
+        }
     } else if (ctl->format == CTL_TABLE) {
         char ***rows = ctl_calloc(n + 1, sizeof(char **));
         for (size_t i = 0; i < n; i++) {
@@ -714,6 +726,12 @@ static int endpoint_hashkv(struct ctl *ctl, char **eps, size_t n, int64_t rev)
             putchar('}');
         }
         printf("]\n");
+    } else if (ctl->format == CTL_FIELDS) {
+        for (size_t i = 0; i < n; i++) {
+            ctl_fields_hdr(rs[i]->header);
+            ctl_fields_quoted("Endpoint", eps[i]);
+            printf("\"Hash\" : %u\n\n", rs[i]->hash);
+        }
     } else if (ctl->format == CTL_TABLE) {
         char ***rows = ctl_calloc(n + 1, sizeof(char **));
         for (size_t i = 0; i < n; i++) {
@@ -747,7 +765,7 @@ int cmd_endpoint(struct ctl *ctl, int argc, char **argv)
         else if ((v = ctl_flag(argc, argv, &i, "rev")) != NULL)
             rev = strtoll(v, NULL, 10);
         else {
-            unknown_flag(argv[i]);
+            ctl_unknown_flag(argv[i]);
             ctl_die(CTL_EXIT_BAD_ARGS, "too many arguments");
         }
     }
@@ -771,7 +789,7 @@ int cmd_defrag(struct ctl *ctl, int argc, char **argv)
         if (ctl_bool(argv[i], "cluster", &b))
             cluster = b;
         else {
-            unknown_flag(argv[i]);
+            ctl_unknown_flag(argv[i]);
             ctl_die(CTL_EXIT_BAD_ARGS, "defrag command does not accept arguments");
         }
     }
@@ -801,12 +819,15 @@ static void print_alarms(struct ctl *ctl, Etcdserverpb__AlarmResponse *r)
         ctl_print_json(&r->base);
         return;
     }
+    if (ctl->format == CTL_FIELDS)
+        ctl_fields_hdr(r->header);
     for (size_t i = 0; i < r->n_alarms; i++) {
-        /* %+v of *pb.AlarmMember: the proto text format */
-        const char *a = r->alarms[i]->alarm == ETCDSERVERPB__ALARM_TYPE__NOSPACE   ? "NOSPACE"
-                        : r->alarms[i]->alarm == ETCDSERVERPB__ALARM_TYPE__CORRUPT ? "CORRUPT"
-                                                                                   : "NONE";
-        printf("memberID:%llu alarm:%s \n", (unsigned long long)r->alarms[i]->memberid, a);
+        const char *a = alarm_name(r->alarms[i]->alarm);
+        unsigned long long m = (unsigned long long)r->alarms[i]->memberid;
+        if (ctl->format == CTL_FIELDS)
+            printf("\"MemberID\" : %llu\n\"AlarmType\" : %s\n\n", m, a);
+        else /* %+v of *pb.AlarmMember: the proto text format */
+            printf("memberID:%llu alarm:%s \n", m, a);
     }
 }
 
@@ -814,8 +835,7 @@ int cmd_alarm(struct ctl *ctl, int argc, char **argv)
 {
     if (argc != 1)
         ctl_die(CTL_EXIT_BAD_ARGS, "alarm needs one subcommand: list or disarm");
-    if (ctl->format == CTL_TABLE)
-        ctl_die(CTL_EXIT_BAD_FEATURE, "table not supported as output format");
+    ctl_unsupported(ctl, CTL_TABLE);
     qc_client *c = ctl_connect(ctl);
     struct qc_status st;
     Etcdserverpb__AlarmResponse *r;
@@ -889,25 +909,13 @@ int cmd_move_leader(struct ctl *ctl, int argc, char **argv)
     int rc = qc_maint_move_leader(leader, target, NULL, &st);
     if (rc < 0)
         return call_failed(rc, &st);
+    ctl_unsupported(ctl, CTL_FIELDS); /* etcdctl: after the move */
     printf("Leadership transferred from %llx to %llx\n", (unsigned long long)leader_id, target);
     qc_close(leader);
     return 0;
 }
 
 /* ---- snapshot save ---- */
-
-static void progress(uint64_t done, uint64_t total)
-{
-    char a[32], b[32];
-    ctl_humanize(done, a, sizeof(a));
-    ctl_humanize(total, b, sizeof(b));
-    int width = 30, fill = total ? (int)(done * (uint64_t)width / total) : width;
-    if (fill > width)
-        fill = width;
-    fprintf(stderr, "\rsaving [%.*s%*s] %3d%% %s / %s", fill, "##############################",
-            width - fill, "", total ? (int)(done * 100 / total) : 100, a, b);
-    fflush(stderr);
-}
 
 int cmd_snapshot_save(struct ctl *ctl, int argc, char **argv)
 {
@@ -961,7 +969,7 @@ int cmd_snapshot_save(struct ctl *ctl, int argc, char **argv)
         if (total == 0)
             total = done + r->remaining_bytes;
         if (tty)
-            progress(done, total);
+            ctl_progress("saving", done, total);
         held = r;
     }
     qc_stream_free(s);
@@ -1073,8 +1081,7 @@ static void print_key(struct ctl *ctl, qc_client *c, const ProtobufCBinaryData *
     if (ctl->format == CTL_JSON)
         ctl_print_json(&r->base);
     else
-        for (size_t i = 0; i < r->n_kvs; i++)
-            ctl_print_kv(ctl, r->kvs[i]);
+        ctl_print_get(ctl, r);
     fflush(stdout);
     protobuf_c_message_free_unpacked(&r->base, NULL);
 }
@@ -1091,7 +1098,7 @@ int cmd_lock(struct ctl *ctl, int argc, char **argv)
             i++;
             break;
         } else
-            unknown_flag(argv[i]);
+            ctl_unknown_flag(argv[i]);
     }
     if (i >= argc)
         ctl_die(CTL_EXIT_BAD_ARGS, "lock takes a lock name argument and an optional command to "
@@ -1168,12 +1175,8 @@ int cmd_elect(struct ctl *ctl, int argc, char **argv)
             listen = b;
         else if ((v = ctl_flag(argc, argv, &i, "ttl")) != NULL)
             ttl = strtoll(v, NULL, 10);
-        else {
-            unknown_flag(argv[i]);
-            if (np < 3)
-                pos[np] = argv[i];
-            np++;
-        }
+        else
+            ctl_positional(pos, 3, &np, argv[i]);
     }
     if (np != 1 && np != 2)
         ctl_die(CTL_EXIT_BAD_ARGS, "elect takes one election name argument and an optional "
@@ -1212,11 +1215,16 @@ int cmd_elect(struct ctl *ctl, int argc, char **argv)
             }
             if (rc != 0)
                 break;
-            if (r->kv) {
-                if (ctl->format == CTL_JSON)
-                    ctl_print_json(&r->base);
-                else
-                    ctl_print_kv(ctl, r->kv);
+            if (r->kv && ctl->format == CTL_JSON) {
+                ctl_print_json(&r->base);
+            } else if (r->kv) {
+                /* etcdctl prints what Observe yields as a GetResponse of the leader's key */
+                Etcdserverpb__RangeResponse g = ETCDSERVERPB__RANGE_RESPONSE__INIT;
+                g.header = r->header;
+                g.n_kvs = 1;
+                g.kvs = &r->kv;
+                g.count = 1;
+                ctl_print_get(ctl, &g);
             }
             protobuf_c_message_free_unpacked(&r->base, NULL);
         }

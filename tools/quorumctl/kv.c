@@ -58,23 +58,31 @@ static int64_t parse_i64(const char *s, const char *flag)
     return v;
 }
 
-static int64_t parse_lease(const char *s)
+int64_t ctl_lease_id(const char *s, const char *what)
 {
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 16);
     if (errno || *end || end == s)
         ctl_die(CTL_EXIT_BAD_ARGS,
-                "bad lease ID (strconv.ParseInt: parsing \"%s\": invalid "
+                "bad %s (strconv.ParseInt: parsing \"%s\": invalid "
                 "syntax), expecting ID in Hex",
-                s);
+                what, s);
     return v;
 }
 
-static void unknown_flag(const char *a)
+void ctl_unknown_flag(const char *a)
 {
     if (a[0] == '-' && a[1] != '\0')
         ctl_die(CTL_EXIT_ERROR, "unknown flag: %s", a);
+}
+
+void ctl_positional(char **pos, int cap, int *np, char *a)
+{
+    ctl_unknown_flag(a);
+    if (*np < cap)
+        pos[*np] = a;
+    (*np)++;
 }
 
 static ProtobufCBinaryData bin(const char *s)
@@ -84,6 +92,42 @@ static ProtobufCBinaryData bin(const char *s)
 }
 
 /* ---- request builders (also used by txn) ---- */
+
+/* range_args: get's and del's checks of <key> [range_end] and the flags */
+static void range_args(const char *cmd, int np, bool prefix, bool from_key)
+{
+    if (np == 0 || np > 2)
+        ctl_die(CTL_EXIT_BAD_ARGS,
+                "%s command needs one argument as key and an optional argument as range_end", cmd);
+    if (prefix && from_key)
+        ctl_die(CTL_EXIT_BAD_ARGS,
+                "`--prefix` and `--from-key` cannot be set at the same time, choose one");
+}
+
+/* key_range sets key and range_end from <key> [range_end] as clientv3's
+ * WithRange, WithPrefix and WithFromKey do ("" with either: every key) */
+static void key_range(char **pos, int np, bool prefix, bool from_key, ProtobufCBinaryData *key,
+                      ProtobufCBinaryData *end)
+{
+    static uint8_t zero[1] = {0};
+    *key = bin(pos[0]);
+    if (np == 2) {
+        if (prefix || from_key)
+            ctl_die(CTL_EXIT_BAD_ARGS, "too many arguments, only accept one argument when "
+                                       "`--prefix` or `--from-key` is set");
+        *end = bin(pos[1]);
+    }
+    if ((prefix || from_key) && key->len == 0) {
+        key->data = zero;
+        key->len = 1;
+    }
+    if (prefix && key->data != zero) {
+        end->data = ctl_prefix_end(key->data, key->len, &end->len);
+    } else if (prefix || from_key) {
+        end->data = zero;
+        end->len = 1;
+    }
+}
 
 struct put_req {
     Etcdserverpb__PutRequest req;
@@ -101,7 +145,7 @@ static void build_put(int argc, char **argv, Etcdserverpb__PutRequest *r, bool f
         if (!dashdash && strcmp(argv[i], "--") == 0)
             dashdash = true;
         else if (!dashdash && (v = ctl_flag(argc, argv, &i, "lease")) != NULL)
-            r->lease = parse_lease(v);
+            r->lease = ctl_lease_id(v, "lease ID");
         else if (!dashdash && ctl_bool(argv[i], "prev-kv", &b))
             r->prev_kv = b;
         else if (!dashdash && ctl_bool(argv[i], "ignore-value", &b))
@@ -110,7 +154,7 @@ static void build_put(int argc, char **argv, Etcdserverpb__PutRequest *r, bool f
             r->ignore_lease = b;
         else if (np < 3) {
             if (!dashdash)
-                unknown_flag(argv[i]);
+                ctl_unknown_flag(argv[i]);
             pos[np++] = argv[i];
         } else
             np++;
@@ -169,51 +213,15 @@ static void build_get(struct ctl *ctl, int argc, char **argv, Etcdserverpb__Rang
             r->keys_only = b;
         else if (ctl_bool(argv[i], "print-value-only", &b))
             ctl->print_value_only = b;
-        else {
-            unknown_flag(argv[i]);
-            if (np < 3)
-                pos[np] = argv[i];
-            np++;
-        }
+        else
+            ctl_positional(pos, 3, &np, argv[i]);
     }
-    if (np == 0 || np > 2)
-        ctl_die(CTL_EXIT_BAD_ARGS,
-                "get command needs one argument as key and an optional argument as range_end");
-    if (prefix && from_key)
-        ctl_die(CTL_EXIT_BAD_ARGS,
-                "`--prefix` and `--from-key` cannot be set at the same time, choose one");
+    range_args("get", np, prefix, from_key);
     if (strcmp(consistency, "s") == 0)
         r->serializable = 1;
     else if (strcmp(consistency, "l") != 0)
         ctl_die(CTL_EXIT_BAD_FEATURE, "unknown consistency flag \"%s\"", consistency);
-    r->key = bin(pos[0]);
-    if (np == 2) {
-        if (prefix)
-            ctl_die(CTL_EXIT_BAD_ARGS, "too many arguments, only accept one argument when "
-                                       "`--prefix` or `--from-key` is set");
-        r->range_end = bin(pos[1]);
-    }
-    if (prefix) {
-        if (r->key.len == 0) {
-            r->key = bin("\0");
-            r->key.len = 1;
-            r->range_end.data = (uint8_t *)"\0";
-            r->range_end.len = 1;
-        } else {
-            r->range_end.data = ctl_prefix_end(r->key.data, r->key.len, &r->range_end.len);
-        }
-    }
-    if (from_key) {
-        if (np == 2)
-            ctl_die(CTL_EXIT_BAD_ARGS, "too many arguments, only accept one argument when "
-                                       "`--prefix` or `--from-key` is set");
-        if (r->key.len == 0) {
-            r->key.data = (uint8_t *)"\0";
-            r->key.len = 1;
-        }
-        r->range_end.data = (uint8_t *)"\0";
-        r->range_end.len = 1;
-    }
+    key_range(pos, np, prefix, from_key, &r->key, &r->range_end);
     char o[16] = "", t[16] = "";
     for (size_t k = 0; order[k] && k < 15; k++)
         o[k] = (char)toupper((unsigned char)order[k]);
@@ -254,76 +262,44 @@ static void build_del(int argc, char **argv, Etcdserverpb__DeleteRangeRequest *r
             from_key = b;
         else if (ctl_bool(argv[i], "prev-kv", &b))
             r->prev_kv = b;
-        else {
-            unknown_flag(argv[i]);
-            if (np < 3)
-                pos[np] = argv[i];
-            np++;
-        }
+        else
+            ctl_positional(pos, 3, &np, argv[i]);
     }
-    if (np == 0 || np > 2)
-        ctl_die(CTL_EXIT_BAD_ARGS,
-                "del command needs one argument as key and an optional argument as range_end");
-    if (prefix && from_key)
-        ctl_die(CTL_EXIT_BAD_ARGS,
-                "`--prefix` and `--from-key` cannot be set at the same time, choose one");
-    r->key = bin(pos[0]);
-    if (np == 2) {
-        if (prefix)
-            ctl_die(CTL_EXIT_BAD_ARGS, "too many arguments, only accept one argument when "
-                                       "`--prefix` or `--from-key` is set");
-        if (from_key)
-            ctl_die(CTL_EXIT_BAD_ARGS, "too many arguments, only accept one argument when "
-                                       "`--prefix` or `--from-key` is set");
-        r->range_end = bin(pos[1]);
-    }
-    if (prefix) {
-        if (r->key.len == 0) {
-            r->key.data = (uint8_t *)"\0";
-            r->key.len = 1;
-            r->range_end.data = (uint8_t *)"\0";
-            r->range_end.len = 1;
-        } else {
-            r->range_end.data = ctl_prefix_end(r->key.data, r->key.len, &r->range_end.len);
-        }
-    }
-    if (from_key) {
-        if (r->key.len == 0) {
-            r->key.data = (uint8_t *)"\0";
-            r->key.len = 1;
-        }
-        r->range_end.data = (uint8_t *)"\0";
-        r->range_end.len = 1;
-    }
+    range_args("del", np, prefix, from_key);
+    key_range(pos, np, prefix, from_key, &r->key, &r->range_end);
 }
 
 /* ---- printers ---- */
 
+/* the simple and fields printers (-w json goes through ctl_print_json) */
 static void print_put(struct ctl *ctl, const Etcdserverpb__PutResponse *r)
 {
-    puts("OK");
-    if (r->prev_kv)
+    bool fields = ctl->format == CTL_FIELDS;
+    if (fields)
+        ctl_fields_hdr(r->header);
+    else
+        puts("OK");
+    if (r->prev_kv && fields)
+        ctl_fields_kv("Prev", r->prev_kv);
+    else if (r->prev_kv)
         ctl_print_kv(ctl, r->prev_kv);
-}
-
-static void print_get(struct ctl *ctl, const Etcdserverpb__RangeResponse *r)
-{
-    for (size_t i = 0; i < r->n_kvs; i++)
-        ctl_print_kv(ctl, r->kvs[i]);
 }
 
 static void print_del(struct ctl *ctl, const Etcdserverpb__DeleteRangeResponse *r)
 {
-    printf("%lld\n", (long long)r->deleted);
-    for (size_t i = 0; i < r->n_prev_kvs; i++)
-        ctl_print_kv(ctl, r->prev_kvs[i]);
-}
-
-static int unsupported_table(struct ctl *ctl)
-{
-    if (ctl->format == CTL_TABLE)
-        ctl_die(CTL_EXIT_BAD_FEATURE, "table not supported as output format");
-    return 0;
+    bool fields = ctl->format == CTL_FIELDS;
+    if (fields) {
+        ctl_fields_hdr(r->header);
+        printf("\"Deleted\" : %lld\n", (long long)r->deleted);
+    } else {
+        printf("%lld\n", (long long)r->deleted);
+    }
+    for (size_t i = 0; i < r->n_prev_kvs; i++) {
+        if (fields)
+            ctl_fields_kv("Prev", r->prev_kvs[i]);
+        else
+            ctl_print_kv(ctl, r->prev_kvs[i]);
+    }
 }
 
 /* kv_call sends |req| to |method| and prints the answer as etcdctl does:
@@ -342,7 +318,7 @@ static int kv_call(struct ctl *ctl, const char *method, const ProtobufCMessage *
         ctl_fail(rc, &st);
         return CTL_EXIT_ERROR;
     }
-    unsupported_table(ctl);
+    ctl_unsupported(ctl, CTL_TABLE);
     if (ctl->format == CTL_JSON)
         ctl_print_json(resp);
     else
@@ -359,7 +335,7 @@ static void put_printer(struct ctl *ctl, const ProtobufCMessage *r)
 
 static void get_printer(struct ctl *ctl, const ProtobufCMessage *r)
 {
-    print_get(ctl, (const Etcdserverpb__RangeResponse *)r);
+    ctl_print_get(ctl, (const Etcdserverpb__RangeResponse *)r);
 }
 
 static void del_printer(struct ctl *ctl, const ProtobufCMessage *r)
@@ -606,13 +582,20 @@ static size_t read_section(FILE *in, bool compares, struct ctl *ctl, void ***out
 
 static void print_txn(struct ctl *ctl, const Etcdserverpb__TxnResponse *r)
 {
-    puts(r->succeeded ? "SUCCESS" : "FAILURE");
+    bool fields = ctl->format == CTL_FIELDS;
+    if (fields) {
+        ctl_fields_hdr(r->header);
+        printf("\"Succeeded\" : %s\n", r->succeeded ? "true" : "false");
+    } else {
+        puts(r->succeeded ? "SUCCESS" : "FAILURE");
+    }
     for (size_t i = 0; i < r->n_responses; i++) {
         const Etcdserverpb__ResponseOp *o = r->responses[i];
-        putchar('\n');
+        if (!fields)
+            putchar('\n');
         switch (o->response_case) {
         case ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_RANGE:
-            print_get(ctl, o->response_range);
+            ctl_print_get(ctl, o->response_range);
             break;
         case ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_PUT:
             print_put(ctl, o->response_put);
@@ -640,7 +623,7 @@ int cmd_txn(struct ctl *ctl, int argc, char **argv)
         else if (ctl_bool(argv[i], "interactive", &b))
             interactive = b;
         else if (argv[i][0] == '-')
-            unknown_flag(argv[i]);
+            ctl_unknown_flag(argv[i]);
         else
             ctl_die(CTL_EXIT_BAD_ARGS, "txn command does not accept argument");
     }
@@ -700,12 +683,8 @@ int cmd_watch(struct ctl *ctl, int argc, char **argv)
             prefix = b;
         else if (ctl_bool(argv[i], "prev-kv", &b))
             cr.prev_kv = b;
-        else {
-            unknown_flag(argv[i]);
-            if (np < 3)
-                pos[np] = argv[i];
-            np++;
-        }
+        else
+            ctl_positional(pos, 3, &np, argv[i]);
     }
     if (np == 0)
         ctl_die(CTL_EXIT_BAD_ARGS, "bad number of arguments");
@@ -713,20 +692,8 @@ int cmd_watch(struct ctl *ctl, int argc, char **argv)
         ctl_die(CTL_EXIT_BAD_ARGS, "bad number of arguments");
     if (prefix && np == 2)
         ctl_die(CTL_EXIT_BAD_ARGS, "`range_end` and `--prefix` are mutually exclusive");
-    unsupported_table(ctl);
-    cr.key = bin(pos[0]);
-    if (np == 2)
-        cr.range_end = bin(pos[1]);
-    if (prefix) {
-        if (cr.key.len == 0) {
-            cr.key.data = (uint8_t *)"\0";
-            cr.key.len = 1;
-            cr.range_end.data = (uint8_t *)"\0";
-            cr.range_end.len = 1;
-        } else {
-            cr.range_end.data = ctl_prefix_end(cr.key.data, cr.key.len, &cr.range_end.len);
-        }
-    }
+    ctl_unsupported(ctl, CTL_TABLE);
+    key_range(pos, np, prefix, false, &cr.key, &cr.range_end); /* (range_end with --prefix: above) */
     setvbuf(stdout, NULL, _IOLBF, 0);
     qc_client *c = ctl_connect(ctl);
     Etcdserverpb__WatchRequest wr = ETCDSERVERPB__WATCH_REQUEST__INIT;
@@ -760,13 +727,23 @@ int cmd_watch(struct ctl *ctl, int argc, char **argv)
                 if (r->n_events || r->canceled)
                     print_watch_json(r);
             } else {
+                if (ctl->format == CTL_FIELDS && (r->n_events || r->canceled))
+                    ctl_fields_hdr(r->header);
                 for (size_t i = 0; i < r->n_events; i++) {
                     const Mvccpb__Event *e = r->events[i];
-                    puts(e->type == MVCCPB__EVENT__EVENT_TYPE__DELETE ? "DELETE" : "PUT");
-                    if (e->prev_kv)
-                        ctl_print_kv(ctl, e->prev_kv);
-                    ctl_print_kv(ctl, e->kv);
-                    next_rev = e->kv->mod_revision + 1;
+                    const char *type =
+                        e->type == MVCCPB__EVENT__EVENT_TYPE__DELETE ? "DELETE" : "PUT";
+                    if (ctl->format == CTL_FIELDS) {
+                        printf("\"Type\" : %s\n", type);
+                        if (e->prev_kv)
+                            ctl_fields_kv("Prev", e->prev_kv);
+                        ctl_fields_kv("", e->kv);
+                    } else {
+                        puts(type);
+                        if (e->prev_kv)
+                            ctl_print_kv(ctl, e->prev_kv);
+                        ctl_print_kv(ctl, e->kv);
+                    }
                 }
             }
             for (size_t i = 0; i < r->n_events; i++)
@@ -799,12 +776,8 @@ int cmd_compaction(struct ctl *ctl, int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         if (ctl_bool(argv[i], "physical", &b))
             physical = b;
-        else {
-            unknown_flag(argv[i]);
-            if (np < 2)
-                pos[np] = argv[i];
-            np++;
-        }
+        else
+            ctl_positional(pos, 2, &np, argv[i]);
     }
     if (np != 1)
         ctl_die(CTL_EXIT_BAD_ARGS, "compaction command needs 1 argument");

@@ -1,5 +1,5 @@
 /* tools/quorumctl/main.c: quorum's admin and user CLI, with etcdctl's
- * command names and flags (--endpoints, -w simple|json|table).
+ * command names and flags (--endpoints, -w simple|json|table|fields, --hex).
  *
  * The online commands are built on the C client library
  * (api/quorum/client.h): kv.c (put, get, del, txn, watch, compaction) and
@@ -48,46 +48,34 @@ static void usage(FILE *f)
                "  version                            print the version\n"
                "\n"
                "global flags:\n"
-               "  --endpoints=127.0.0.1:2379   -w, --write-out=simple|json|table\n"
-               "  --command-timeout=5s   --dial-timeout=2s\n");
+               "  --endpoints=127.0.0.1:2379   -w, --write-out=simple|json|table|fields\n"
+               "  --command-timeout=5s   --dial-timeout=2s\n"
+               "  --hex                  print keys and values as hex (\\x6b\\x31) in simple "
+               "output\n");
 }
 
 void ctl_print_snapshot_status(struct ctl *ctl, uint32_t hash, int64_t rev, uint64_t keys,
-                               const char *size)
+                               uint64_t bytes)
 {
+    char size[32];
+    ctl_humanize(bytes, size, sizeof(size));
     switch (ctl->format) {
-    case CTL_JSON:
-        printf("{\"hash\":%u,\"revision\":%lld,\"totalKey\":%llu,\"totalSize\":\"%s\"}\n", hash,
-               (long long)rev, (unsigned long long)keys, size);
+    case CTL_FIELDS:
+        printf("\"Hash\" : %u\n\"Revision\" : %lld\n\"Keys\" : %llu\n\"Size\" : %llu\n", hash,
+               (long long)rev, (unsigned long long)keys, (unsigned long long)bytes);
+        break;
+    case CTL_JSON: /* snapshot.Status: totalSize in bytes */
+        printf("{\"hash\":%u,\"revision\":%lld,\"totalKey\":%llu,\"totalSize\":%llu}\n", hash,
+               (long long)rev, (unsigned long long)keys, (unsigned long long)bytes);
         break;
     case CTL_TABLE: {
         char h[16], r[32], k[32];
         snprintf(h, sizeof(h), "%x", hash);
         snprintf(r, sizeof(r), "%lld", (long long)rev);
         snprintf(k, sizeof(k), "%llu", (unsigned long long)keys);
-        int w[4] = {8, 8, 10, 10};
-        const char *cells[4] = {h, r, k, size};
-        for (int i = 0; i < 4; i++)
-            if ((int)strlen(cells[i]) > w[i])
-                w[i] = (int)strlen(cells[i]);
-        const char *hd[4] = {"HASH", "REVISION", "TOTAL KEYS", "TOTAL SIZE"};
-        for (int row = 0; row < 5; row++) {
-            if (row == 0 || row == 2 || row == 4) {
-                for (int i = 0; i < 4; i++) {
-                    printf("+");
-                    for (int j = 0; j < w[i] + 2; j++)
-                        putchar('-');
-                }
-                printf("+\n");
-                continue;
-            }
-            for (int i = 0; i < 4; i++) {
-                const char *c = row == 1 ? hd[i] : cells[i];
-                int pad = w[i] - (int)strlen(c);
-                printf("| %*s%s%*s ", pad / 2, "", c, pad - pad / 2, "");
-            }
-            printf("|\n");
-        }
+        char *cells[4] = {h, r, k, size}, **rows[1] = {cells};
+        static const char *hdr[4] = {"hash", "revision", "total keys", "total size"};
+        ctl_table(4, hdr, 1, rows);
         break;
     }
     default:
@@ -186,10 +174,8 @@ int main(int argc, char **argv)
                       .dial_timeout_ms = 2000};
     int i = 1;
     /* global flags come first or among the command's own: take them out */
-    char **rest = calloc((size_t)argc + 1, sizeof(char *));
+    char **rest = ctl_calloc((size_t)argc + 1, sizeof(char *)); /* freed at exit */
     int nrest = 0;
-    if (rest == NULL)
-        return 1;
     for (; i < argc; i++) {
         const char *v;
         if ((v = flag_value(argc, argv, &i, "endpoints", NULL)) != NULL) {
@@ -201,16 +187,18 @@ int main(int argc, char **argv)
                 ctl.format = CTL_TABLE;
             else if (strcmp(v, "simple") == 0)
                 ctl.format = CTL_SIMPLE;
-            else {
-                fprintf(stderr, "Error: unsupported output format %s\n", v);
-                return 1;
-            }
+            else if (strcmp(v, "fields") == 0)
+                ctl.format = CTL_FIELDS;
+            else /* etcdctl 3.4: NewPrinter gives nil */
+                ctl_die(CTL_EXIT_BAD_FEATURE, "unsupported output format");
         } else if ((v = flag_value(argc, argv, &i, "command-timeout", NULL)) != NULL) {
             if (parse_duration(v, &ctl.command_timeout_ms) < 0)
                 return bad_duration(v, "command-timeout");
         } else if ((v = flag_value(argc, argv, &i, "dial-timeout", NULL)) != NULL) {
             if (parse_duration(v, &ctl.dial_timeout_ms) < 0)
                 return bad_duration(v, "dial-timeout");
+        } else if (ctl_bool(argv[i], "hex", &ctl.hex)) {
+            /* print byte strings as hex encoded strings */
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage(stdout);
             return 0;
@@ -237,6 +225,5 @@ int main(int argc, char **argv)
         usage(stderr);
         ret = 1;
     }
-    free(rest);
     return ret;
 }

@@ -5,12 +5,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-enum ctl_format { CTL_SIMPLE, CTL_JSON, CTL_TABLE };
+enum ctl_format { CTL_SIMPLE, CTL_JSON, CTL_TABLE, CTL_FIELDS };
 
 /* The global flags (etcdctl's names). */
 struct ctl {
     const char *endpoints;  /* --endpoints, comma-separated */
     enum ctl_format format; /* -w, --write-out */
+    bool hex;               /* --hex: keys and values hex-encoded in simple output */
     unsigned command_timeout_ms;
     unsigned dial_timeout_ms;
     bool print_value_only; /* get/watch --print-value-only */
@@ -33,6 +34,9 @@ struct ctl {
 /* util.c */
 qc_client *ctl_connect(struct ctl *ctl);                     /* all endpoints, failover */
 qc_client *ctl_connect_one(struct ctl *ctl, const char *ep); /* exits on failure */
+/* ctl_dial connects to |eps| with the global timeouts; qc_connect's result */
+int ctl_dial(struct ctl *ctl, const char *const *eps, size_t n, qc_client **c,
+             struct qc_status *st);
 size_t ctl_endpoints(struct ctl *ctl, char ***out);
 void ctl_errtext(int rc, const struct qc_status *st, char *out, size_t cap);
 void ctl_fail(int rc, const struct qc_status *st); /* prints "Error: ..." */
@@ -47,7 +51,22 @@ void ctl_print_json(const ProtobufCMessage *m);
  * ",..." fields (or none) and closes with "}" */
 void ctl_json_header_fields(FILE *f, const Etcdserverpb__ResponseHeader *h);
 void ctl_table(int ncol, const char *const *hdr, int nrow, char ***rows);
+/* ctl_print_kv: key and value lines (--print-value-only, --hex); ctl_print_get:
+ * a range response in simple or fields output */
 void ctl_print_kv(struct ctl *ctl, const Mvccpb__KeyValue *kv);
+void ctl_print_get(struct ctl *ctl, const Etcdserverpb__RangeResponse *r);
+/* -w fields: Go's %q of bytes, "name" : %q, the header's four lines and a
+ * key-value's six (names prefixed with |pfx|), as etcdctl's fieldsPrinter */
+void ctl_go_quote(const uint8_t *p, size_t n);
+void ctl_fields_quoted(const char *name, const char *s);
+void ctl_fields_hdr(const Etcdserverpb__ResponseHeader *h);
+void ctl_fields_kv(const char *pfx, const Mvccpb__KeyValue *kv);
+/* ctl_unsupported dies "<f> not supported as output format" when -w is |f| */
+void ctl_unsupported(struct ctl *ctl, enum ctl_format f);
+/* ctl_join: v[0..n) joined with sep, in memory kept until exit */
+char *ctl_join(char *const *v, size_t n, const char *sep);
+/* ctl_progress: the "\r<what> [####   ]  42% 1.2 MB / 3.0 MB" bar on stderr */
+void ctl_progress(const char *what, uint64_t done, uint64_t total);
 /* ctl_keep takes memory that lives until exit (freed then; dies on NULL);
  * ctl_calloc, ctl_strdup and ctl_prefix_end return such memory */
 void *ctl_keep(void *p);
@@ -55,9 +74,15 @@ void *ctl_calloc(size_t n, size_t size);
 char *ctl_strdup(const char *s);
 uint8_t *ctl_prefix_end(const uint8_t *key, size_t len, size_t *out_len);
 
-/* kv.c; ctl_flag takes --name=v or --name v, ctl_bool --name[=true|false] */
+/* kv.c; ctl_flag takes --name=v or --name v, ctl_bool --name[=true|false];
+ * ctl_positional dies on an unknown flag, else keeps |a| in pos[*np] (while
+ * *np < cap) and counts it; ctl_lease_id parses a hex lease ID, dying with
+ * "bad <what> (...), expecting ID in Hex" */
 const char *ctl_flag(int argc, char **argv, int *i, const char *name);
 bool ctl_bool(const char *a, const char *name, bool *out);
+void ctl_unknown_flag(const char *a);
+void ctl_positional(char **pos, int cap, int *np, char *a);
+int64_t ctl_lease_id(const char *s, const char *what);
 int cmd_put(struct ctl *ctl, int argc, char **argv);
 int cmd_get(struct ctl *ctl, int argc, char **argv);
 int cmd_del(struct ctl *ctl, int argc, char **argv);
@@ -83,6 +108,6 @@ int cmd_snapshot_restore(struct ctl *ctl, int argc, char **argv);
 
 /* ctl_print_snapshot_status prints as etcdctl's `snapshot status`. */
 void ctl_print_snapshot_status(struct ctl *ctl, uint32_t hash, int64_t rev, uint64_t keys,
-                               const char *size);
+                               uint64_t size);
 
 #endif

@@ -30,41 +30,20 @@
 #define DIGEST 32
 #define PAGE 4096
 
-static void human(uint64_t n, char *out, size_t cap)
-{
-    /* etcd's humanize.Bytes: SI units, one decimal */
-    const char *u[] = {"B", "kB", "MB", "GB", "TB"};
-    double v = (double)n;
-    int i = 0;
-    while (v >= 1000 && i < 4) {
-        v /= 1000;
-        i++;
-    }
-    if (i == 0)
-        snprintf(out, cap, "%llu B", (unsigned long long)n);
-    else
-        snprintf(out, cap, v < 10 ? "%.1f %s" : "%.0f %s", v, u[i]);
-}
-
 struct progress {
     bool on;
     const char *what;
     uint64_t total;
 };
 
+/* progress_show: ctl_progress on a terminal, the line ended when done */
 static void progress_show(struct progress *p, uint64_t done)
 {
     if (!p->on)
         return;
-    int width = 30, fill = p->total ? (int)(done * width / p->total) : width;
-    char a[32], b[32];
-    human(done, a, sizeof(a));
-    human(p->total, b, sizeof(b));
-    fprintf(stderr, "\r%s [%.*s%*s] %3d%% %s / %s", p->what, fill, "##############################",
-            width - fill, "", p->total ? (int)(done * 100 / p->total) : 100, a, b);
+    ctl_progress(p->what, done, p->total);
     if (done == p->total)
         fputc('\n', stderr);
-    fflush(stderr);
 }
 
 /* check_file opens |path| and tells how many bytes are the database and
@@ -244,9 +223,7 @@ int cmd_snapshot_status(struct ctl *ctl, int argc, char **argv)
         if (mvcc_hash_kv(kv, 0, &hash, &compact) == 0 && mvcc_read_begin(kv, &rd) == 0 &&
             mvcc_read_range(rd, (const uint8_t *)"", 0, (const uint8_t *)"", 1, &o, count_keys,
                             &keys, &res) == 0) {
-            char size[32];
-            human(len, size, sizeof(size));
-            ctl_print_snapshot_status(ctl, hash, rev, keys, size);
+            ctl_print_snapshot_status(ctl, hash, rev, keys, len);
             ret = 0;
         } else {
             snprintf(err, sizeof(err), "cannot read the database");

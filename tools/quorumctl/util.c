@@ -12,21 +12,33 @@
 #include <stdlib.h>
 #include <string.h>
 
-qc_client *ctl_connect_one(struct ctl *ctl, const char *ep)
+int ctl_dial(struct ctl *ctl, const char *const *eps, size_t n, qc_client **c,
+             struct qc_status *st)
 {
-    const char *eps[1] = {ep};
     struct qc_options o = {.endpoints = eps,
-                           .n_endpoints = 1,
+                           .n_endpoints = n,
                            .dial_timeout_ms = (int)ctl->dial_timeout_ms,
                            .call_timeout_ms = (int)ctl->command_timeout_ms};
-    qc_client *c = NULL;
+    *c = NULL;
+    return qc_connect(&o, c, st);
+}
+
+/* connect_or_exit: ctl_dial, and on failure etcdctl's "Error: ..." and exit */
+static qc_client *connect_or_exit(struct ctl *ctl, const char *const *eps, size_t n)
+{
+    qc_client *c;
     struct qc_status st;
-    int rc = qc_connect(&o, &c, &st);
+    int rc = ctl_dial(ctl, eps, n, &c, &st);
     if (rc < 0) {
         ctl_fail(rc, &st);
         exit(CTL_EXIT_ERROR);
     }
     return c;
+}
+
+qc_client *ctl_connect_one(struct ctl *ctl, const char *ep)
+{
+    return connect_or_exit(ctl, &ep, 1);
 }
 
 /* quorumctl runs one command and exits; what a command builds (request
@@ -94,18 +106,8 @@ qc_client *ctl_connect(struct ctl *ctl)
 {
     char **eps;
     size_t n = ctl_endpoints(ctl, &eps);
-    struct qc_options o = {.endpoints = (const char *const *)eps,
-                           .n_endpoints = n,
-                           .dial_timeout_ms = (int)ctl->dial_timeout_ms,
-                           .call_timeout_ms = (int)ctl->command_timeout_ms};
-    qc_client *c = NULL;
-    struct qc_status st;
-    int rc = qc_connect(&o, &c, &st);
-    if (rc < 0) {
-        ctl_fail(rc, &st);
-        exit(CTL_EXIT_ERROR);
-    }
-    return c; /* eps stays allocated for the life of the process (copied by qc_connect anyway) */
+    /* eps stays allocated for the life of the process (copied by qc_connect anyway) */
+    return connect_or_exit(ctl, (const char *const *)eps, n);
 }
 
 static const char *code_name(int code)
@@ -461,17 +463,180 @@ void ctl_table(int ncol, const char *const *hdr, int nrow, char ***rows)
 
 /* ---- key/value printing ---- */
 
+/* print_bytes prints |b| and a newline: as it is, or with --hex as etcdctl's
+ * addHexPrefix(hex.EncodeToString(b)), "\x6b\x31" */
+static void print_bytes(const struct ctl *ctl, const ProtobufCBinaryData *b)
+{
+    if (ctl->hex) {
+        for (size_t i = 0; i < b->len; i++)
+            printf("\\x%02x", b->data[i]);
+    } else if (b->len > 0) { /* an empty field has no data pointer: fwrite wants one */
+        fwrite(b->data, 1, b->len, stdout);
+    }
+    putchar('\n');
+}
+
 void ctl_print_kv(struct ctl *ctl, const Mvccpb__KeyValue *kv)
 {
-    /* an empty field has no data pointer: fwrite wants one */
-    if (!ctl->print_value_only) {
-        if (kv->key.len > 0)
-            fwrite(kv->key.data, 1, kv->key.len, stdout);
-        putchar('\n');
+    if (!ctl->print_value_only)
+        print_bytes(ctl, &kv->key);
+    print_bytes(ctl, &kv->value);
+}
+
+void ctl_print_get(struct ctl *ctl, const Etcdserverpb__RangeResponse *r)
+{
+    if (ctl->format == CTL_FIELDS) {
+        ctl_fields_hdr(r->header);
+        for (size_t i = 0; i < r->n_kvs; i++)
+            ctl_fields_kv("", r->kvs[i]);
+        printf("\"More\" : %s\n\"Count\" : %lld\n", r->more ? "true" : "false",
+               (long long)r->count);
+        return;
     }
-    if (kv->value.len > 0)
-        fwrite(kv->value.data, 1, kv->value.len, stdout);
+    for (size_t i = 0; i < r->n_kvs; i++)
+        ctl_print_kv(ctl, r->kvs[i]);
+}
+
+/* ---- etcdctl's "fields" output (printer_fields.go) ---- */
+
+/* utf8_rune decodes one rune as Go's utf8.DecodeRune; 0 for an invalid byte */
+static size_t utf8_rune(const uint8_t *p, size_t n, uint32_t *r)
+{
+    if (p[0] < 0x80) {
+        *r = p[0];
+        return 1;
+    }
+    size_t len = p[0] >= 0xc2 && p[0] <= 0xdf   ? 2
+                 : p[0] >= 0xe0 && p[0] <= 0xef ? 3
+                 : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4
+                                                : 0;
+    if (len == 0 || len > n)
+        return 0;
+    uint32_t v = p[0] & (0x7f >> len);
+    for (size_t i = 1; i < len; i++) {
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+        v = v << 6 | (p[i] & 0x3f);
+    }
+    static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (v < min[len] || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+        return 0;
+    *r = v;
+    return len;
+}
+
+/* go_printable: unicode.IsPrint for a rune past ASCII, near enough: the
+ * controls, spaces but U+0020, format characters and private use are not;
+ * unassigned code points are taken as printable */
+static bool go_printable(uint32_t r)
+{
+    return !((r >= 0x80 && r <= 0xa0) || r == 0xad || (r >= 0x600 && r <= 0x605) ||
+             r == 0x61c || r == 0x6dd || r == 0x70f || r == 0x1680 || r == 0x180e ||
+             (r >= 0x2000 && r <= 0x200f) || (r >= 0x2028 && r <= 0x202f) ||
+             (r >= 0x205f && r <= 0x206f) || r == 0x3000 || (r >= 0xe000 && r <= 0xf8ff) ||
+             r == 0xfeff || (r >= 0xfff9 && r <= 0xfffb) || r == 0xfffe || r == 0xffff ||
+             r == 0xe0001 || (r >= 0xe0020 && r <= 0xe007f) || r >= 0xf0000);
+}
+
+void ctl_go_quote(const uint8_t *p, size_t n)
+{
+    /* Go's %q of a string (strconv.Quote) */
+    putchar('"');
+    for (size_t i = 0; i < n;) {
+        uint32_t r;
+        size_t len = utf8_rune(p + i, n - i, &r);
+        if (len == 0) {
+            printf("\\x%02x", p[i++]);
+            continue;
+        }
+        if (r == '"' || r == '\\') {
+            printf("\\%c", (char)r);
+        } else if (r >= 0x20 && r < 0x7f) {
+            putchar((int)r);
+        } else if (r < 0x80) {
+            static const char esc[] = "\a\b\f\n\r\t\v", name[] = "abfnrtv";
+            const char *e = r ? strchr(esc, (int)r) : NULL;
+            if (e != NULL)
+                printf("\\%c", name[e - esc]);
+            else
+                printf("\\x%02x", r);
+        } else if (go_printable(r)) {
+            fwrite(p + i, 1, len, stdout);
+        } else if (r < 0x10000) {
+            printf("\\u%04x", r);
+        } else {
+            printf("\\U%08x", r);
+        }
+        i += len;
+    }
+    putchar('"');
+}
+
+void ctl_fields_quoted(const char *name, const char *s)
+{
+    printf("\"%s\" : ", name);
+    ctl_go_quote((const uint8_t *)(s ? s : ""), s ? strlen(s) : 0);
     putchar('\n');
+}
+
+void ctl_fields_hdr(const Etcdserverpb__ResponseHeader *h)
+{
+    /* etcdctl dereferences the header; a response without one prints zeros here */
+    static const Etcdserverpb__ResponseHeader none = ETCDSERVERPB__RESPONSE_HEADER__INIT;
+    if (h == NULL)
+        h = &none;
+    printf("\"ClusterID\" : %llu\n\"MemberID\" : %llu\n\"Revision\" : %lld\n\"RaftTerm\" : %llu\n",
+           (unsigned long long)h->cluster_id, (unsigned long long)h->member_id,
+           (long long)h->revision, (unsigned long long)h->raft_term);
+}
+
+void ctl_fields_kv(const char *pfx, const Mvccpb__KeyValue *kv)
+{
+    printf("\"%sKey\" : ", pfx);
+    ctl_go_quote(kv->key.data, kv->key.len);
+    printf("\n\"%sCreateRevision\" : %lld\n\"%sModRevision\" : %lld\n\"%sVersion\" : %lld\n"
+           "\"%sValue\" : ",
+           pfx, (long long)kv->create_revision, pfx, (long long)kv->mod_revision, pfx,
+           (long long)kv->version, pfx);
+    ctl_go_quote(kv->value.data, kv->value.len);
+    printf("\n\"%sLease\" : %lld\n", pfx, (long long)kv->lease);
+}
+
+/* ---- what commands share besides ---- */
+
+void ctl_unsupported(struct ctl *ctl, enum ctl_format f)
+{
+    /* etcdctl's printerUnsupported */
+    if (ctl->format == f)
+        ctl_die(CTL_EXIT_BAD_FEATURE, "%s not supported as output format",
+                f == CTL_TABLE ? "table" : "fields");
+}
+
+char *ctl_join(char *const *v, size_t n, const char *sep)
+{
+    size_t cap = 1;
+    for (size_t i = 0; i < n; i++)
+        cap += strlen(v[i]) + strlen(sep);
+    char *s = ctl_calloc(1, cap);
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            strcat(s, sep);
+        strcat(s, v[i]);
+    }
+    return s;
+}
+
+void ctl_progress(const char *what, uint64_t done, uint64_t total)
+{
+    char a[32], b[32];
+    ctl_humanize(done, a, sizeof(a));
+    ctl_humanize(total, b, sizeof(b));
+    int width = 30, fill = total ? (int)(done * (uint64_t)width / total) : width;
+    if (fill > width)
+        fill = width;
+    fprintf(stderr, "\r%s [%.*s%*s] %3d%% %s / %s", what, fill, "##############################",
+            width - fill, "", total ? (int)(done * 100 / total) : 100, a, b);
+    fflush(stderr);
 }
 
 uint8_t *ctl_prefix_end(const uint8_t *key, size_t len, size_t *out_len)
