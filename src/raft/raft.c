@@ -656,6 +656,7 @@ static void handle_snapshot(struct raft *r, const struct raft_msg *m)
         r->snap_unstable = true;
         r->commit = s->index;
         conf_apply(r, &s->conf);
+        r->conf_index = s->index;
     }
     resp = msg_new(r, RAFT_MSG_APP_RESP, m->from);
     if (resp)
@@ -938,6 +939,35 @@ int raft_compact(struct raft *r, const void *data, size_t len)
     return 0;
 }
 
+int raft_trim_log(struct raft *r, uint64_t index)
+{
+    if (r->in_ready)
+        return -EBUSY;
+    if (r->snap.len > 0)
+        return -EINVAL; /* a lagging follower would get that stale data */
+    uint64_t to = index;
+    if (to > r->applied)
+        to = r->applied;
+    if (to > r->log.stabled)
+        to = r->log.stabled;
+    if (r->role == RAFT_LEADER)
+        for (uint32_t k = 0; k < r->n_prs; k++)
+            if (r->prs[k].id != r->id && r->prs[k].match < to)
+                to = r->prs[k].match;
+    /* The snapshot at |to| carries the applied membership: only right if no
+     * configuration entry took effect after |to|. */
+    if (to <= r->snap.index || r->conf_index > to)
+        return 0;
+    struct raft_snapshot s = {.index = to, .conf = r->conf};
+    if (log_term(&r->log, to, &s.term) != 0)
+        return 0;
+    int rc = copy_snapshot(&r->snap, &s);
+    if (rc)
+        return rc;
+    log_compact(&r->log, to);
+    return 0;
+}
+
 /* ---- public: Ready ------------------------------------------------------ */
 
 static struct raft_hard_state hard_state(const struct raft *r)
@@ -1048,8 +1078,10 @@ void raft_advance(struct raft *r)
         r->applied++;
         if (e && e->type == RAFT_ENTRY_CONF) {
             struct raft_membership m;
-            if (raft_membership_decode(e->data, e->len, &m) == 0)
+            if (raft_membership_decode(e->data, e->len, &m) == 0) {
                 conf_apply(r, &m);
+                r->conf_index = r->applied;
+            }
         }
     }
 }
@@ -1112,6 +1144,7 @@ int raft_new(const struct raft_config *cfg, const struct raft_storage *st,
         conf = st->snapshot->conf;
     if ((rc = conf_apply(r, &conf)) != 0)
         goto fail;
+    r->conf_index = snap_index;
     bool fresh = !st->snapshot && st->n_entries == 0 && st->hs.term == 0;
     if (fresh && bootstrap) {
         uint8_t buf[8 * (2 + 2 * RAFT_MAX_MEMBERS)];
@@ -1133,6 +1166,7 @@ int raft_new(const struct raft_config *cfg, const struct raft_storage *st,
         r->applied = 1;
         if ((rc = conf_apply(r, bootstrap)) != 0)
             goto fail;
+        r->conf_index = 1;
     } else {
         /* Replay configuration changes the state machine already holds. */
         uint64_t applied = st->applied < snap_index ? snap_index : st->applied;
@@ -1141,9 +1175,11 @@ int raft_new(const struct raft_config *cfg, const struct raft_storage *st,
         for (uint64_t i = snap_index + 1; i <= applied; i++) {
             const struct raft_entry *e = log_entry(&r->log, i);
             struct raft_membership m;
-            if (e->type == RAFT_ENTRY_CONF && raft_membership_decode(e->data, e->len, &m) == 0)
+            if (e->type == RAFT_ENTRY_CONF && raft_membership_decode(e->data, e->len, &m) == 0) {
                 if ((rc = conf_apply(r, &m)) != 0)
                     goto fail;
+                r->conf_index = i;
+            }
         }
         r->applied = applied;
     }

@@ -61,7 +61,9 @@
  * Log storage: the core owns an in-memory copy of its whole log from the
  * snapshot on (like etcd's MemoryStorage, but inside the core). The caller's
  * disk is write-only from the core's point of view except at raft_new. Memory
- * is bounded by calling raft_compact after taking application snapshots.
+ * is bounded by calling raft_compact after taking application snapshots
+ * (and, for a caller whose snapshots carry no data, raft_trim_log in
+ * between).
  *
  * Membership: single-server changes, one at a time. A configuration entry
  * carries the whole new membership (voters and learners) and differs from the
@@ -294,6 +296,25 @@ void raft_campaign(struct raft *r);
  * entries up to that index. Errors:
  * -ENOENT (nothing applied), -ENOMEM. */
 int raft_compact(struct raft *r, const void *data, size_t len);
+
+/* raft_trim_log bounds the in-memory log of a caller whose snapshots carry
+ * no data (it calls raft_compact(r, NULL, 0)): its state machine is its own
+ * snapshot, and what it sends a follower for a snapshot at index i is its
+ * current state, applied at or past i. It drops the entries up to |index|
+ * without a new application snapshot; the core's snapshot becomes that
+ * index, its term and the applied membership, with no data. It never drops
+ * more than asked and keeps what is still needed: nothing above the applied
+ * or the persisted index, and on a leader nothing above the match index of
+ * any follower or learner (so a member that is behind, or whose progress
+ * the leader does not know yet, is never pushed to a snapshot by it: the
+ * log then grows until the caller's next raft_compact, as before). Nothing
+ * goes while a configuration entry applied after |index| (the snapshot
+ * could not carry the membership in force at |index|). The caller's disk is
+ * not concerned: a restart still starts from the caller's last persisted
+ * snapshot and entries. Returns 0 (also when it dropped nothing), -EINVAL
+ * if the core's snapshot carries data (from raft_compact), -EBUSY between
+ * raft_ready and raft_advance, -ENOMEM. */
+int raft_trim_log(struct raft *r, uint64_t index);
 
 /* raft_has_ready tells whether raft_ready would have anything to do. */
 bool raft_has_ready(const struct raft *r);

@@ -118,6 +118,9 @@ struct raft {
     struct raft_log log;
     uint64_t commit, applied;
     struct raft_membership conf;       /* applied membership */
+    uint64_t conf_index;               /* where |conf| took effect: the newest
+                                          applied configuration entry or
+                                          restored snapshot (0: none) */
     struct raft_snapshot snap;         /* latest snapshot (data owned) */
     bool snap_unstable;                /* snap must go out in the next Ready */
     struct progress prs[RAFT_MAX_MEMBERS];

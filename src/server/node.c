@@ -13,7 +13,9 @@
  *      committed entries are applied in one LMDB batch that also records
  *      the consistent index, the writes they belong to are answered, reads
  *      whose index is applied are served, raft_advance;
- *   4. every --snapshot-count applied entries the log is compacted.
+ *   4. every --snapshot-count applied entries the log is compacted; in
+ *      between, the core's in-memory log keeps only the last
+ *      LOG_KEEP_ENTRIES applied entries (trim_log).
  *
  * A log entry's data: u8 kind (enum entry_kind), u8 flags (1: the server's
  * own write), u64 proposer member id, u64 proposal number (little-endian),
@@ -47,6 +49,12 @@
 #define SWEEP_MS 100
 #define BATCH_INTERVAL_MS 100  /* etcd's --backend-batch-interval */
 #define BATCH_MAX_ENTRIES 10000 /* etcd's --backend-batch-limit */
+/* The Raft core keeps applied entries in memory for followers that lag
+ * (raft_trim_log): LOG_KEEP_ENTRIES behind the applied index (etcd keeps
+ * snapshotCatchUpEntries = 5000 after a snapshot), dropped LOG_TRIM_STEP at a
+ * time. */
+#define LOG_KEEP_ENTRIES 5000
+#define LOG_TRIM_STEP 1024
 
 static void defer_msg(struct server *s, const struct raft_msg *m);
 
@@ -690,6 +698,24 @@ static void maybe_compact(struct server *s)
              (unsigned long long)applied, (unsigned long long)term);
 }
 
+/* trim_log bounds the Raft core's in-memory log between snapshots: the
+ * entries applied more than LOG_KEEP_ENTRIES ago go (on a leader only those
+ * every follower has; raft_trim_log). Without it the core would hold every
+ * entry since the last snapshot, up to --snapshot-count (100,000 by default;
+ * ~20 MB with 100-byte values). Disk and restart are unchanged: the WAL
+ * keeps every entry until maybe_compact's snapshot. A follower that needs a
+ * dropped entry gets the database instead, as after a snapshot. */
+static void trim_log(struct server *s)
+{
+    uint64_t applied = raft_get_applied(s->raft);
+    if (applied < LOG_KEEP_ENTRIES ||
+        applied - LOG_KEEP_ENTRIES < raft_get_first_index(s->raft) + LOG_TRIM_STEP)
+        return;
+    int rv = raft_trim_log(s->raft, applied - LOG_KEEP_ENTRIES);
+    if (rv != 0)
+        log_warn("raft", "trimming the in-memory log: %s", q_strerror(rv));
+}
+
 /* ---- applying ----
  *
  * Applied entries go into one LMDB write transaction that stays open across
@@ -874,6 +900,7 @@ static void finish_round(struct server *s)
             }
     struct raft_membership before = *raft_get_membership(s->raft);
     raft_advance(s->raft);
+    trim_log(s);
     /* answers run callbacks that may propose: only now, after advance */
     struct entry *e;
     while ((e = s->applied_done.head) != NULL) {

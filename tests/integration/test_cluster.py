@@ -547,6 +547,60 @@ def case_j_removed_while_cut_off():
         print("  m%d removed while stopped; it exited with %s" % (victim, m.proc.returncode))
 
 
+# -- k ------------------------------------------------------------------------
+
+# More than the entries a quorum member keeps in memory behind its applied index
+# (LOG_KEEP_ENTRIES 5000 in src/server/node.c, trimmed 1024 at a time), far
+# fewer than --snapshot-count (100000 by default, for both servers).
+LOG_KEYS = 7000
+
+
+def case_k_log_catch_up():
+    """A follower stopped while LOG_KEYS puts go through the other follower catches
+    up from the leader's log, not from a snapshot: the leader keeps, in memory,
+    every entry a member it knows has not acknowledged (quorum trims its
+    in-memory log to 5000 entries behind the applied index otherwise)."""
+    with Cluster(TARGET) as c:
+        lead = c.wait_leader()
+        followers = [i for i in range(3) if i != lead]
+        victim, via = followers
+        c.kill(victim, signal.SIGTERM)
+        ch, kv = kv_stub(c, via)
+        errors = []
+
+        def writer(t, nthreads):
+            try:
+                for k in range(t, LOG_KEYS, nthreads):
+                    kv.Put(rpc_pb2.PutRequest(key=b"k/%06d" % k, value=b"v%d" % k), timeout=30)
+            except grpc.RpcError as e:
+                errors.append("%s %s" % (e.code(), e.details()))
+        ts = [threading.Thread(target=writer, args=(t, 4)) for t in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        check(not errors, "puts through m%d failed: %s" % (via, errors[:3]))
+        last = kv.Put(rpc_pb2.PutRequest(key=b"k/last", value=b"the-end"), timeout=30)
+        ch.close()
+        rev = last.header.revision
+        c.restart(victim)
+        wait_for(lambda: get(c, victim, "k/last", serializable=True) == "the-end",
+                 timeout=120, what="the restarted follower's serializable get of the last key")
+        hashes = {}
+
+        def equal():
+            for i in range(3):
+                hashes[c.members[i].name] = hashkv(c, i, rev)
+            return len({h[:2] for h in hashes.values()}) == 1
+        wait_for(equal, what="equal hashkv at revision %d" % rev)
+        log = log_since_last_start(c.members[victim])
+        got = SNAP_RECEIVED.search(log)
+        check(got is None, "the restarted follower applied a snapshot (%r), it should have "
+              "caught up from the log" % got.group(0) if got else "")
+        print("  %d keys written while m%d was down; it caught up from the log; hashkv at "
+              "rev %d: %s" % (LOG_KEYS, victim, rev, hashes))
+
+
 CASES = [
     ("a_every_member_serves", case_a_every_member_serves),
     ("b_leader_kill", case_b_leader_kill),
@@ -559,6 +613,7 @@ CASES = [
     ("h_lease_ttl_survives_leader_change", case_h_lease_ttl_survives_leader_change),
     ("i_corruption_check", case_i_corruption_check),
     ("j_removed_while_cut_off", case_j_removed_while_cut_off),
+    ("k_log_catch_up", case_k_log_catch_up),
 ]
 
 

@@ -708,6 +708,147 @@ Test(raft, snapshot_compact_requires_applied)
     cr_assert_eq(raft_get_commit(nodes[1]), 3);
 }
 
+/* ---- raft_trim_log: bounding the in-memory log between snapshots ------- */
+
+Test(raft, trim_log_drops_applied_entries_only)
+{
+    boot(1);
+    raft_campaign(nodes[1]);
+    settle();
+    for (int k = 0; k < 20; k++)
+        propose(1, "t");
+    settle();
+    cr_assert_eq(raft_get_applied(nodes[1]), 22);
+    cr_assert_eq(raft_trim_log(nodes[1], 10), 0);
+    cr_assert_eq(raft_get_first_index(nodes[1]), 11);
+    cr_assert_null(raft_get_entry(nodes[1], 10));
+    cr_assert_not_null(raft_get_entry(nodes[1], 11));
+    cr_assert_eq(raft_trim_log(nodes[1], 5), 0, "an older index is a no-op");
+    cr_assert_eq(raft_get_first_index(nodes[1]), 11);
+    /* never past the applied index */
+    propose(1, "unapplied");
+    cr_assert_eq(raft_trim_log(nodes[1], 1000), 0);
+    cr_assert_eq(raft_get_first_index(nodes[1]), 23);
+    cr_assert_not_null(raft_get_entry(nodes[1], 23), "the new entry is not applied yet");
+    settle();
+    cr_assert_eq(raft_get_applied(nodes[1]), 23);
+    /* a restart starts from the disk, which is not concerned */
+    struct raft_config c = cfg_for(1);
+    restart(1, &c);
+    cr_assert_eq(raft_get_first_index(nodes[1]), 1);
+    cr_assert_eq(raft_get_last_index(nodes[1]), 23);
+    /* not between raft_ready and raft_advance */
+    raft_campaign(nodes[1]);
+    struct raft_ready rd;
+    cr_assert_eq(raft_ready(nodes[1], &rd), 0);
+    cr_assert_eq(raft_trim_log(nodes[1], 20), -EBUSY);
+    cr_assert_eq(raft_get_first_index(nodes[1]), 1);
+    raft_advance(nodes[1]);
+}
+
+Test(raft, trim_log_refused_when_snapshot_has_data)
+{
+    boot(1);
+    raft_campaign(nodes[1]);
+    settle();
+    propose(1, "a");
+    settle();
+    cr_assert_eq(raft_compact(nodes[1], "STATE", 5), 0);
+    propose(1, "b");
+    propose(1, "c");
+    settle();
+    cr_assert_eq(raft_trim_log(nodes[1], raft_get_applied(nodes[1])), -EINVAL);
+}
+
+Test(raft, trim_log_leader_keeps_what_a_follower_lacks)
+{
+    boot(3);
+    raft_campaign(nodes[1]);
+    settle();
+    isolate(3, true);
+    for (int k = 0; k < 20; k++)
+        propose(1, "s");
+    settle();
+    cr_assert_eq(raft_get_applied(nodes[1]), 22);
+    /* n3 acknowledged up to 2 (the no-op): nothing after it goes */
+    cr_assert_eq(raft_trim_log(nodes[1], 20), 0);
+    cr_assert_eq(raft_get_first_index(nodes[1]), 3);
+    /* a follower's own log is trimmed as asked */
+    cr_assert_eq(raft_trim_log(nodes[2], 20), 0);
+    cr_assert_eq(raft_get_first_index(nodes[2]), 21);
+    /* n3 catches up from the log, without a snapshot */
+    isolate(3, false);
+    propose(1, "after");
+    tick_all(3);
+    cr_assert_not(snap_restored[3]);
+    cr_assert_eq(sent_count[RAFT_MSG_SNAP], 0);
+    cr_assert_eq(applied_upto[3], 23);
+    cr_assert_eq(raft_trim_log(nodes[1], 20), 0);
+    cr_assert_eq(raft_get_first_index(nodes[1]), 21);
+}
+
+Test(raft, trim_log_lagging_follower_gets_a_dataless_snapshot)
+{
+    boot(3);
+    raft_campaign(nodes[1]);
+    settle();
+    isolate(3, true);
+    for (int k = 0; k < 20; k++)
+        propose(1, "s");
+    settle();
+    /* n2 leads now, with n3 unknown: it trims once n3 answers */
+    raft_campaign(nodes[2]);
+    settle();
+    cr_assert_eq(raft_get_role(nodes[2]), RAFT_LEADER);
+    uint64_t applied = raft_get_applied(nodes[2]);
+    cr_assert_eq(applied, 23);
+    cr_assert_eq(raft_trim_log(nodes[2], applied), 0);
+    cr_assert_eq(raft_get_first_index(nodes[2]), 1, "n3's progress is unknown");
+    /* a follower trims as asked; when it leads, n3 needs a snapshot */
+    cr_assert_eq(raft_trim_log(nodes[1], 20), 0);
+    cr_assert_eq(raft_get_first_index(nodes[1]), 21);
+    raft_campaign(nodes[1]);
+    settle();
+    cr_assert_eq(raft_get_role(nodes[1]), RAFT_LEADER);
+    isolate(3, false);
+    propose(1, "after");
+    tick_all(5);
+    cr_assert(snap_restored[3], "n3 restored the snapshot");
+    cr_assert_eq(disks[3].snap.index, 20);
+    cr_assert_eq(disks[3].snap.len, 0);
+    cr_assert_eq(disks[3].snap.term, raft_get_entry(nodes[2], 20)->term);
+    cr_assert_eq(disks[3].snap.conf.n_voters, 3);
+    cr_assert_eq(raft_get_commit(nodes[3]), raft_get_last_index(nodes[1]));
+    cr_assert_eq(applied_upto[3], raft_get_last_index(nodes[1]));
+}
+
+Test(raft, trim_log_not_across_a_configuration_change)
+{
+    boot(3);
+    raft_campaign(nodes[1]);
+    settle();
+    for (int k = 0; k < 5; k++)
+        propose(1, "a");
+    settle();
+    struct raft_membership m = *raft_get_membership(nodes[1]);
+    m.learners[m.n_learners++] = 4; /* never started: its match stays 0 */
+    uint64_t ci = 0;
+    cr_assert_eq(raft_propose_conf(nodes[1], &m, &ci), 0);
+    for (int k = 0; k < 5; k++)
+        propose(1, "b");
+    settle();
+    cr_assert_eq(raft_get_applied(nodes[2]), ci + 5);
+    /* the follower's membership at ci - 1 was another one: nothing goes */
+    cr_assert_eq(raft_trim_log(nodes[2], ci - 1), 0);
+    cr_assert_eq(raft_get_first_index(nodes[2]), 1);
+    /* at or after the change it may */
+    cr_assert_eq(raft_trim_log(nodes[2], ci + 2), 0);
+    cr_assert_eq(raft_get_first_index(nodes[2]), ci + 3);
+    /* the leader keeps everything the learner it never heard from lacks */
+    cr_assert_eq(raft_trim_log(nodes[1], ci + 2), 0);
+    cr_assert_eq(raft_get_first_index(nodes[1]), 1);
+}
+
 /* ---- membership changes (paper 6, one server at a time) ---------------- */
 
 static struct raft_membership cur_conf(int i) { return *raft_get_membership(nodes[i]); }
