@@ -788,7 +788,9 @@ static void process_dirty(qc_client *c)
         if (s->state == S_PENDING && s->on_pending && s->cancel) {
             pending_remove(c, s);
             s->state = S_DONE;
-            stream_unref(s); /* the I/O side's */
+            /* the I/O side's reference; the dirty list's, dropped below, is
+             * still held, so this one is never the last */
+            s->refs--;
         } else if (s->state == S_OPEN && s->conn && !s->conn->dead) {
             nghttp2_session *sess = s->conn->sess;
             if (s->cancel) {
