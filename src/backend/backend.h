@@ -59,8 +59,15 @@ void backend_close(backend *be);
  * batch and no read transaction may be open: read txns of the old
  * environment (mvcc's spares: mvcc_release_reads) must be gone. On a failed
  * rename the old file is reopened and the error returned. Errors: -EBUSY,
- * -errno, QERR_STORAGE (then |be| has no environment: close it). */
+ * -errno, QERR_STORAGE (then |be| has no environment: close it).
+ * The replaced file stays open until backend_take_retired's caller closes
+ * it (or the next replace, or backend_close): that close frees its blocks,
+ * which takes time in proportion to its size, best spent off the loop. */
 int backend_replace_file(backend *be, const char *path);
+
+/* backend_take_retired hands over the descriptor of the file the last
+ * backend_replace_file replaced (-1 if none); the caller closes it. */
+int backend_take_retired(backend *be);
 
 /* ---- Writes ----
  *

@@ -307,6 +307,40 @@ static void defrag_end(struct defrag *d, int rv)
     free(d);
 }
 
+/* ---- retired database files ---- */
+
+struct retired {
+    uv_work_t work;
+    int fd;
+};
+
+static void retired_close(uv_work_t *w)
+{
+    struct retired *r = w->data;
+    close(r->fd); /* the file's last reference: its blocks are freed here */
+}
+
+static void retired_done(uv_work_t *w, int status)
+{
+    free(w->data);
+}
+
+void server_close_retired(struct server *s)
+{
+    int fd = backend_take_retired(s->be);
+    if (fd < 0)
+        return;
+    struct retired *r = malloc(sizeof(*r));
+    if (r != NULL) {
+        r->fd = fd;
+        r->work.data = r;
+        if (uv_queue_work(s->loop, &r->work, retired_close, retired_done) == 0)
+            return;
+        free(r);
+    }
+    close(fd);
+}
+
 /* defrag_swap writes the last writes into the copy and swaps it in: the
  * only step that holds the loop. */
 static int defrag_swap(struct defrag *d)
@@ -329,6 +363,7 @@ static int defrag_swap(struct defrag *d)
         log_error("maintenance", "defragment: swapping the copy in failed: %s", q_strerror(rv));
         return rv;
     }
+    server_close_retired(s);
     uint64_t now = uv_hrtime();
     log_info("maintenance",
              "defragmented the database: %llu -> %llu bytes in %.3f s; %d catch-up rounds, "

@@ -636,8 +636,10 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
     server_snapshot_copies_wait();
     mvcc_release_reads(s->kv);
     int rv = backend_replace_file(s->be, s->recv_path);
-    if (rv == 0)
+    if (rv == 0) {
+        server_close_retired(s);
         rv = mvcc_reload(s->kv);
+    }
     if (rv == 0)
         rv = server_leases_reload(s);
     if (rv == 0)

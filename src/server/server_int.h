@@ -235,6 +235,9 @@ void server_copy_end(void);
 /* server_defrag_detach lets a Defragment in progress end without the
  * server (it is closing): its worker's step finishes and cleans up. */
 void server_defrag_detach(struct server *s);
+/* server_close_retired closes the database file a swap replaced on a
+ * worker thread (freeing a large file's blocks takes a while). */
+void server_close_retired(struct server *s);
 
 /* server_watch_kick schedules catch-up for watchers that are behind. */
 void server_watch_kick(struct server *s);
