@@ -11,8 +11,22 @@
  * within a bounded number of ticks. Everything derives from the seed, so a
  * failing seed replays exactly: raft-sim --first S --seeds 1.
  *
+ * Snapshots come in two modes. By default they carry data: the state
+ * machine (an 8-byte chain hash of the applied history) is rebuilt from the
+ * latest snapshot plus the log after a crash. With --dataless (--mixed:
+ * odd seeds) they model src/server/node.c: the state machine (chain,
+ * applied) is durable by itself (synced after random applies and before
+ * each compaction; what was applied after the last sync is lost in a
+ * crash), compaction is raft_compact(r, NULL, 0), raft_trim_log(r, applied
+ * - K) runs after raft_advance at random, a snapshot message carries the
+ * sender's current state machine out of band, the receiver installs it
+ * when the core hands the snapshot back (it must be at or past the
+ * snapshot's index and equal to what others applied there), and committed
+ * entries the state machine already holds are skipped (and checked).
+ *
  * Usage: raft-sim --seeds N [--first S] [--nodes 3|5] [--verbose]
  *        [--ticks T]            (fault phase length, default 2000 ticks)
+ *        [--dataless | --mixed] (data-less snapshots: all / odd seeds)
  *        [--expect-violation]   (exit 0 only if a safety check fails) */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -76,6 +90,16 @@ static uint64_t now;
 static uint64_t cur_seed;
 static uint64_t fault_ticks = 2000; /* --ticks: length of the fault phase */
 static int n_initial, n_slots;
+
+/* --dataless: snapshots carry no data (raft_compact(r, NULL, 0)), the
+ * state machine is durable on its own, raft_trim_log runs after
+ * raft_advance and a snapshot message carries the sender's current state
+ * out of band, as src/server/node.c does. --mixed: every other seed. */
+enum { MODE_DATA, MODE_DATALESS, MODE_MIXED };
+static int snap_mode = MODE_DATA;
+static bool dataless;                /* this seed */
+static double p_trim, p_sm_sync;     /* per seed, data-less mode */
+static unsigned trim_keep_max;
 
 static void print_ev(const struct trace_ev *e)
 {
@@ -150,7 +174,7 @@ static void violation(const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fprintf(stderr, "\nreplay: raft-sim --first %" PRIu64 " --seeds 1 --nodes %d --ticks %" PRIu64
-            " --verbose\n", cur_seed, n_initial, fault_ticks);
+            "%s --verbose\n", cur_seed, n_initial, fault_ticks, dataless ? " --dataless" : "");
     if (expect_violation && !checking_liveness) {
         printf("raft-sim: safety violation caught at seed %" PRIu64 ", as expected\n", cur_seed);
         exit(0);
@@ -191,6 +215,13 @@ struct node {
     size_t n_ents, cap_ents;
     /* state machine */
     uint64_t applied, chain;
+    /* Data-less mode: the state machine is durable by itself (the server's
+     * LMDB with its consistent index): what survives a crash. */
+    uint64_t d_applied, d_chain;
+    /* Data-less mode: the state attached to the snapshot message being
+     * stepped (the server's received database copy), until its Ready. */
+    bool recv_set;
+    uint64_t recv_index, recv_term, recv_applied, recv_chain;
     int group; /* partition group */
     int last_role;
     uint64_t last_term;
@@ -203,6 +234,10 @@ static struct raft_config base_cfg;
 static struct {
     uint64_t applied, leaders, reads_ok, restores, compactions, conf_proposed, transfers,
         crashes, partitions, msgs, early_crashes;
+    /* data-less mode */
+    uint64_t dl_seeds, trim_calls, trims_dropped, entries_trimmed, dl_snaps_sent, dl_snaps_trimmed,
+        dl_snaps_installed, dl_installs_ahead, dl_installs_back, dl_skipped, dl_sm_syncs,
+        dl_lost_on_crash;
 } stats;
 
 /* ---- global knowledge for the checks ------------------------------------ */
@@ -310,6 +345,9 @@ struct netmsg {
     struct raft_entry *ents;
     struct raft_snapshot snap;
     uint64_t at;
+    /* data-less mode, RAFT_MSG_SNAP: the sender's state machine at send
+     * time (the database copy the server sends out of band) */
+    uint64_t sm_applied, sm_chain;
 };
 static struct netmsg **net;
 static size_t n_net, cap_net;
@@ -367,6 +405,21 @@ static void send_msg(const struct raft_msg *m)
 {
     if (m->to == 0 || m->to > (uint64_t)n_slots)
         return;
+    uint64_t sm_applied = 0, sm_chain = 0;
+    if (dataless && m->type == RAFT_MSG_SNAP && m->snapshot) {
+        /* The server copies its database (consistent at its applied
+         * index) for the snapshot: it must hold the snapshot's index. */
+        const struct node *from = &nodes[m->from];
+        if (m->snapshot->len != 0)
+            violation("n%" PRIu64 " sends a snapshot with %zu bytes in data-less mode", m->from,
+                      m->snapshot->len);
+        if (from->applied < m->snapshot->index)
+            violation("n%" PRIu64 " sends a snapshot @%" PRIu64 " but its state machine is at %"
+                      PRIu64,
+                      m->from, m->snapshot->index, from->applied);
+        sm_applied = from->applied;
+        sm_chain = from->chain;
+    }
     if (!reachable(m->from, m->to) || chance(p_drop)) {
         trace_msg("drop", m);
         return;
@@ -374,6 +427,18 @@ static void send_msg(const struct raft_msg *m)
     int copies = chance(p_dup) ? 2 : 1;
     for (int k = 0; k < copies; k++) {
         struct netmsg *c = netmsg_copy(m);
+        c->sm_applied = sm_applied;
+        c->sm_chain = sm_chain;
+        if (dataless && m->type == RAFT_MSG_SNAP && m->snapshot) {
+            stats.dl_snaps_sent++;
+            /* not the sender's persisted snapshot: the index of a trim */
+            const struct node *from = &nodes[m->from];
+            if (!from->has_snap || from->snap.index != m->snapshot->index)
+                stats.dl_snaps_trimmed++;
+            trace("n%" PRIu64 " sends n%" PRIu64 " its state machine @%" PRIu64
+                  " for the snapshot @%" PRIu64,
+                  m->from, m->to, sm_applied, m->snapshot->index);
+        }
         stats.msgs++;
         c->at = now + rnd_n(max_delay + 1);
         net_push(c);
@@ -507,6 +572,98 @@ static void check_entries(struct node *n, const struct raft_entry *ents, size_t 
     }
 }
 
+/* ---- data-less snapshots (the server's model) --------------------------- */
+
+/* sm_sync makes the state machine durable as it is (an LMDB commit with its
+ * consistent index). */
+static void sm_sync(struct node *n)
+{
+    n->d_applied = n->applied;
+    n->d_chain = n->chain;
+    stats.dl_sm_syncs++;
+}
+
+/* install_received: the core hands back a snapshot it accepted; the server
+ * swaps in the database that came with the message, at its own consistent
+ * index A >= the snapshot's index, durably, and skips entries up to A. */
+static void install_received(struct node *n, const struct raft_snapshot *s)
+{
+    if (s->len != 0)
+        violation("node %" PRIu64 ": data-less mode, but the snapshot @%" PRIu64
+                  " has %zu bytes",
+                  n->id, s->index, s->len);
+    if (!n->recv_set || n->recv_index != s->index || n->recv_term != s->term)
+        violation("node %" PRIu64 ": the core restores a snapshot @%" PRIu64 " t%" PRIu64
+                  " that was not just received (have %s @%" PRIu64 " t%" PRIu64 ")",
+                  n->id, s->index, s->term, n->recv_set ? "one" : "none", n->recv_index,
+                  n->recv_term);
+    uint64_t a_idx = n->recv_applied;
+    if (a_idx < s->index)
+        violation("node %" PRIu64 ": snapshot @%" PRIu64 " came with a state machine at %" PRIu64
+                  ", behind it",
+                  n->id, s->index, a_idx);
+    struct applied_rec *a = applied_at(a_idx);
+    if (!a->set || a->chain != n->recv_chain)
+        violation("node %" PRIu64 " installs a state machine @%" PRIu64 " (snapshot @%" PRIu64
+                  ") that %s",
+                  n->id, a_idx, s->index,
+                  a->set ? "differs from what others applied there" : "nobody applied");
+    if (a_idx > s->index)
+        stats.dl_installs_ahead++;
+    if (a_idx < n->applied)
+        stats.dl_installs_back++;
+    trace("n%" PRIu64 " installs the state machine @%" PRIu64 " for the snapshot @%" PRIu64
+          " (was @%" PRIu64 ")",
+          n->id, a_idx, s->index, n->applied);
+    n->applied = a_idx;
+    n->chain = n->recv_chain;
+    n->recv_set = false;
+    sm_sync(n);
+    stats.dl_snaps_installed++;
+}
+
+/* skip_entry: a committed entry the state machine already holds (after an
+ * install or a restart): it must be the one that was applied there. */
+static void skip_entry(struct node *n, const struct raft_entry *e)
+{
+    struct applied_rec *a = applied_at(e->index);
+    if (!a->set || a->term != e->term || a->hash != entry_hash(e))
+        violation("node %" PRIu64 " skips committed entry %" PRIu64 " term %" PRIu64
+                  " held by its state machine, but %s",
+                  n->id, e->index, e->term,
+                  a->set ? "a different entry was applied there" : "nobody applied it");
+    stats.dl_skipped++;
+}
+
+/* do_trim bounds the core's in-memory log like node.c's trim_log, keeping
+ * a small random number of applied entries. */
+static void do_trim(struct node *n)
+{
+    uint64_t applied = raft_get_applied(n->r);
+    uint64_t keep = rnd_n(trim_keep_max + 1);
+    if (applied <= keep)
+        return;
+    uint64_t to = applied - keep, before = raft_get_first_index(n->r);
+    int rc = raft_trim_log(n->r, to);
+    if (rc != 0)
+        violation("node %" PRIu64 ": raft_trim_log(%" PRIu64 ") failed: %d", n->id, to, rc);
+    stats.trim_calls++;
+    uint64_t after = raft_get_first_index(n->r);
+    if (after < before)
+        violation("node %" PRIu64 ": raft_trim_log moved the first index back", n->id);
+    if (after > before) {
+        if (after - 1 > to || after - 1 > applied)
+            violation("node %" PRIu64 ": raft_trim_log(%" PRIu64 ") dropped up to %" PRIu64
+                      " (applied %" PRIu64 ")",
+                      n->id, to, after - 1, applied);
+        stats.trims_dropped++;
+        stats.entries_trimmed += after - before;
+        trace("n%" PRIu64 " trims its log to %" PRIu64 " (asked %" PRIu64 ", applied %" PRIu64
+              ")",
+              n->id, after - 1, to, applied);
+    }
+}
+
 static void handle_ready(struct node *n)
 {
     int guard = 0;
@@ -535,6 +692,8 @@ static void handle_ready(struct node *n)
         }
         /* 1. persist */
         if (rd.snapshot) {
+            if (dataless)
+                install_received(n, rd.snapshot);
             disk_set_snapshot(n, rd.snapshot);
             trace("n%" PRIu64 " persists snapshot @%" PRIu64 " t%" PRIu64, n->id,
                   rd.snapshot->index, rd.snapshot->term);
@@ -551,7 +710,7 @@ static void handle_ready(struct node *n)
         for (size_t k = 0; k < rd.n_msgs && !early; k++)
             send_msg(&rd.msgs[k]);
         /* 3. apply */
-        if (rd.snapshot) {
+        if (rd.snapshot && !dataless) {
             if (rd.snapshot->len != 8)
                 violation("snapshot with %zu bytes", rd.snapshot->len);
             memcpy(&n->chain, rd.snapshot->data, 8);
@@ -563,8 +722,14 @@ static void handle_ready(struct node *n)
                           " whose state differs from what others applied",
                           n->id, n->applied);
         }
-        for (size_t k = 0; k < rd.n_committed; k++)
-            apply_entry(n, &rd.committed[k]);
+        for (size_t k = 0; k < rd.n_committed; k++) {
+            if (dataless && rd.committed[k].index <= n->applied)
+                skip_entry(n, &rd.committed[k]);
+            else
+                apply_entry(n, &rd.committed[k]);
+        }
+        if (dataless && rd.n_committed && chance(p_sm_sync))
+            sm_sync(n);
         if (rd.n_committed)
             trace("n%" PRIu64 " applied to %" PRIu64 " (term %" PRIu64 ")", n->id, n->applied,
                   rd.committed[rd.n_committed - 1].term);
@@ -586,6 +751,8 @@ static void handle_ready(struct node *n)
                   rs->ctx, rs->index, q->min_index);
         }
         raft_advance(n->r);
+        if (dataless && chance(p_trim))
+            do_trim(n);
     }
     check_leaders(n);
 }
@@ -656,6 +823,15 @@ static void node_start(struct node *n, bool bootstrap)
     st.entries = n->ents;
     st.n_entries = n->n_ents;
     st.applied = n->has_snap ? n->snap.index : 0;
+    if (dataless) {
+        /* node.c: the store's consistent index, at most the commit index;
+         * a store behind the snapshot marker is corrupt. */
+        if (n->has_snap && n->d_applied < n->snap.index)
+            violation("n%" PRIu64 " restarts with its state machine @%" PRIu64
+                      " behind its snapshot @%" PRIu64,
+                      n->id, n->d_applied, n->snap.index);
+        st.applied = n->d_applied < n->hs.commit ? n->d_applied : n->hs.commit;
+    }
     struct raft_membership boot = {0};
     for (int k = 1; k <= n_initial; k++)
         boot.voters[boot.n_voters++] = (uint64_t)k;
@@ -666,8 +842,13 @@ static void node_start(struct node *n, bool bootstrap)
     n->exists = true;
     n->applied = st.applied;
     n->chain = 0;
-    if (n->has_snap)
+    n->recv_set = false;
+    if (dataless) {
+        n->applied = n->d_applied;
+        n->chain = n->d_chain;
+    } else if (n->has_snap) {
         memcpy(&n->chain, n->snap.data, 8);
+    }
     /* The bootstrap entry is applied by the core itself. */
     if (bootstrap && !n->has_snap && n->n_ents == 0 && raft_get_applied(n->r) == 1)
         apply_entry(n, raft_get_entry(n->r, 1));
@@ -683,7 +864,10 @@ static void node_crash(struct node *n)
     n->r = NULL;
     n->up = false;
     stats.crashes++;
-    trace("n%" PRIu64 " crashes", n->id);
+    if (dataless && n->applied != n->d_applied)
+        stats.dl_lost_on_crash++;
+    trace("n%" PRIu64 " crashes (state machine @%" PRIu64 ", durable @%" PRIu64 ")", n->id,
+          n->applied, dataless ? n->d_applied : 0);
 }
 
 static void node_wipe(struct node *n)
@@ -765,6 +949,23 @@ static void do_read(struct node *n)
 static void do_compact(struct node *n)
 {
     uint64_t applied = raft_get_applied(n->r);
+    if (dataless) {
+        /* node.c maybe_compact: the store is made durable, then the core
+         * takes a snapshot with no data and the marker is persisted. */
+        const struct raft_entry *e = raft_get_entry(n->r, applied);
+        if (!e || applied > n->applied)
+            return;
+        struct raft_snapshot s = {.index = applied, .term = e->term,
+                                  .conf = *raft_get_membership(n->r)};
+        sm_sync(n);
+        if (raft_compact(n->r, NULL, 0) != 0)
+            return;
+        disk_compact(n, &s);
+        stats.compactions++;
+        trace("n%" PRIu64 " compacts at %" PRIu64 " (no data; state machine @%" PRIu64 ")",
+              n->id, applied, n->applied);
+        return;
+    }
     if (applied < raft_get_first_index(n->r) || applied != n->applied)
         return;
     const struct raft_entry *e = raft_get_entry(n->r, applied);
@@ -886,8 +1087,18 @@ static void deliver_due(void)
             struct node *to = &nodes[c->m.to];
             if (to->up && reachable(c->m.from, c->m.to)) {
                 trace_msg("deliver", &c->m);
+                if (dataless && c->m.type == RAFT_MSG_SNAP && c->m.snapshot) {
+                    /* the received database copy, kept until the core
+                     * hands the snapshot back (the server's recv_path) */
+                    to->recv_set = true;
+                    to->recv_index = c->m.snapshot->index;
+                    to->recv_term = c->m.snapshot->term;
+                    to->recv_applied = c->sm_applied;
+                    to->recv_chain = c->sm_chain;
+                }
                 raft_step(to->r, &c->m);
                 handle_ready(to);
+                to->recv_set = false;
             }
             netmsg_free(c);
             /* new due messages wait for the next round */
@@ -958,6 +1169,16 @@ static void run_seed(uint64_t seed, int n_nodes)
     p_doom = (double)rnd_n(50) / 100.0;
     doom_node = 0;
     double p_restart = 0.02 + (double)rnd_n(10) / 100.0;
+    /* Data-mode seeds draw nothing more, so they replay as before. */
+    dataless = snap_mode == MODE_DATALESS || (snap_mode == MODE_MIXED && (seed & 1));
+    if (dataless) {
+        stats.dl_seeds++;
+        p_trim = 0.05 + (double)rnd_n(60) / 100.0;
+        trim_keep_max = (unsigned)rnd_n(3) == 0 ? 0 : (unsigned)(1 + rnd_n(20));
+        p_sm_sync = chance(0.2) ? 1.0 : 0.05 + (double)rnd_n(60) / 100.0;
+        trace("seed %" PRIu64 ": data-less snapshots, trim %.2f keeping <= %u, store sync %.2f",
+              seed, p_trim, trim_keep_max, p_sm_sync);
+    }
     trace("seed %" PRIu64 ": %d nodes, inflight %u, entries/msg %u, prevote %d, checkquorum %d, "
           "drop %.2f dup %.2f delay %u crash %.3f partition %.3f",
           seed, n_nodes, base_cfg.max_inflight, base_cfg.max_msg_entries, base_cfg.pre_vote,
@@ -1106,9 +1327,13 @@ int main(int argc, char **argv)
             fault_ticks = strtoull(argv[++k], NULL, 10);
         else if (!strcmp(argv[k], "--expect-violation"))
             expect_violation = true;
+        else if (!strcmp(argv[k], "--dataless"))
+            snap_mode = MODE_DATALESS;
+        else if (!strcmp(argv[k], "--mixed"))
+            snap_mode = MODE_MIXED;
         else {
             fprintf(stderr, "usage: raft-sim --seeds N [--first S] [--nodes 3|5] [--ticks T] "
-                            "[--verbose] [--expect-violation]\n");
+                            "[--dataless | --mixed] [--verbose] [--expect-violation]\n");
             return 2;
         }
     }
@@ -1137,5 +1362,16 @@ int main(int argc, char **argv)
            stats.applied, stats.leaders, stats.reads_ok, stats.restores, stats.compactions,
            stats.conf_proposed, stats.transfers, stats.crashes, stats.early_crashes,
            stats.partitions, stats.msgs);
+    if (stats.dl_seeds)
+        printf("raft-sim: data-less snapshots: %" PRIu64 " seeds, %" PRIu64
+               " raft_trim_log calls (%" PRIu64 " dropped entries, %" PRIu64 " entries in all), %"
+               PRIu64 " snapshots sent (%" PRIu64 " at a trimmed index), %" PRIu64
+               " installed (%" PRIu64 " ahead of the snapshot index, %" PRIu64
+               " moved the state machine back), %" PRIu64 " committed entries skipped, %" PRIu64
+               " store syncs, %" PRIu64 " crashes lost applied entries\n",
+               stats.dl_seeds, stats.trim_calls, stats.trims_dropped, stats.entries_trimmed,
+               stats.dl_snaps_sent, stats.dl_snaps_trimmed, stats.dl_snaps_installed,
+               stats.dl_installs_ahead, stats.dl_installs_back, stats.dl_skipped, stats.dl_sm_syncs,
+               stats.dl_lost_on_crash);
     return 0;
 }
