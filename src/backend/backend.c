@@ -304,6 +304,25 @@ void backend_read_end(MDB_txn *txn)
         mdb_txn_abort(txn);
 }
 
+/* meta_read reads meta value |name| through |txn| from database |dbi|. */
+static int meta_read(MDB_txn *txn, MDB_dbi dbi, const char *name, uint64_t *v)
+{
+    MDB_val k = {strlen(name), (void *)name}, d;
+    int rc = mdb_get(txn, dbi, &k, &d);
+    if (rc == MDB_NOTFOUND)
+        return -ENOENT;
+    if (rc != 0)
+        return backend_err(rc);
+    if (d.mv_size != 8)
+        return QERR_CORRUPT;
+    const uint8_t *p = d.mv_data;
+    uint64_t x = 0;
+    for (int i = 0; i < 8; i++)
+        x = x << 8 | p[i];
+    *v = x;
+    return 0;
+}
+
 int backend_meta_get(backend *be, MDB_txn *txn, const char *name, uint64_t *v)
 {
     MDB_txn *own = NULL;
@@ -315,23 +334,31 @@ int backend_meta_get(backend *be, MDB_txn *txn, const char *name, uint64_t *v)
             return rv;
         txn = own;
     }
-    MDB_val k = {strlen(name), (void *)name}, d;
-    int rc = mdb_get(txn, be->dbi[BACKEND_DB_META], &k, &d);
-    int rv = 0;
-    if (rc == MDB_NOTFOUND) {
-        rv = -ENOENT;
-    } else if (rc != 0) {
-        rv = backend_err(rc);
-    } else if (d.mv_size != 8) {
-        rv = QERR_CORRUPT;
-    } else {
-        const uint8_t *p = d.mv_data;
-        uint64_t x = 0;
-        for (int i = 0; i < 8; i++)
-            x = x << 8 | p[i];
-        *v = x;
-    }
+    int rv = meta_read(txn, be->dbi[BACKEND_DB_META], name, v);
     backend_read_end(own);
+    return rv;
+}
+
+int backend_file_meta(const char *path, const char *name, uint64_t *v)
+{
+    MDB_env *env;
+    MDB_txn *txn = NULL;
+    MDB_dbi dbi;
+    int rc = mdb_env_create(&env);
+    if (rc != 0)
+        return backend_err(rc);
+    rc = mdb_env_set_maxdbs(env, BACKEND_DB__COUNT);
+    if (rc == 0)
+        rc = mdb_env_open(env, path, MDB_NOSUBDIR | MDB_RDONLY | MDB_NOLOCK, 0600);
+    if (rc == 0)
+        rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn);
+    if (rc == 0)
+        rc = mdb_dbi_open(txn, db_names[BACKEND_DB_META], 0, &dbi);
+    int rv = rc == MDB_NOTFOUND ? -ENOENT : rc != 0 ? (rc > 0 && rc < 1000 ? -rc : QERR_STORAGE)
+                                                    : meta_read(txn, dbi, name, v);
+    if (txn != NULL)
+        mdb_txn_abort(txn);
+    mdb_env_close(env);
     return rv;
 }
 

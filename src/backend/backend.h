@@ -159,6 +159,10 @@ void backend_read_end(MDB_txn *txn);
  * read through a fresh read txn (or the batch when open). */
 int backend_meta_get(backend *be, MDB_txn *txn, const char *name, uint64_t *v);
 int backend_meta_put(backend *be, const char *name, uint64_t v);
+/* backend_file_meta reads meta value |name| from the database file |path|
+ * (not one open here, e.g. a received copy), read-only. Errors: -ENOENT (no
+ * such value or no meta database), -errno, QERR_STORAGE, QERR_CORRUPT. */
+int backend_file_meta(const char *path, const char *name, uint64_t *v);
 
 /* backend_size is the size of the database file in bytes; backend_size_in_use
  * is the bytes of pages in use (what etcd reports as dbSizeInUse). */

@@ -633,6 +633,27 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
         abort();
     }
     server_flush(s);
+    /* The copy is the sender's database as it was, at or past the snapshot
+     * index; ours may be further still (we applied entries the sender had
+     * not when it copied). Going back would show serializable reads and
+     * watches an older revision: keep ours, durable first (the WAL below
+     * the snapshot may go). */
+    uint64_t recv_ci = 0;
+    if (backend_file_meta(s->recv_path, "consistent_index", &recv_ci) == 0 &&
+        recv_ci < s->applied_index && s->applied_index >= snap->index) {
+        int srv = backend_sync(s->be);
+        if (srv != 0) {
+            log_error("raft", "syncing the database failed: %s", q_strerror(srv));
+            abort();
+        }
+        log_info("raft", "snapshot at index %llu: the received database (index %llu) is behind "
+                 "ours (index %llu); keeping ours",
+                 (unsigned long long)snap->index, (unsigned long long)recv_ci,
+                 (unsigned long long)s->applied_index);
+        unlink(s->recv_path);
+        s->recv_path[0] = '\0';
+        return;
+    }
     server_snapshot_copies_wait();
     mvcc_release_reads(s->kv);
     int rv = backend_replace_file(s->be, s->recv_path);

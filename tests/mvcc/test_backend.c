@@ -359,3 +359,25 @@ Test(backend, online_defrag_goes_stale_when_the_file_is_replaced)
     cr_assert_neq(stat(tmp, &st), 0, "the stale copy was removed");
     df_check(1001);
 }
+
+/* backend_file_meta reads a file that is not the open one (a received
+ * snapshot's database) without disturbing it. */
+Test(backend, file_meta_reads_another_database_file)
+{
+    cr_assert_eq(backend_batch_begin(be), 0);
+    cr_assert_eq(backend_meta_put(be, "consistent_index", 4242), 0);
+    cr_assert_eq(backend_batch_commit(be), 0);
+    char copy[300], missing[300];
+    snprintf(copy, sizeof(copy), "%s/copy.mdb", dir);
+    snprintf(missing, sizeof(missing), "%s/missing.mdb", dir);
+    cr_assert_eq(backend_rewrite_copy(be, copy), 0);
+    uint64_t v = 0;
+    cr_assert_eq(backend_file_meta(copy, "consistent_index", &v), 0);
+    cr_assert_eq(v, 4242);
+    cr_assert_eq(backend_file_meta(copy, "no_such_value", &v), -ENOENT);
+    cr_assert_neq(backend_file_meta(missing, "consistent_index", &v), 0);
+    /* the open store is untouched and the copy can still replace it */
+    cr_assert_eq(backend_replace_file(be, copy), 0);
+    cr_assert_eq(backend_meta_get(be, NULL, "consistent_index", &v), 0);
+    cr_assert_eq(v, 4242);
+}

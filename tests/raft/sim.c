@@ -236,7 +236,7 @@ static struct {
         crashes, partitions, msgs, early_crashes;
     /* data-less mode */
     uint64_t dl_seeds, trim_calls, trims_dropped, entries_trimmed, dl_snaps_sent, dl_snaps_trimmed,
-        dl_snaps_installed, dl_installs_ahead, dl_installs_back, dl_skipped, dl_sm_syncs,
+        dl_snaps_installed, dl_installs_ahead, dl_installs_kept, dl_skipped, dl_sm_syncs,
         dl_lost_on_crash;
 } stats;
 
@@ -610,8 +610,21 @@ static void install_received(struct node *n, const struct raft_snapshot *s)
                   a->set ? "differs from what others applied there" : "nobody applied");
     if (a_idx > s->index)
         stats.dl_installs_ahead++;
+    if (a_idx < n->applied && n->applied >= s->index) {
+        /* node.c keeps its own database when it is further than the copy
+         * (a state machine never goes back), made durable first */
+        stats.dl_installs_kept++;
+        trace("n%" PRIu64 " keeps its state machine @%" PRIu64 " (the snapshot @%" PRIu64
+              " came with @%" PRIu64 ")",
+              n->id, n->applied, s->index, a_idx);
+        n->recv_set = false;
+        sm_sync(n);
+        return;
+    }
     if (a_idx < n->applied)
-        stats.dl_installs_back++;
+        violation("node %" PRIu64 " would move its state machine back from @%" PRIu64
+                  " to @%" PRIu64,
+                  n->id, n->applied, a_idx);
     trace("n%" PRIu64 " installs the state machine @%" PRIu64 " for the snapshot @%" PRIu64
           " (was @%" PRIu64 ")",
           n->id, a_idx, s->index, n->applied);
@@ -1367,11 +1380,11 @@ int main(int argc, char **argv)
                " raft_trim_log calls (%" PRIu64 " dropped entries, %" PRIu64 " entries in all), %"
                PRIu64 " snapshots sent (%" PRIu64 " at a trimmed index), %" PRIu64
                " installed (%" PRIu64 " ahead of the snapshot index, %" PRIu64
-               " moved the state machine back), %" PRIu64 " committed entries skipped, %" PRIu64
+               " kept the own, further state machine), %" PRIu64 " committed entries skipped, %" PRIu64
                " store syncs, %" PRIu64 " crashes lost applied entries\n",
                stats.dl_seeds, stats.trim_calls, stats.trims_dropped, stats.entries_trimmed,
                stats.dl_snaps_sent, stats.dl_snaps_trimmed, stats.dl_snaps_installed,
-               stats.dl_installs_ahead, stats.dl_installs_back, stats.dl_skipped, stats.dl_sm_syncs,
+               stats.dl_installs_ahead, stats.dl_installs_kept, stats.dl_skipped, stats.dl_sm_syncs,
                stats.dl_lost_on_crash);
     return 0;
 }
