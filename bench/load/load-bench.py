@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """load-bench: etcd's benchmark cases (put, range linearizable and
-serializable, txn-put, lease-keepalive) driven by bench/load/qbench (built
+serializable, txn-put, lease-keepalive, watch) driven by bench/load/qbench (built
 on libquorum-client), against quorum and etcd 3.4 in one run, one after
 the other on the same machine, with the ratio printed.
 
@@ -10,6 +10,10 @@ the other on the same machine, with the ratio printed.
 Each case gets a fresh server (or, with --cluster, a fresh three-member
 cluster whose leader takes the writes and a follower the reads). qbench
 exits non-zero when any request failed, and the run is then marked FAILED.
+
+watch is etcd's watch-latency: 100 watchers of one key on 10 streams, then
+--total/10 Puts of it; its req/s are events delivered per second and its
+latency runs from a Put's send to the event's arrival at each watcher.
 """
 import argparse
 import os
@@ -25,7 +29,8 @@ import harness  # noqa: E402
 CASES = [("put", ["put"], "leader"), ("txn-put", ["txn-put"], "leader"),
          ("range-lin", ["range"], "follower"),
          ("range-ser", ["range", "--consistency", "s"], "follower"),
-         ("lease-keepalive", ["lease-keepalive"], "leader")]
+         ("lease-keepalive", ["lease-keepalive"], "leader"),
+         ("watch", ["--watchers", "100", "--streams", "10", "watch"], "leader")]
 LINE = re.compile(r"(\d+) ok, (\d+) failed, ([\d.]+)s, (\d+) req/s, latency ms p50 ([\d.]+) "
                   r"p90 ([\d.]+) p99 ([\d.]+)")
 
@@ -56,8 +61,9 @@ def run(kind, case, args):
         target = harness.Server(kind).start()
     try:
         ep = endpoint(target, role, args.cluster)
+        total = max(1, args.total // 10) if name == "watch" else args.total
         cmd = [qbench(), "--endpoints", ep, "--conns", str(args.conns), "--clients",
-               str(args.clients), "--total", str(args.total), "--key-space",
+               str(args.clients), "--total", str(total), "--key-space",
                str(args.key_space), "--val-size", str(args.val_size)] + argv
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         m = LINE.search(r.stdout)

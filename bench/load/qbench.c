@@ -4,7 +4,8 @@
  *
  *   qbench [--endpoints h:p,...] [--conns N] [--clients N] [--total N]
  *          [--key-size N] [--val-size N] [--key-space N] [--sequential-keys]
- *          put | range [--consistency l|s] | txn-put | lease-keepalive
+ *          [--watchers N] [--streams N]
+ *          put | range [--consistency l|s] | txn-put | lease-keepalive | watch
  *
  * --clients threads share --conns clients (each one HTTP/2 connection) round
  * robin and together issue --total requests, each waiting for its answer
@@ -12,6 +13,11 @@
  * at random from --key-space (or in sequence); range reads one key of that
  * space (preloaded first). lease-keepalive grants one lease per client and
  * sends keep-alives on one stream per client, each waiting for its answer.
+ * watch (etcd's watch-latency): --watchers watchers of one key, spread over
+ * --streams Watch streams (round robin over the clients), then --total Puts
+ * of that key by --clients threads; every watcher must see every Put. Its
+ * "ok" counts events received, "req/s" is events per second, and latency is
+ * from a Put's send to its event's arrival at a watcher.
  * Prints one line: requests, seconds, req/s and latency percentiles; exits
  * non-zero if any request failed. */
 #include <errno.h>
@@ -24,7 +30,7 @@
 
 #include "quorum/client.h"
 
-enum op { OP_PUT, OP_RANGE, OP_TXN_PUT, OP_KEEPALIVE };
+enum op { OP_PUT, OP_RANGE, OP_TXN_PUT, OP_KEEPALIVE, OP_WATCH };
 
 static struct {
     const char *endpoints;
@@ -35,9 +41,11 @@ static struct {
     int sequential;
     int serializable;
     enum op op;
-} cfg = {"127.0.0.1:2379", 1, 1, 10000, 8, 8, 1, 0, 0, OP_PUT};
+    long watchers, streams;
+} cfg = {"127.0.0.1:2379", 1, 1, 10000, 8, 8, 1, 0, 0, OP_PUT, 100, 10};
 
 static qc_client **conns;
+static int64_t *sent_ns; /* watch: each Put's send time, by number */
 static long next_req;
 static long failures;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -94,7 +102,7 @@ static void *run(void *arg)
 {
     struct worker *w = arg;
     qc_client *c = conns[w->idx % cfg.conns];
-    char *key = malloc((size_t)cfg.key_size), *val = malloc((size_t)cfg.val_size);
+    char *key = malloc((size_t)cfg.key_size), *val = malloc((size_t)cfg.val_size + 1);
     memset(val, 'v', (size_t)cfg.val_size);
     struct qc_status st;
     qc_stream *ka = NULL;
@@ -111,10 +119,15 @@ static void *run(void *arg)
     }
     for (long n; (n = take()) < cfg.total;) {
         long k = cfg.sequential ? n % cfg.key_space : (long)(rand_r(&w->seed) % cfg.key_space);
-        make_key(key, k);
+        make_key(key, cfg.op == OP_WATCH ? 0 : k);
         double t0 = now_s();
         int rc = 0;
         switch (cfg.op) {
+        case OP_WATCH:
+            /* the value names the Put: its events are matched to its send time */
+            snprintf(val, (size_t)cfg.val_size, "%ld", n);
+            __atomic_store_n(&sent_ns[n], (int64_t)(t0 * 1e9), __ATOMIC_RELEASE);
+            /* fall through */
         case OP_PUT:
             rc = qc_put(c, key, (size_t)cfg.key_size, val, (size_t)cfg.val_size, 0, NULL, &st);
             break;
@@ -174,6 +187,77 @@ static void *run(void *arg)
     return NULL;
 }
 
+/* ---- watch ---- */
+
+struct watcher_stream {
+    struct worker w; /* latencies */
+    qc_stream *s;
+    long n_watchers;
+    long events;
+};
+
+/* watch_open creates this stream's watchers and waits until all are
+ * created. */
+static int watch_open(struct watcher_stream *ws, qc_client *c)
+{
+    struct qc_status st;
+    int rc = qc_stream_open(c, QC_METHOD_WATCH, &ws->s);
+    char *key = malloc((size_t)cfg.key_size);
+    make_key(key, 0);
+    for (long i = 0; rc == 0 && i < ws->n_watchers; i++) {
+        Etcdserverpb__WatchCreateRequest cr = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
+        cr.key = (ProtobufCBinaryData){(size_t)cfg.key_size, (uint8_t *)key};
+        Etcdserverpb__WatchRequest r = ETCDSERVERPB__WATCH_REQUEST__INIT;
+        r.request_union_case = ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST;
+        r.create_request = &cr;
+        rc = qc_stream_send(ws->s, &r.base);
+    }
+    free(key);
+    for (long created = 0; rc == 0 && created < ws->n_watchers;) {
+        ProtobufCMessage *m = NULL;
+        rc = qc_stream_recv(ws->s, &etcdserverpb__watch_response__descriptor, &m, 10000, &st);
+        if (rc == 0 && ((Etcdserverpb__WatchResponse *)m)->created)
+            created++;
+        if (m)
+            protobuf_c_message_free_unpacked(m, NULL);
+    }
+    if (rc != 0)
+        fail(rc > 0 ? QC_EUNAVAILABLE : rc, &st);
+    return rc;
+}
+
+static void *watch_run(void *arg)
+{
+    struct watcher_stream *ws = arg;
+    long want = ws->n_watchers * cfg.total;
+    struct qc_status st;
+    while (ws->events < want) {
+        ProtobufCMessage *m = NULL;
+        int rc = qc_stream_recv(ws->s, &etcdserverpb__watch_response__descriptor, &m, 30000, &st);
+        if (rc != 0) {
+            fail(rc > 0 ? QC_EUNAVAILABLE : rc, &st);
+            break;
+        }
+        double now = now_s();
+        Etcdserverpb__WatchResponse *r = (Etcdserverpb__WatchResponse *)m;
+        for (size_t i = 0; i < r->n_events; i++) {
+            const Mvccpb__KeyValue *kv = r->events[i]->kv;
+            char num[32] = "";
+            if (kv && kv->value.len > 0)
+                snprintf(num, sizeof(num), "%.*s",
+                         (int)(kv->value.len < 31 ? kv->value.len : 31), kv->value.data);
+            long n = atol(num);
+            if (n < 0 || n >= cfg.total)
+                continue;
+            int64_t sent = __atomic_load_n(&sent_ns[n], __ATOMIC_ACQUIRE);
+            record(&ws->w, now - (double)sent / 1e9);
+            ws->events++;
+        }
+        protobuf_c_message_free_unpacked(m, NULL);
+    }
+    return NULL;
+}
+
 static int cmp_d(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -184,7 +268,8 @@ static int usage(void)
 {
     fprintf(stderr, "usage: qbench [--endpoints h:p,...] [--conns N] [--clients N] [--total N] "
                     "[--key-size N] [--val-size N] [--key-space N] [--sequential-keys] "
-                    "put | range [--consistency l|s] | txn-put | lease-keepalive\n");
+                    "[--watchers N] [--streams N] "
+                    "put | range [--consistency l|s] | txn-put | lease-keepalive | watch\n");
     return 2;
 }
 
@@ -206,6 +291,8 @@ int main(int argc, char **argv)
         NUMFLAG("--key-size", cfg.key_size)
         NUMFLAG("--val-size", cfg.val_size)
         NUMFLAG("--key-space", cfg.key_space)
+        NUMFLAG("--watchers", cfg.watchers)
+        NUMFLAG("--streams", cfg.streams)
         if (strcmp(a, "--endpoints") == 0 && v) {
             cfg.endpoints = argv[++i];
         } else if (strcmp(a, "--sequential-keys") == 0) {
@@ -219,7 +306,7 @@ int main(int argc, char **argv)
         }
     }
     if (cmd == NULL || cfg.conns < 1 || cfg.clients < 1 || cfg.total < 1 || cfg.key_size < 1 ||
-        cfg.key_space < 1)
+        cfg.key_space < 1 || cfg.watchers < 1 || cfg.streams < 1)
         return usage();
     if (strcmp(cmd, "put") == 0)
         cfg.op = OP_PUT;
@@ -229,6 +316,8 @@ int main(int argc, char **argv)
         cfg.op = OP_TXN_PUT;
     else if (strcmp(cmd, "lease-keepalive") == 0)
         cfg.op = OP_KEEPALIVE;
+    else if (strcmp(cmd, "watch") == 0)
+        cfg.op = OP_WATCH;
     else
         return usage();
 
@@ -262,6 +351,25 @@ int main(int argc, char **argv)
         free(key);
         free(val);
     }
+    if (cfg.val_size < 21)
+        cfg.val_size = 21; /* watch: room for the Put's number */
+    struct watcher_stream *wst = NULL;
+    pthread_t *wth = NULL;
+    long n_streams = cfg.op == OP_WATCH ? cfg.streams : 0;
+    if (cfg.op == OP_WATCH) {
+        sent_ns = calloc((size_t)cfg.total, sizeof(*sent_ns));
+        wst = calloc((size_t)n_streams, sizeof(*wst));
+        wth = calloc((size_t)n_streams, sizeof(*wth));
+        for (long i = 0; i < n_streams; i++) {
+            wst[i].n_watchers = cfg.watchers / n_streams + (i < cfg.watchers % n_streams);
+            if (watch_open(&wst[i], conns[i % cfg.conns]) != 0) {
+                fprintf(stderr, "qbench: creating watchers failed: %s\n", first_error);
+                return 1;
+            }
+        }
+        for (long i = 0; i < n_streams; i++)
+            pthread_create(&wth[i], NULL, watch_run, &wst[i]);
+    }
     struct worker *ws = calloc((size_t)cfg.clients, sizeof(*ws));
     pthread_t *th = calloc((size_t)cfg.clients, sizeof(*th));
     double t0 = now_s();
@@ -272,17 +380,42 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < cfg.clients; i++)
         pthread_join(th[i], NULL);
+    for (long i = 0; i < n_streams; i++)
+        pthread_join(wth[i], NULL);
     double secs = now_s() - t0;
+    /* watch: the latencies are the watchers' (the Puts' are not reported) */
+    struct worker **from = calloc((size_t)(cfg.clients + n_streams), sizeof(*from));
+    size_t n_from = 0;
+    if (cfg.op == OP_WATCH)
+        for (long i = 0; i < n_streams; i++)
+            from[n_from++] = &wst[i].w;
+    else
+        for (int i = 0; i < cfg.clients; i++)
+            from[n_from++] = &ws[i];
     size_t n = 0;
-    for (int i = 0; i < cfg.clients; i++)
-        n += ws[i].n_lat;
+    for (size_t i = 0; i < n_from; i++)
+        n += from[i]->n_lat;
     double *all = malloc((n ? n : 1) * sizeof(double));
     size_t k = 0;
-    for (int i = 0; i < cfg.clients; i++) {
-        memcpy(all + k, ws[i].lat, ws[i].n_lat * sizeof(double));
-        k += ws[i].n_lat;
-        free(ws[i].lat);
+    for (size_t i = 0; i < n_from; i++) {
+        memcpy(all + k, from[i]->lat, from[i]->n_lat * sizeof(double));
+        k += from[i]->n_lat;
     }
+    for (int i = 0; i < cfg.clients; i++)
+        free(ws[i].lat);
+    for (long i = 0; i < n_streams; i++) {
+        free(wst[i].w.lat);
+        qc_stream_free(wst[i].s);
+    }
+    if (cfg.op == OP_WATCH && (long)n != cfg.total * cfg.watchers && failures == 0) {
+        failures = 1;
+        snprintf(first_error, sizeof(first_error), "%zu events of %ld", n,
+                 cfg.total * cfg.watchers);
+    }
+    free(from);
+    free(wst);
+    free(wth);
+    free(sent_ns);
     qsort(all, n, sizeof(double), cmp_d);
 #define PCT(p) (n ? all[(size_t)((double)(n - 1) * (p))] * 1e3 : 0.0)
     printf("qbench %s: %zu ok, %ld failed, %.2fs, %.0f req/s, latency ms p50 %.3f p90 %.3f "
