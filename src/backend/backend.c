@@ -512,6 +512,20 @@ static int open_copy(const char *path, size_t map_size, MDB_env **out)
     return rc;
 }
 
+/* commit_synced ends a copy's write txn: commits it and syncs the copy if
+ * |rc| (the writes' result) is 0, else aborts it. Returns LMDB's code. */
+static int commit_synced(MDB_txn *wt, MDB_env *dst, int rc)
+{
+    if (rc != 0) {
+        mdb_txn_abort(wt);
+        return rc;
+    }
+    rc = mdb_txn_commit(wt);
+    if (rc == 0)
+        rc = mdb_env_sync(dst, 1);
+    return rc;
+}
+
 /* rewrite copies every database of the snapshot |rt| into |dst| record by
  * record in key order (appending fills every page), and syncs it. */
 static int rewrite(MDB_txn *rt, const MDB_dbi *from, MDB_env *dst)
@@ -535,13 +549,7 @@ static int rewrite(MDB_txn *rt, const MDB_dbi *from, MDB_env *dst)
         if (cur != NULL)
             mdb_cursor_close(cur);
     }
-    if (rc == 0)
-        rc = mdb_txn_commit(wt);
-    else
-        mdb_txn_abort(wt);
-    if (rc == 0)
-        rc = mdb_env_sync(dst, 1);
-    return rc;
+    return commit_synced(wt, dst, rc);
 }
 
 int backend_rewrite_copy(backend *be, const char *path)
@@ -654,12 +662,7 @@ static int apply(backend_defrag *job, const struct buf *b)
         }
         at += 10 + (size_t)kl + vl;
     }
-    if (rc == 0)
-        rc = mdb_txn_commit(wt);
-    else
-        mdb_txn_abort(wt);
-    if (rc == 0)
-        rc = mdb_env_sync(dst, 1);
+    rc = commit_synced(wt, dst, rc);
     mdb_env_close(dst);
     return backend_err(rc);
 }

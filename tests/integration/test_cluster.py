@@ -199,6 +199,45 @@ SNAP_KEYS = 2000 if TARGET == "quorum" else 7000
 SNAP_RECEIVED = re.compile(r"applied (incoming )?snapshot at index \d+")
 
 
+def write_while_down(c, victim, via, prefix, n):
+    """Stops follower |victim|, puts n keys <prefix>NNNNNN (and <prefix>last)
+    through member |via| from four threads, restarts the victim and waits
+    until it serves the last key and hashkv at that revision is equal on
+    every member. Returns (revision, {member: hashkv})."""
+    c.kill(victim, signal.SIGTERM)
+    ch, kv = kv_stub(c, via)
+    errors = []
+    p = prefix.encode()
+
+    def writer(t, nthreads):
+        try:
+            for k in range(t, n, nthreads):
+                kv.Put(rpc_pb2.PutRequest(key=p + b"%06d" % k, value=b"value-%d" % k),
+                       timeout=30)
+        except grpc.RpcError as e:
+            errors.append("%s %s" % (e.code(), e.details()))
+    ts = [threading.Thread(target=writer, args=(t, 4)) for t in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    check(not errors, "puts through m%d failed: %s" % (via, errors[:3]))
+    last = kv.Put(rpc_pb2.PutRequest(key=p + b"last", value=b"the-end"), timeout=30)
+    ch.close()
+    rev = last.header.revision
+    c.restart(victim)
+    wait_for(lambda: get(c, victim, prefix + "last", serializable=True) == "the-end",
+             timeout=120, what="the restarted follower's serializable get of the last key")
+    hashes = {}
+
+    def equal():
+        for i in range(3):
+            hashes[c.members[i].name] = hashkv(c, i, rev)
+        return len({h[:2] for h in hashes.values()}) == 1
+    wait_for(equal, what="equal hashkv at revision %d" % rev)
+    return rev, hashes
+
+
 def case_c_snapshot_catch_up():
     """A follower stopped while SNAP_KEYS puts go through another member catches up
     (by a snapshot from the leader) after a restart; hashkv equal everywhere."""
@@ -206,36 +245,7 @@ def case_c_snapshot_catch_up():
         lead = c.wait_leader()
         followers = [i for i in range(3) if i != lead]
         victim, via = followers
-        c.kill(victim, signal.SIGTERM)
-        ch, kv = kv_stub(c, via)
-        errors = []
-
-        def writer(t, nthreads):
-            try:
-                for k in range(t, SNAP_KEYS, nthreads):
-                    kv.Put(rpc_pb2.PutRequest(key=b"c/%06d" % k, value=b"value-%d" % k),
-                           timeout=30)
-            except grpc.RpcError as e:
-                errors.append("%s %s" % (e.code(), e.details()))
-        ts = [threading.Thread(target=writer, args=(t, 4)) for t in range(4)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
-        check(not errors, "puts through m%d failed: %s" % (via, errors[:3]))
-        last = kv.Put(rpc_pb2.PutRequest(key=b"c/last", value=b"the-end"), timeout=30)
-        ch.close()
-        rev = last.header.revision
-        c.restart(victim)
-        wait_for(lambda: get(c, victim, "c/last", serializable=True) == "the-end",
-                 timeout=120, what="the restarted follower's serializable get of the last key")
-        hashes = {}
-
-        def equal():
-            for i in range(3):
-                hashes[c.members[i].name] = hashkv(c, i, rev)
-            return len({h[:2] for h in hashes.values()}) == 1
-        wait_for(equal, what="equal hashkv at revision %d" % rev)
+        rev, hashes = write_while_down(c, victim, via, "c/", SNAP_KEYS)
         for i in range(3):
             ch, kv = kv_stub(c, i)
             r = kv.Range(rpc_pb2.RangeRequest(key=b"c/", range_end=b"c0", count_only=True,
@@ -564,35 +574,7 @@ def case_k_log_catch_up():
         lead = c.wait_leader()
         followers = [i for i in range(3) if i != lead]
         victim, via = followers
-        c.kill(victim, signal.SIGTERM)
-        ch, kv = kv_stub(c, via)
-        errors = []
-
-        def writer(t, nthreads):
-            try:
-                for k in range(t, LOG_KEYS, nthreads):
-                    kv.Put(rpc_pb2.PutRequest(key=b"k/%06d" % k, value=b"v%d" % k), timeout=30)
-            except grpc.RpcError as e:
-                errors.append("%s %s" % (e.code(), e.details()))
-        ts = [threading.Thread(target=writer, args=(t, 4)) for t in range(4)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
-        check(not errors, "puts through m%d failed: %s" % (via, errors[:3]))
-        last = kv.Put(rpc_pb2.PutRequest(key=b"k/last", value=b"the-end"), timeout=30)
-        ch.close()
-        rev = last.header.revision
-        c.restart(victim)
-        wait_for(lambda: get(c, victim, "k/last", serializable=True) == "the-end",
-                 timeout=120, what="the restarted follower's serializable get of the last key")
-        hashes = {}
-
-        def equal():
-            for i in range(3):
-                hashes[c.members[i].name] = hashkv(c, i, rev)
-            return len({h[:2] for h in hashes.values()}) == 1
-        wait_for(equal, what="equal hashkv at revision %d" % rev)
+        rev, hashes = write_while_down(c, victim, via, "k/", LOG_KEYS)
         log = log_since_last_start(c.members[victim])
         got = SNAP_RECEIVED.search(log)
         check(got is None, "the restarted follower applied a snapshot (%r), it should have "
