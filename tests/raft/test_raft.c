@@ -118,7 +118,8 @@ static void enqueue(const struct raft_msg *m)
     if (m->snapshot) {
         q->snap = *m->snapshot;
         void *d = malloc(m->snapshot->len + 1);
-        memcpy(d, m->snapshot->data, m->snapshot->len);
+        if (m->snapshot->len) /* data-less snapshots: data may be NULL */
+            memcpy(d, m->snapshot->data, m->snapshot->len);
         q->snap.data = d;
         q->m.snapshot = &q->snap;
     }
@@ -150,7 +151,8 @@ static bool ready(int i)
             free((void *)d->snap.data);
         d->snap = *rd.snapshot;
         d->snap.data = malloc(rd.snapshot->len + 1);
-        memcpy((void *)d->snap.data, rd.snapshot->data, rd.snapshot->len);
+        if (rd.snapshot->len) /* data-less snapshots: data may be NULL */
+            memcpy((void *)d->snap.data, rd.snapshot->data, rd.snapshot->len);
         d->has_snap = true;
         snap_restored[i] = true;
         applied_upto[i] = rd.snapshot->index;
