@@ -377,6 +377,18 @@ static size_t split_urls(const char *s, char ***out)
     return ctl_endpoints(&tmp, out);
 }
 
+/* unsupported_after: etcdctl has no table or fields printer of member
+ * add/remove/update/promote and move-leader, and finds out after the request:
+ * the change is made, then "Error: table not supported as output format" */
+static void unsupported_after(struct ctl *ctl, qc_client *c, ProtobufCMessage *r)
+{
+    if (ctl->format != CTL_TABLE && ctl->format != CTL_FIELDS)
+        return;
+    protobuf_c_message_free_unpacked(r, NULL);
+    qc_close(c);
+    ctl_unsupported(ctl, ctl->format);
+}
+
 int cmd_member(struct ctl *ctl, int argc, char **argv)
 {
     if (argc < 1)
@@ -404,10 +416,6 @@ int cmd_member(struct ctl *ctl, int argc, char **argv)
         qc_close(c);
         return ret;
     }
-    /* etcdctl has no table or fields printer of these (and finds out after
-     * the request: quorumctl before it) */
-    ctl_unsupported(ctl, CTL_TABLE);
-    ctl_unsupported(ctl, CTL_FIELDS);
     if (strcmp(sub, "add") == 0) {
         if (np < 1)
             ctl_die(CTL_EXIT_BAD_ARGS, "member name not provided");
@@ -421,6 +429,7 @@ int cmd_member(struct ctl *ctl, int argc, char **argv)
         Etcdserverpb__MemberAddResponse *r;
         if ((rc = qc_member_add(c, (const char *const *)urls, n, learner, &r, &st)) < 0)
             return call_failed(rc, &st);
+        unsupported_after(ctl, c, &r->base);
         if (ctl->format == CTL_JSON) {
             ctl_print_json(&r->base);
         } else {
@@ -455,6 +464,8 @@ int cmd_member(struct ctl *ctl, int argc, char **argv)
         if (np != 1)
             ctl_die(CTL_EXIT_BAD_ARGS, "member ID is not provided");
         uint64_t id = member_arg(pos[0]);
+        if (strcmp(sub, "update") == 0 && (peer_urls == NULL || *peer_urls == '\0'))
+            ctl_die(CTL_EXIT_BAD_ARGS, "member peer urls not provided");
         qc_client *c = ctl_connect(ctl);
         ProtobufCMessage *r = NULL;
         const char *verb;
@@ -465,8 +476,6 @@ int cmd_member(struct ctl *ctl, int argc, char **argv)
             rc = qc_member_promote(c, id, (Etcdserverpb__MemberPromoteResponse **)&r, &st);
             verb = "promoted in";
         } else {
-            if (peer_urls == NULL || *peer_urls == '\0')
-                ctl_die(CTL_EXIT_BAD_ARGS, "member peer urls not provided");
             char **urls;
             size_t n = split_urls(peer_urls, &urls);
             rc = qc_member_update(c, id, (const char *const *)urls, n,
@@ -475,6 +484,8 @@ int cmd_member(struct ctl *ctl, int argc, char **argv)
         }
         if (rc < 0)
             return call_failed(rc, &st);
+        /* (etcdctl 3.4 panics here on promote's: its printer lacks MemberPromote) */
+        unsupported_after(ctl, c, r);
         /* every one of these responses starts with its header */
         Etcdserverpb__ResponseHeader *h = ((Etcdserverpb__MemberRemoveResponse *)r)->header;
         if (ctl->format == CTL_JSON)
@@ -906,11 +917,17 @@ int cmd_move_leader(struct ctl *ctl, int argc, char **argv)
         return CTL_EXIT_BAD_ARGS;
     }
     struct qc_status st;
-    int rc = qc_maint_move_leader(leader, target, NULL, &st);
+    Etcdserverpb__MoveLeaderResponse *r;
+    int rc = qc_maint_move_leader(leader, target, &r, &st);
     if (rc < 0)
         return call_failed(rc, &st);
-    ctl_unsupported(ctl, CTL_FIELDS); /* etcdctl: after the move */
-    printf("Leadership transferred from %llx to %llx\n", (unsigned long long)leader_id, target);
+    unsupported_after(ctl, leader, &r->base); /* etcdctl: after the move */
+    if (ctl->format == CTL_JSON)
+        ctl_print_json(&r->base);
+    else
+        printf("Leadership transferred from %llx to %llx\n", (unsigned long long)leader_id,
+               target);
+    protobuf_c_message_free_unpacked(&r->base, NULL);
     qc_close(leader);
     return 0;
 }
@@ -1069,7 +1086,12 @@ static void block_signals(sigset_t *set)
     pthread_sigmask(SIG_BLOCK, set, NULL);
 }
 
-static void print_key(struct ctl *ctl, qc_client *c, const ProtobufCBinaryData *key)
+/* print_key prints the lock's or the leader's key as etcdctl, a get of it;
+ * -w table: etcdctl's error when printing (the lock or leadership is kept
+ * until the session's lease expires: not released), |owner| (holding key)
+ * freed first */
+static void print_key(struct ctl *ctl, qc_client *c, const ProtobufCBinaryData *key,
+                      ProtobufCMessage *owner)
 {
     Etcdserverpb__RangeResponse *r;
     struct qc_status st;
@@ -1077,6 +1099,11 @@ static void print_key(struct ctl *ctl, qc_client *c, const ProtobufCBinaryData *
     if (rc < 0) {
         ctl_fail(rc, &st);
         exit(CTL_EXIT_ERROR);
+    }
+    if (ctl->format == CTL_TABLE) {
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+        protobuf_c_message_free_unpacked(owner, NULL);
+        ctl_unsupported(ctl, CTL_TABLE);
     }
     if (ctl->format == CTL_JSON)
         ctl_print_json(&r->base);
@@ -1143,7 +1170,7 @@ int cmd_lock(struct ctl *ctl, int argc, char **argv)
             ctl_die(CTL_EXIT_ERROR, "signal: %s", strsignal(WTERMSIG(ws)));
         return 0;
     }
-    print_key(ctl, ss.c, &l->key);
+    print_key(ctl, ss.c, &l->key, &l->base);
     int sig;
     for (;;) {
         struct timespec ts = {1, 0};
@@ -1169,9 +1196,7 @@ int cmd_elect(struct ctl *ctl, int argc, char **argv)
     int np = 0;
     for (int i = 0; i < argc; i++) {
         const char *v;
-        if (strcmp(argv[i], "-l") == 0)
-            listen = true;
-        else if (ctl_bool(argv[i], "listen", &b))
+        if (ctl_bool_short(argv[i], 'l', "listen", &b))
             listen = b;
         else if ((v = ctl_flag(argc, argv, &i, "ttl")) != NULL)
             ttl = strtoll(v, NULL, 10);
@@ -1215,16 +1240,24 @@ int cmd_elect(struct ctl *ctl, int argc, char **argv)
             }
             if (rc != 0)
                 break;
-            if (r->kv && ctl->format == CTL_JSON) {
-                ctl_print_json(&r->base);
-            } else if (r->kv) {
-                /* etcdctl prints what Observe yields as a GetResponse of the leader's key */
+            if (r->kv && ctl->format == CTL_TABLE) {
+                /* etcdctl fails when printing the first leader */
+                protobuf_c_message_free_unpacked(&r->base, NULL);
+                qc_stream_free(s);
+                qc_close(c);
+                ctl_unsupported(ctl, CTL_TABLE);
+            }
+            if (r->kv) {
+                /* etcdctl prints what clientv3's Observe yields: a GetResponse
+                 * of the leader's key and its header, without count or more */
                 Etcdserverpb__RangeResponse g = ETCDSERVERPB__RANGE_RESPONSE__INIT;
                 g.header = r->header;
                 g.n_kvs = 1;
                 g.kvs = &r->kv;
-                g.count = 1;
-                ctl_print_get(ctl, &g);
+                if (ctl->format == CTL_JSON)
+                    ctl_print_json(&g.base);
+                else
+                    ctl_print_get(ctl, &g);
             }
             protobuf_c_message_free_unpacked(&r->base, NULL);
         }
@@ -1246,7 +1279,7 @@ int cmd_elect(struct ctl *ctl, int argc, char **argv)
         ctl_fail(rc, &st);
         return CTL_EXIT_ERROR;
     }
-    print_key(ctl, ss.c, &cr->leader->key);
+    print_key(ctl, ss.c, &cr->leader->key, &cr->base);
     for (;;) {
         struct timespec ts = {1, 0};
         if (sigtimedwait(&set, NULL, &ts) > 0)

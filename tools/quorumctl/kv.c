@@ -28,21 +28,55 @@ const char *ctl_flag(int argc, char **argv, int *i, const char *name)
     return NULL;
 }
 
-/* ctl_bool: --name, --name=true|false */
-bool ctl_bool(const char *a, const char *name, bool *out)
+/* ctl_bool: --name, --name=v; ctl_bool_short: also -c, -c=v. v as Go's
+ * strconv.ParseBool (pflag's bool flags); else etcdctl's (cobra's) error,
+ * which it writes twice, and exit 1 (cobra's usage text on stdout is not
+ * printed) */
+bool ctl_bool_short(const char *a, char shrt, const char *name, bool *out)
 {
+    static const char *const yes[] = {"1", "t", "T", "TRUE", "true", "True"};
+    static const char *const no[] = {"0", "f", "F", "FALSE", "false", "False"};
     size_t n = strlen(name);
-    if (strncmp(a, "--", 2) != 0 || strncmp(a + 2, name, n) != 0)
+    const char *v;
+    if (strncmp(a, "--", 2) == 0 && strncmp(a + 2, name, n) == 0 &&
+        (a[2 + n] == '\0' || a[2 + n] == '='))
+        v = a[2 + n] == '=' ? a + 3 + n : NULL;
+    else if (shrt != '\0' && a[0] == '-' && a[1] == shrt && (a[2] == '\0' || a[2] == '='))
+        v = a[2] == '=' ? a + 3 : NULL;
+    else
         return false;
-    if (a[2 + n] == '\0') {
+    if (v == NULL) {
         *out = true;
         return true;
     }
-    if (a[2 + n] == '=') {
-        *out = strcmp(a + 3 + n, "true") == 0 || strcmp(a + 3 + n, "1") == 0;
-        return true;
+    for (size_t k = 0; k < sizeof(yes) / sizeof(yes[0]); k++) {
+        if (strcmp(v, yes[k]) == 0) {
+            *out = true;
+            return true;
+        }
+        if (strcmp(v, no[k]) == 0) {
+            *out = false;
+            return true;
+        }
     }
-    return false;
+    char flag[96];
+    if (shrt != '\0')
+        snprintf(flag, sizeof(flag), "-%c, --%s", shrt, name);
+    else
+        snprintf(flag, sizeof(flag), "--%s", name);
+    fprintf(stderr,
+            "Error: invalid argument \"%s\" for \"%s\" flag: strconv.ParseBool: parsing \"%s\": "
+            "invalid syntax\n\n",
+            v, flag, v);
+    ctl_die(CTL_EXIT_ERROR,
+            "invalid argument \"%s\" for \"%s\" flag: strconv.ParseBool: parsing \"%s\": "
+            "invalid syntax",
+            v, flag, v);
+}
+
+bool ctl_bool(const char *a, const char *name, bool *out)
+{
+    return ctl_bool_short(a, '\0', name, out);
 }
 
 static int64_t parse_i64(const char *s, const char *flag)
@@ -618,9 +652,7 @@ int cmd_txn(struct ctl *ctl, int argc, char **argv)
 {
     bool interactive = false, b;
     for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "-i") == 0)
-            interactive = true;
-        else if (ctl_bool(argv[i], "interactive", &b))
+        if (ctl_bool_short(argv[i], 'i', "interactive", &b))
             interactive = b;
         else if (argv[i][0] == '-')
             ctl_unknown_flag(argv[i]);

@@ -74,12 +74,15 @@ void *ctl_calloc(size_t n, size_t size);
 char *ctl_strdup(const char *s);
 uint8_t *ctl_prefix_end(const uint8_t *key, size_t len, size_t *out_len);
 
-/* kv.c; ctl_flag takes --name=v or --name v, ctl_bool --name[=true|false];
+/* kv.c; ctl_flag takes --name=v or --name v, ctl_bool --name[=<bool>] and
+ * ctl_bool_short also -c[=<bool>] (<bool> as Go's strconv.ParseBool; dies with
+ * etcdctl's error on another value);
  * ctl_positional dies on an unknown flag, else keeps |a| in pos[*np] (while
  * *np < cap) and counts it; ctl_lease_id parses a hex lease ID, dying with
  * "bad <what> (...), expecting ID in Hex" */
 const char *ctl_flag(int argc, char **argv, int *i, const char *name);
 bool ctl_bool(const char *a, const char *name, bool *out);
+bool ctl_bool_short(const char *a, char shrt, const char *name, bool *out);
 void ctl_unknown_flag(const char *a);
 void ctl_positional(char **pos, int cap, int *np, char *a);
 int64_t ctl_lease_id(const char *s, const char *what);
