@@ -35,14 +35,6 @@ LINE = re.compile(r"(\d+) ok, (\d+) failed, ([\d.]+)s, (\d+) req/s, latency ms p
                   r"p90 ([\d.]+) p99 ([\d.]+)")
 
 
-def qbench():
-    b = os.environ.get("QBENCH_BIN") or os.path.join(
-        os.path.dirname(harness.quorum_binary()), "..", "..", "bench", "load", "qbench")
-    if not os.path.exists(b):
-        raise RuntimeError("qbench not found at %s (build it or set QBENCH_BIN)" % b)
-    return b
-
-
 def endpoint(target, role, cluster):
     if not cluster:
         return target.endpoint
@@ -62,7 +54,8 @@ def run(kind, case, args):
     try:
         ep = endpoint(target, role, args.cluster)
         total = max(1, args.total // 10) if name == "watch" else args.total
-        cmd = [qbench(), "--endpoints", ep, "--conns", str(args.conns), "--clients",
+        qbench = harness.built_binary("QBENCH_BIN", "bench", "load", "qbench")
+        cmd = [qbench, "--endpoints", ep, "--conns", str(args.conns), "--clients",
                str(args.clients), "--total", str(total), "--key-space",
                str(args.key_space), "--val-size", str(args.val_size)] + argv
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)

@@ -92,26 +92,46 @@ static int mkdirs(const char *dir)
     return 0;
 }
 
+/* env_err maps what mdb_env_create/open answer: an errno (positive) as
+ * -errno, an LMDB code as QERR_STORAGE. */
+static int env_err(int rc)
+{
+    return rc == 0 ? 0 : rc > 0 ? -rc : QERR_STORAGE;
+}
+
+/* env_open opens an environment on the file |path| (MDB_NOSUBDIR | flags,
+ * created with |mode|) with room for every named database; |map_size| 0
+ * keeps LMDB's (a read-only open maps the whole file anyway). On error
+ * *out is NULL and LMDB's or errno's code is returned. */
+static int env_open(const char *path, size_t map_size, unsigned flags, mdb_mode_t mode,
+                    MDB_env **out)
+{
+    MDB_env *env = NULL;
+    int rc = mdb_env_create(&env);
+    if (rc == 0)
+        rc = mdb_env_set_maxdbs(env, BACKEND_DB__COUNT);
+    if (rc == 0 && map_size != 0)
+        rc = mdb_env_set_mapsize(env, map_size);
+    if (rc == 0)
+        rc = mdb_env_open(env, path, MDB_NOSUBDIR | flags, mode);
+    if (rc != 0 && env != NULL) {
+        mdb_env_close(env);
+        env = NULL;
+    }
+    *out = env;
+    return rc;
+}
+
 /* open_env opens be->env on be->path and its named databases (in enum
  * order, so the dbi handles are the same on every open). On error be->env
  * is NULL. */
 static int open_env(backend *be)
 {
     int rv;
-    int rc = mdb_env_create(&be->env);
-    if (rc != 0) {
-        be->env = NULL;
-        return rc > 0 ? -rc : QERR_STORAGE;
-    }
-    rc = mdb_env_set_maxdbs(be->env, BACKEND_DB__COUNT);
-    if (rc == 0)
-        rc = mdb_env_set_mapsize(be->env, be->map_size);
-    if (rc == 0)
-        rc = mdb_env_open(be->env, be->path, be->flags, 0600);
+    int rc = env_open(be->path, be->map_size, be->flags, 0600, &be->env);
     if (rc != 0) {
         log_error("backend", "cannot open %s: %s", be->path, mdb_strerror(rc));
-        rv = rc > 0 ? -rc : QERR_STORAGE;
-        goto err_env;
+        return env_err(rc);
     }
     MDB_txn *txn;
     rc = mdb_txn_begin(be->env, NULL, 0, &txn);
@@ -205,7 +225,7 @@ int backend_open(const struct backend_options *opts, backend **out)
     }
     be->map_size = opts->map_size ? opts->map_size : DEFAULT_MAP_SIZE;
     be->retired_fd = -1;
-    be->flags = MDB_NOSUBDIR | MDB_NOTLS | (opts->no_sync ? MDB_NOSYNC : 0) |
+    be->flags = MDB_NOTLS | (opts->no_sync ? MDB_NOSYNC : 0) |
                 (opts->no_meta_sync ? MDB_NOMETASYNC : 0);
     rv = open_env(be);
     if (rv != 0)
@@ -344,18 +364,13 @@ int backend_file_meta(const char *path, const char *name, uint64_t *v)
     MDB_env *env;
     MDB_txn *txn = NULL;
     MDB_dbi dbi;
-    int rc = mdb_env_create(&env);
+    int rc = env_open(path, 0, MDB_RDONLY | MDB_NOLOCK, 0, &env);
     if (rc != 0)
-        return backend_err(rc);
-    rc = mdb_env_set_maxdbs(env, BACKEND_DB__COUNT);
-    if (rc == 0)
-        rc = mdb_env_open(env, path, MDB_NOSUBDIR | MDB_RDONLY | MDB_NOLOCK, 0600);
-    if (rc == 0)
-        rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn);
+        return env_err(rc);
+    rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn);
     if (rc == 0)
         rc = mdb_dbi_open(txn, db_names[BACKEND_DB_META], 0, &dbi);
-    int rv = rc == MDB_NOTFOUND ? -ENOENT : rc != 0 ? (rc > 0 && rc < 1000 ? -rc : QERR_STORAGE)
-                                                    : meta_read(txn, dbi, name, v);
+    int rv = rc == 0 ? meta_read(txn, dbi, name, v) : rc == MDB_NOTFOUND ? -ENOENT : env_err(rc);
     if (txn != NULL)
         mdb_txn_abort(txn);
     mdb_env_close(env);
@@ -492,24 +507,11 @@ static void unlink_copy(const char *path, bool with_data)
         unlink(path);
 }
 
-/* open_copy creates the environment of a copy at |path| (unsynced writes:
+/* open_copy opens the environment of a copy at |path| (unsynced writes:
  * the copy is synced once, when written). */
 static int open_copy(const char *path, size_t map_size, MDB_env **out)
 {
-    MDB_env *dst = NULL;
-    int rc = mdb_env_create(&dst);
-    if (rc == 0)
-        rc = mdb_env_set_maxdbs(dst, BACKEND_DB__COUNT);
-    if (rc == 0)
-        rc = mdb_env_set_mapsize(dst, map_size);
-    if (rc == 0)
-        rc = mdb_env_open(dst, path, MDB_NOSUBDIR | MDB_NOTLS | MDB_NOSYNC, 0644);
-    if (rc != 0 && dst != NULL) {
-        mdb_env_close(dst);
-        dst = NULL;
-    }
-    *out = dst;
-    return rc;
+    return env_open(path, map_size, MDB_NOTLS | MDB_NOSYNC, 0644, out);
 }
 
 /* commit_synced ends a copy's write txn: commits it and syncs the copy if

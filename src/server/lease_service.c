@@ -239,14 +239,10 @@ static void on_keep_alive(grpc_call *call, const uint8_t *msg, size_t len)
 static void on_keep_alive_end(grpc_call *call)
 {
     struct server *s = server_of(call);
-    bool pending = false;
     for (struct lease_fwd *f = s->lease_fwds; f != NULL; f = f->next)
-        if (f->call == call) {
+        if (f->call == call)
             f->finish_call = true; /* answered first, then the end */
-            pending = true;
-        }
-    if (!pending)
-        grpc_call_finish(call, GRPC_STATUS_OK, NULL);
+    after_fwd(s, call, true);
 }
 
 struct key_out {

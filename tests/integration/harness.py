@@ -27,6 +27,15 @@ def quorum_binary():
     return b
 
 
+def built_binary(env, *path):
+    """Another binary of the build: $env, else |path| in the build dir
+    quorum_binary() comes from."""
+    b = os.environ.get(env) or os.path.join(os.path.dirname(quorum_binary()), "..", "..", *path)
+    if not os.path.exists(b):
+        raise RuntimeError("%s not found at %s (build it or set %s)" % (path[-1], b, env))
+    return b
+
+
 def etcd_binary():
     b = shutil.which("etcd") or "/usr/bin/etcd"
     if not os.path.exists(b):

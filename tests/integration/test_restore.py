@@ -21,16 +21,9 @@ import harness  # noqa: E402
 from cluster import Cluster  # noqa: E402
 
 
-def quorumctl():
-    b = os.environ.get("QUORUMCTL_BIN") or os.path.join(
-        os.path.dirname(harness.quorum_binary()), "..", "..", "tools", "quorumctl", "quorumctl")
-    if not os.path.exists(b):
-        raise RuntimeError("quorumctl not found at %s" % b)
-    return b
-
-
 def qctl(*args, check=True):
-    r = subprocess.run([quorumctl()] + list(args), capture_output=True, text=True, timeout=120)
+    r = subprocess.run([harness.built_binary("QUORUMCTL_BIN", "tools", "quorumctl", "quorumctl")]
+                       + list(args), capture_output=True, text=True, timeout=120)
     if check and r.returncode != 0:
         raise AssertionError("quorumctl %s failed: %s" % (" ".join(args), r.stderr))
     return r
