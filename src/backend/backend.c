@@ -54,10 +54,14 @@ static const char *const db_names[BACKEND_DB__COUNT] = {
     [BACKEND_DB_AUTH] = "auth", [BACKEND_DB_MEMBERS] = "members",
 };
 
+/* The last LMDB code backend_err mapped to a quorum error, per thread. */
+static _Thread_local int last_rc;
+
 int backend_err(int rc)
 {
     if (rc == 0)
         return 0;
+    last_rc = rc;
     if (rc == MDB_MAP_FULL)
         return QERR_NO_SPACE;
     if (rc == ENOMEM)
@@ -65,6 +69,11 @@ int backend_err(int rc)
     if (rc == EBUSY)
         return -EBUSY;
     return QERR_STORAGE;
+}
+
+int backend_last_rc(void)
+{
+    return last_rc;
 }
 
 /* mkdir -p: the data directory may be several levels deep. */

@@ -175,4 +175,9 @@ uint64_t backend_size_in_use(backend *be);
  * map MDB_NOTFOUND specially: check for it before calling. */
 int backend_err(int rc);
 
+/* backend_last_rc is the LMDB code behind the last error backend_err
+ * mapped on this thread (0 if none yet), so that a storage error can be
+ * reported with its cause: mdb_strerror(backend_last_rc()). */
+int backend_last_rc(void);
+
 #endif

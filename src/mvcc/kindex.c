@@ -17,6 +17,7 @@
 #include "mvcc/mvcc_int.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -526,46 +527,73 @@ fail:
 
 /* ---- compaction ---------------------------------------------------------- */
 
-int kindex_compact(struct kindex *ix, int64_t rev, kindex_compact_fn fn, void *arg)
+/* leaf_remove takes slot |i| out of |l| (the entry is freed by the caller). */
+static void leaf_remove(struct bt_leaf *l, unsigned i)
+{
+    memmove(&l->e[i], &l->e[i + 1], (l->n - i - 1) * sizeof(l->e[0]));
+    l->n--;
+}
+
+int kindex_compact_step(struct kindex *ix, int64_t rev, const uint8_t *from, size_t from_len,
+                        size_t max_revs, size_t max_keys, kindex_compact_fn fn, void *arg,
+                        const struct kindex_entry **stop)
 {
     int rv = 0;
-    size_t removed = 0;
-    for (struct bt_leaf *l = ix->first; l != NULL; l = l->next) {
-        unsigned w = 0;
-        for (unsigned i = 0; i < l->n; i++) {
-            struct kindex_entry *e = l->e[i];
-            const struct kindex_rev *at = rv == 0 ? kentry_at(e, rev) : NULL;
-            if (at != NULL) {
-                struct kindex_rev *r = kentry_revs(e);
-                size_t drop = (size_t)(at - r) + (at->tomb ? 1 : 0);
-                if (drop > 0)
-                    rv = fn ? fn(e->key, e->klen, r, drop, arg) : 0;
-                if (drop > 0 && rv == 0) {
-                    e->nrev -= (uint32_t)drop;
-                    if (e->nrev == 0) {
-                        free(e);
-                        removed++;
-                        continue;
-                    }
-                    memmove(r, r + drop, e->nrev * sizeof(*r));
-                    if (e->cap >= 4 * e->nrev) {
-                        struct kindex_entry *s =
-                            realloc(e, revs_off(e->klen) + e->nrev * sizeof(*r));
-                        if (s != NULL) {
-                            e = s;
-                            e->cap = e->nrev;
-                        }
-                    }
-                }
-            }
-            l->e[w++] = e;
+    size_t revs = 0, keys = 0, removed = 0;
+    struct kindex_iter it;
+    struct kindex_entry *e;
+    *stop = NULL;
+    kindex_seek(ix, from, from_len, &it);
+    while ((e = kindex_iter_get(&it)) != NULL) {
+        if (revs >= max_revs || keys >= max_keys) {
+            *stop = e;
+            break;
         }
-        l->n = w;
+        keys++;
+        const struct kindex_rev *at = kentry_at(e, rev);
+        struct kindex_rev *r = kentry_revs(e);
+        size_t drop = at != NULL ? (size_t)(at - r) + (at->tomb ? 1 : 0) : 0;
+        bool clipped = drop > max_revs - revs;
+        if (clipped)
+            drop = max_revs - revs; /* the oldest first: the rest next step */
+        if (drop == 0) {
+            kindex_iter_next(&it);
+            continue;
+        }
+        if (fn != NULL && (rv = fn(e->key, e->klen, r, drop, arg)) != 0) {
+            *stop = e;
+            break;
+        }
+        revs += drop;
+        e->nrev -= (uint32_t)drop;
+        if (e->nrev == 0) {
+            free(e);
+            leaf_remove(it.leaf, it.i);
+            removed++;
+            continue; /* the next entry moved into this slot */
+        }
+        memmove(r, r + drop, e->nrev * sizeof(*r));
+        if (e->cap >= 4 * e->nrev) {
+            struct kindex_entry *small = realloc(e, revs_off(e->klen) + e->nrev * sizeof(*r));
+            if (small != NULL) {
+                small->cap = small->nrev;
+                it.leaf->e[it.i] = small;
+            }
+        }
+        if (!clipped)
+            kindex_iter_next(&it);
     }
     ix->nkeys -= removed;
-    if (removed > 0 && ix->nkeys < ix->nleaves * LEAF_MAX / 4)
+    /* Rebuild once the whole pass is over, not in the middle of it. */
+    if (*stop == NULL && rv == 0 && ix->nkeys < ix->nleaves * LEAF_MAX / 4 && ix->nleaves > 1)
         (void)rebuild(ix); /* on failure the sparse tree is still correct */
     return rv;
+}
+
+int kindex_compact(struct kindex *ix, int64_t rev, kindex_compact_fn fn, void *arg)
+{
+    const struct kindex_entry *stop;
+    return kindex_compact_step(ix, rev, NULL, 0, SIZE_MAX, SIZE_MAX, fn, arg, &stop);
 }
 
 size_t kindex_mem_bytes(const struct kindex *ix)

@@ -53,7 +53,15 @@ struct mvcc_store {
     struct kindex ix;
     int64_t rev;           /* current, including changes not yet committed */
     int64_t committed_rev; /* what a fresh LMDB read txn sees */
-    int64_t compact_rev;
+    int64_t compact_rev;   /* reads below fail: the scheduled compaction */
+    /* A compaction still removing revisions (compacting): the next step
+     * starts at key compact_next (empty: the first key). */
+    bool compacting;
+    int64_t compact_target;
+    struct buf compact_next;
+    struct kindex_rev *compact_run; /* a step's revisions, sorted before deleting */
+    size_t compact_run_cap;
+    struct mvcc_compact_stats cstats;
     struct mvcc_txn txn; /* one write txn at a time: no allocation per txn */
     mvcc_observer_fn obs;
     void *obs_arg;
@@ -118,6 +126,9 @@ static int load(mvcc_store *s)
 {
     s->rev = 1;
     s->compact_rev = -1; /* never compacted, as etcd's compactMainRev */
+    s->compacting = false;
+    buf_reset(&s->compact_next);
+    memset(&s->cstats, 0, sizeof(s->cstats));
     int rv = kindex_init(&s->ix);
     if (rv != 0)
         return rv;
@@ -127,9 +138,11 @@ static int load(mvcc_store *s)
     if (rv != 0)
         return rv;
     rv = backend_meta_get(s->be, txn, META_FINISHED, &fin);
-    bool compacted = rv == 0;
-    if (rv == 0 || rv == -ENOENT)
+    bool compacted = rv == 0, scheduled = false;
+    if (rv == 0 || rv == -ENOENT) {
         rv = backend_meta_get(s->be, txn, META_SCHEDULED, &sched);
+        scheduled = rv == 0;
+    }
     backend_read_end(txn);
     if (rv == -ENOENT)
         rv = 0;
@@ -137,13 +150,19 @@ static int load(mvcc_store *s)
         rv = rebuild_index(s);
     if (rv != 0)
         return rv;
-    /* Compaction is one LMDB txn with both marks, so they always agree; a
-     * difference would mean another writer touched the file. */
-    if (sched > fin)
-        log_warn("mvcc", "compaction at %llu scheduled but not finished (finished %llu)",
-                 (unsigned long long)sched, (unsigned long long)fin);
     if (compacted)
         s->compact_rev = (int64_t)fin;
+    /* A compaction removes its revisions over many batches; the scheduled
+     * mark commits with the first, the finished one with the last. Reads
+     * below the scheduled revision are refused from the start, and the
+     * removal resumes from the first key (what is gone stays gone). */
+    if (scheduled && (!compacted || sched > fin)) {
+        s->compact_rev = (int64_t)sched;
+        s->compacting = true;
+        s->compact_target = (int64_t)sched;
+        log_info("mvcc", "resuming the compaction at revision %llu (finished: %llu)",
+                 (unsigned long long)sched, (unsigned long long)fin);
+    }
     /* Everything up to a compaction may have been deleted (etcd restore). */
     if (s->rev < s->compact_rev)
         s->rev = s->compact_rev;
@@ -195,6 +214,8 @@ void mvcc_close(mvcc_store *s)
     buf_free(&s->enc);
     buf_free(&s->prev);
     buf_free(&s->aux);
+    buf_free(&s->compact_next);
+    free(s->compact_run);
     free(s);
 }
 
@@ -701,19 +722,26 @@ size_t mvcc_index_bytes(const mvcc_store *s)
     return kindex_mem_bytes(&s->ix) + sizeof(*s);
 }
 
-/* ---- compaction ---------------------------------------------------------- */
-
-/* Dropped revisions are gathered in runs, sorted, and deleted with one
- * cursor walking forward: neighbours in a sorted run mostly share a leaf
- * page, which the positioned cursor checks before descending from the
- * root. Deleting in key (not revision) order took 7x as long (1M
- * revisions: 3.7 s against 0.5 s). */
+/* ---- compaction ----------------------------------------------------------
+ *
+ * mvcc_compact only schedules: it records the revision (reads below it fail
+ * from then on) and mvcc_compact_step removes the revisions in bounded
+ * pieces, each inside whatever batch is open, so no write transaction
+ * grows with the history and the loop serves requests between steps.
+ *
+ * A step's revisions are sorted and deleted with one cursor walking
+ * forward: neighbours in a sorted run mostly share a leaf page, which the
+ * positioned cursor checks before descending from the root. Deleting in
+ * key (not revision) order took 7x as long (1M revisions: 3.7 s against
+ * 0.5 s). */
 #define COMPACT_RUN 65536
+/* A step looks at no more keys than this many per revision it may drop,
+ * so a stretch of keys with nothing to drop is still a bounded step. */
+#define COMPACT_KEYS_PER_REV 8
 
 struct compact_ctx {
     mvcc_store *s;
     MDB_txn *lt;
-    struct kindex_rev *run;
     size_t n;
     int64_t dropped;
 };
@@ -730,39 +758,45 @@ static int compact_flush(struct compact_ctx *c)
 {
     if (c->n == 0)
         return 0;
-    qsort(c->run, c->n, sizeof(c->run[0]), rev_cmp);
+    struct kindex_rev *run = c->s->compact_run;
+    qsort(run, c->n, sizeof(run[0]), rev_cmp);
     MDB_cursor *mc;
     int rc = mdb_cursor_open(c->lt, c->s->kdb, &mc);
     if (rc != 0)
         return backend_err(rc);
     for (size_t i = 0; i < c->n && rc == 0; i++) {
         uint8_t rk[MVCC_REVKEY_MAX];
-        const struct kindex_rev *r = &c->run[i];
+        const struct kindex_rev *r = &run[i];
         MDB_val k = {mvcc_revkey_put(rk, r->main, r->sub, r->tomb), rk}, d;
         rc = mdb_cursor_get(mc, &k, &d, MDB_SET);
         if (rc == 0) {
             rc = backend_cursor_del(c->s->be, mc, BACKEND_DB_KEY);
             c->dropped++;
         } else if (rc == MDB_NOTFOUND) {
-            rc = 0;
+            rc = 0; /* removed before a restart that resumed this pass */
         }
     }
     mdb_cursor_close(mc);
     c->n = 0;
+    if (rc != 0)
+        log_error("mvcc", "compaction at %lld: deleting revisions: %s",
+                  (long long)c->s->compact_target, mdb_strerror(rc));
     return backend_err(rc);
 }
 
 static int compact_drop(const uint8_t *key, size_t klen, const struct kindex_rev *revs, size_t n,
                         void *arg)
 {
+    (void)key;
+    (void)klen;
     struct compact_ctx *c = arg;
     for (size_t i = 0; i < n; i++) {
-        if (c->n == COMPACT_RUN) {
+        if (c->n == c->s->compact_run_cap) {
             int rv = compact_flush(c);
             if (rv != 0)
                 return rv;
         }
-        c->run[c->n++] = revs[i];
+        c->s->compact_run[c->n++] = revs[i];
     }
     return 0;
 }
@@ -779,22 +813,71 @@ int mvcc_compact(mvcc_store *s, int64_t rev)
     int rv = backend_meta_put(s->be, META_SCHEDULED, (uint64_t)rev);
     if (rv != 0)
         return rv;
+    if (s->compacting)
+        log_info("mvcc", "compaction at revision %lld superseded by one at %lld",
+                 (long long)s->compact_target, (long long)rev);
+    s->compact_rev = rev;
+    s->compacting = true;
+    s->compact_target = rev;
+    buf_reset(&s->compact_next);
+    memset(&s->cstats, 0, sizeof(s->cstats));
+    return 0;
+}
+
+bool mvcc_compacting(const mvcc_store *s)
+{
+    return s->compacting;
+}
+
+void mvcc_compact_progress(const mvcc_store *s, struct mvcc_compact_stats *out)
+{
+    *out = s->cstats;
+    out->rev = s->compacting ? s->compact_target : -1;
+}
+
+int mvcc_compact_step(mvcc_store *s, size_t limit, bool *done)
+{
+    *done = !s->compacting;
+    if (*done)
+        return 0;
+    MDB_txn *lt = backend_batch_txn(s->be);
+    if (lt == NULL || s->txn.open)
+        return -EBUSY;
+    if (limit == 0)
+        limit = 1;
+    size_t cap = limit < COMPACT_RUN ? limit : COMPACT_RUN;
+    if (s->compact_run_cap < cap) {
+        struct kindex_rev *run = realloc(s->compact_run, cap * sizeof(*run));
+        if (run == NULL)
+            return -ENOMEM;
+        s->compact_run = run;
+        s->compact_run_cap = cap;
+    }
     struct compact_ctx c = {.s = s, .lt = lt};
-    c.run = malloc(COMPACT_RUN * sizeof(c.run[0]));
-    if (c.run == NULL)
-        return -ENOMEM;
-    rv = kindex_compact(&s->ix, rev, compact_drop, &c);
+    const struct kindex_entry *stop = NULL;
+    size_t max_keys = limit > SIZE_MAX / COMPACT_KEYS_PER_REV ? SIZE_MAX
+                                                              : limit * COMPACT_KEYS_PER_REV;
+    int rv = kindex_compact_step(&s->ix, s->compact_target, s->compact_next.data,
+                                 s->compact_next.len, limit, max_keys, compact_drop, &c, &stop);
     if (rv == 0)
         rv = compact_flush(&c);
-    free(c.run);
+    s->cstats.steps++;
+    s->cstats.dropped += c.dropped;
+    if (rv != 0)
+        return rv; /* the batch holds a partial step: the caller aborts it */
+    if (stop != NULL) {
+        buf_reset(&s->compact_next);
+        return buf_append(&s->compact_next, stop->key, stop->klen);
+    }
+    rv = backend_meta_put(s->be, META_FINISHED, (uint64_t)s->compact_target);
     if (rv != 0)
         return rv;
-    rv = backend_meta_put(s->be, META_FINISHED, (uint64_t)rev);
-    if (rv != 0)
-        return rv;
-    s->compact_rev = rev;
-    log_info("mvcc", "compacted at revision %lld: %lld revisions dropped", (long long)rev,
-             (long long)c.dropped);
+    log_info("mvcc", "compacted at revision %lld: %lld revisions dropped in %llu steps",
+             (long long)s->compact_target, (long long)s->cstats.dropped,
+             (unsigned long long)s->cstats.steps);
+    s->compacting = false;
+    buf_reset(&s->compact_next);
+    *done = true;
     return 0;
 }
 

@@ -177,13 +177,43 @@ int64_t mvcc_read_rev(const mvcc_read *r);
 typedef int (*mvcc_history_fn)(enum mvcc_event_type type, const struct mvcc_kv *kv, void *arg);
 int mvcc_read_history(mvcc_read *r, int64_t from, int64_t to, mvcc_history_fn fn, void *arg);
 
-/* mvcc_compact drops, inside the open batch, every revision that no read at
- * a revision >= |rev| can see: for each key, all revisions below its latest
- * one at or below |rev|, and that one too if it is a tombstone. From then on
- * reads below |rev| fail QERR_COMPACTED. Errors: QERR_COMPACTED
- * (rev <= current compact rev), QERR_FUTURE_REV (rev > current). The
- * compaction revision is recorded in BACKEND_DB_META. */
+/* Compaction drops every revision that no read at a revision >= |rev| can
+ * see: for each key, all revisions below its latest one at or below |rev|,
+ * and that one too if it is a tombstone.
+ *
+ * mvcc_compact only schedules it, inside the open batch: it records |rev|
+ * as scheduledCompactRev in BACKEND_DB_META, and from then on reads below
+ * |rev| fail QERR_COMPACTED (as etcd answers once a compaction is
+ * accepted). A compaction still under way is superseded: the new one takes
+ * over from the first key. Errors: -EBUSY (no batch, or a txn open),
+ * QERR_COMPACTED (rev <= current compact rev), QERR_FUTURE_REV
+ * (rev > current), storage errors. */
 int mvcc_compact(mvcc_store *s, int64_t rev);
+
+/* mvcc_compact_step removes, inside the open batch, at most |limit|
+ * revisions of the scheduled compaction (and looks at a bounded number of
+ * keys), so that no write transaction and no step grows with the history
+ * (etcd's --experimental-compaction-batch-limit). The step that reaches the
+ * end records finishedCompactRev in the same batch and sets *|done|;
+ * *|done| is also set when nothing is scheduled. Reads at or above the
+ * compaction revision see the same data before, during and after. A
+ * restart (or mvcc_batch_abort) with the scheduled mark above the finished
+ * one resumes the removal from the first key. Errors: -EBUSY, -ENOMEM,
+ * storage errors (then the batch holds part of a step: abort it). */
+int mvcc_compact_step(mvcc_store *s, size_t limit, bool *done);
+
+/* mvcc_compacting: a scheduled compaction is still removing revisions (its
+ * revision is mvcc_compact_rev). */
+bool mvcc_compacting(const mvcc_store *s);
+
+/* What the compaction under way has done since it was scheduled (or since
+ * the store opened, when it resumed). */
+struct mvcc_compact_stats {
+    int64_t rev;      /* its revision; -1 if none is under way */
+    uint64_t steps;   /* mvcc_compact_step calls */
+    int64_t dropped;  /* revisions deleted from LMDB */
+};
+void mvcc_compact_progress(const mvcc_store *s, struct mvcc_compact_stats *out);
 
 /* Change observer (for watch/): called once per change of a write txn, in
  * sub-revision order, before mvcc_txn_end returns (all changes of one

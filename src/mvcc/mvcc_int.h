@@ -163,6 +163,20 @@ typedef int (*kindex_compact_fn)(const uint8_t *key, size_t klen, const struct k
  * such a stop the keys visited so far are compacted and the rest are not. */
 int kindex_compact(struct kindex *ix, int64_t rev, kindex_compact_fn fn, void *arg);
 
+/* kindex_compact_step is one bounded piece of kindex_compact: it starts at
+ * the first key >= |from| (|from_len| 0: the first key), hands |fn| at most
+ * |max_revs| revisions in all (a key with more gives its oldest ones and is
+ * finished by a later step) and looks at no more than |max_keys| keys.
+ * *|stop| is the entry where the next step must start (valid until the
+ * index changes: copy its key), or NULL when the pass reached the end; the
+ * tree is rebuilt then if compaction left it sparse. Between steps the
+ * index may take any appends: keys added behind the position have nothing
+ * at or below |rev| to drop. Returns 0 or |fn|'s non-zero value (then
+ * *|stop| is the entry it refused, untouched). */
+int kindex_compact_step(struct kindex *ix, int64_t rev, const uint8_t *from, size_t from_len,
+                        size_t max_revs, size_t max_keys, kindex_compact_fn fn, void *arg,
+                        const struct kindex_entry **stop);
+
 /* kindex_mem_bytes estimates the heap the index uses (entries, nodes,
  * arena), without malloc's own overhead. */
 size_t kindex_mem_bytes(const struct kindex *ix);

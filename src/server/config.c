@@ -139,6 +139,9 @@ static void usage(void)
            "(revision); 0 = off\n"
            "  --auto-compaction-check-interval  revision-mode check period (quorum only, "
            "default 5m)\n"
+           "  --experimental-compaction-batch-limit\n"
+           "                                  revisions one compaction step removes "
+           "(default 1000)\n"
            "  --log-level                     debug | info | warn | error (default info)\n"
            "  --version                       print the version and exit\n");
 }
@@ -237,6 +240,7 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
     c->election_ms = 1000;
     c->snapshot_count = 100000;
     c->watch_progress_ms = 10 * 60 * 1000;
+    c->compaction_batch_limit = 1000;
     char ac_mode[16] = "periodic", ac_retention[64] = "0";
 
     for (int i = 1; i < argc; i++) {
@@ -293,6 +297,7 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
             {"experimental-watch-progress-notify-interval", F_DURATION_MS, &c->watch_progress_ms,
              0},
             {"experimental-corrupt-check-time", F_DURATION_MS, &c->corrupt_check_ms, 0},
+            {"experimental-compaction-batch-limit", F_U64, &c->compaction_batch_limit, 0},
             /* accepted for etcd compatibility, no effect in quorum */
             {"enable-pprof", F_IGNORED_BOOL, NULL, 0},
             {"logger", F_IGNORED_STR, NULL, 0},

@@ -47,6 +47,9 @@ struct config {
     /* --experimental-corrupt-check-time: how often the leader compares
      * every member's HashKV at its revision; 0 = never (etcd's default) */
     uint64_t corrupt_check_ms;
+    /* --experimental-compaction-batch-limit: revisions one compaction step
+     * removes between requests (0 = etcd's default, 1000) */
+    uint64_t compaction_batch_limit;
     /* --auto-compaction-mode (periodic | revision) and -retention, parsed as
      * etcd 3.4: a bare integer is hours (periodic) or revisions (revision),
      * else a Go duration (periodic only); 0 = off. */

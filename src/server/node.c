@@ -676,6 +676,7 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
     s->recv_path[0] = '\0';
     s->applied_index = ci;
     s->peers_dirty = true; /* members' addresses came with the database */
+    server_compact_kick(s);  /* the copy may hold a compaction under way */
     watch_hub_restored(s->watches);
     server_watch_kick(s);
     log_info("raft", "applied snapshot at index %llu (database at index %llu, revision %lld)",
@@ -763,6 +764,81 @@ void server_flush(struct server *s)
 }
 
 
+/* ---- compaction in steps ----
+ *
+ * An applied Compact only schedules the compaction (mvcc_compact: reads
+ * below it fail from then on). Its revisions are removed by
+ * mvcc_compact_step, --experimental-compaction-batch-limit at a time, one
+ * step per loop iteration (an idle handle keeps the loop from sleeping
+ * while steps remain), inside the open batch, which commits as it does for
+ * applied entries (each revision removed counts as an entry). Requests and
+ * heartbeats are served between steps, and no LMDB transaction holds more
+ * than BATCH_MAX_ENTRIES removals. A physical Compact is answered by the
+ * member it was sent to once the removal there has finished and committed
+ * (etcd's --physical). A restart resumes an unfinished removal (mvcc.h). */
+
+#define COMPACT_LIMIT_DEFAULT 1000 /* etcd's defaultCompactBatchLimit */
+
+static void compact_answer_waits(struct server *s)
+{
+    struct entry *e;
+    while ((e = s->compact_waits.head) != NULL) {
+        list_remove(&s->compact_waits, e);
+        finish(s, e);
+    }
+}
+
+static void on_compact_idle(uv_idle_t *h)
+{
+    struct server *s = h->data;
+    if (!mvcc_compacting(s->kv)) {
+        uv_idle_stop(h);
+        server_flush(s); /* the finishing step is durable before the answer */
+        compact_answer_waits(s);
+        return;
+    }
+    int rv = 0;
+    if (backend_batch_txn(s->be) == NULL) {
+        rv = mvcc_batch_begin(s->kv);
+        s->batch_opened_ms = uv_now(s->loop);
+        s->batch_entries = 0;
+    }
+    size_t limit = s->cfg.compaction_batch_limit ? (size_t)s->cfg.compaction_batch_limit
+                                                 : COMPACT_LIMIT_DEFAULT;
+    bool done = false;
+    if (rv == 0)
+        rv = mvcc_compact_step(s->kv, limit, &done);
+    if (rv != 0) {
+        /* entries applied in this batch were answered: stop, as for an
+         * apply failure; the restart resumes the removal */
+        int lrc = backend_last_rc();
+        log_error("server", "compaction at revision %lld: a step failed: %s (LMDB: %s); stopping",
+                  (long long)mvcc_compact_rev(s->kv), q_strerror(rv),
+                  lrc ? mdb_strerror(lrc) : "none");
+        abort();
+    }
+    s->batch_entries += limit;
+    if (done || s->batch_entries >= BATCH_MAX_ENTRIES ||
+        uv_now(s->loop) - s->batch_opened_ms >= BATCH_INTERVAL_MS)
+        server_flush(s);
+    if (done) {
+        uv_idle_stop(h);
+        compact_answer_waits(s);
+    }
+}
+
+void server_compact_kick(struct server *s)
+{
+    if (s->closing)
+        return;
+    if (s->compact_idle.data == NULL) {
+        uv_idle_init(s->loop, &s->compact_idle);
+        s->compact_idle.data = s;
+    }
+    if (mvcc_compacting(s->kv) || s->compact_waits.head != NULL)
+        uv_idle_start(&s->compact_idle, on_compact_idle);
+}
+
 static struct entry *find_waiting(struct server *s, uint64_t seq)
 {
     for (struct entry *e = s->waiting.head; e != NULL; e = e->next)
@@ -797,6 +873,15 @@ static int apply_normal(struct server *s, const struct raft_entry *le, struct en
     e->req = req;
     e->err = 0;
     int rv = server_apply_entry(s, e);
+    if (rv == 0 && kind == ENTRY_COMPACT && e->err == 0 && w != NULL &&
+        ((const Etcdserverpb__CompactionRequest *)req)->physical)
+        w->physical = true;
+    if (rv != 0) {
+        int lrc = backend_last_rc();
+        log_error("server", "applying entry %llu (%s) failed: %s (LMDB: %s)",
+                  (unsigned long long)le->index, desc->short_name, q_strerror(rv),
+                  lrc ? mdb_strerror(lrc) : "none");
+    }
     protobuf_c_message_free_unpacked(req, NULL);
     e->req = NULL;
     buf_free(&tmp.out);
@@ -849,6 +934,7 @@ static void apply_committed(struct server *s, const struct raft_entry *ents, siz
         log_error("server", "applying a batch failed: %s; stopping", q_strerror(rv));
         abort();
     }
+    server_compact_kick(s);
     /* durable in the WAL: watchers may see it (the store commits later) */
     watch_hub_commit(s->watches);
     server_watch_kick(s);
@@ -928,7 +1014,12 @@ static void finish_round(struct server *s)
     struct entry *e;
     while ((e = s->applied_done.head) != NULL) {
         list_remove(&s->applied_done, e);
-        finish(s, e);
+        if (e->physical && e->err == 0 && mvcc_compacting(s->kv)) {
+            list_push(&s->compact_waits, e); /* answered when the removal ends */
+            server_compact_kick(s);
+        } else {
+            finish(s, e);
+        }
     }
     const struct raft_membership *after = raft_get_membership(s->raft);
     if (s->peers_dirty) {
@@ -1149,8 +1240,8 @@ static void on_sweep(uv_timer_t *t)
 
 void server_node_fail_all(struct server *s, int err)
 {
-    struct entry_list *lists[] = {&s->queued, &s->waiting, &s->reads};
-    for (size_t i = 0; i < 3; i++) {
+    struct entry_list *lists[] = {&s->queued, &s->waiting, &s->reads, &s->compact_waits};
+    for (size_t i = 0; i < 4; i++) {
         struct entry *e;
         while ((e = lists[i]->head) != NULL) {
             list_remove(lists[i], e);

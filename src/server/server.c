@@ -475,6 +475,7 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
     uv_timer_start(&s->lease_tick, on_lease_tick, 100, 100);
     server_autocompact_start(s);
     server_corrupt_start(s);
+    server_compact_kick(s); /* initializes the handle; resumes a compaction */
     uv_check_init(loop, &s->apply_hook);
     s->apply_hook.data = s;
     uv_check_start(&s->apply_hook, on_pass);
@@ -557,7 +558,7 @@ static void on_grpc_closed(void *arg)
      * it) */
     server_node_fail_all(s, QERR_STOPPED);
     server_flush(s); /* applied entries reach the store before it closes */
-    s->closing = 9;
+    s->closing = 10;
     server_node_close(s, on_node_closed, s);
     server_corrupt_close(s, on_handle_closed);
     server_autocompact_close(s, on_handle_closed);
@@ -565,6 +566,7 @@ static void on_grpc_closed(void *arg)
     uv_close((uv_handle_t *)&s->watch_progress, on_handle_closed);
     uv_close((uv_handle_t *)&s->lease_tick, on_handle_closed);
     uv_close((uv_handle_t *)&s->apply_hook, on_handle_closed);
+    uv_close((uv_handle_t *)&s->compact_idle, on_handle_closed);
     uv_close((uv_handle_t *)&s->sigs[0], on_handle_closed);
     uv_close((uv_handle_t *)&s->sigs[1], on_handle_closed);
 }

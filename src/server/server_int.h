@@ -100,6 +100,7 @@ struct entry {
     bool ready;            /* reads: |index| is known */
     uint64_t deadline;     /* loop time (ms) when it times out */
     int err;               /* after apply: 0 or the error to answer */
+    bool physical;         /* a Compact answered once its removal finished */
     struct buf out;        /* after apply: the packed response */
 };
 
@@ -194,6 +195,10 @@ struct server {
     struct entry_list applied_done; /* applied writes, answered after advance */
     uint64_t batch_opened_ms;     /* the open LMDB batch (node.c) */
     uint64_t batch_entries;
+    /* a compaction removing revisions in steps, one per loop iteration
+     * while it lasts (node.c); physical Compacts wait in compact_waits */
+    uv_idle_t compact_idle;
+    struct entry_list compact_waits;
     struct lease_fwd *lease_fwds;   /* lease requests forwarded to the leader */
     uint64_t next_lease_ctx;
     struct conf_wait *conf_waits;   /* membership changes waiting to apply */
@@ -307,6 +312,9 @@ int server_apply_entry(struct server *s, struct entry *e);
 /* server_flush commits the open batch of applied entries (node.c): before
  * anything reads the store from another thread, copies or replaces it. */
 void server_flush(struct server *s);
+/* server_compact_kick runs the steps of a scheduled compaction (after
+ * one is applied, the store is reopened or replaced); node.c. */
+void server_compact_kick(struct server *s);
 /* server_transfer_leader starts a leadership transfer (deferred while a
  * Ready is being persisted). Errors: as raft_transfer_leader. */
 int server_transfer_leader(struct server *s, uint64_t to);

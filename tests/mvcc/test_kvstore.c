@@ -95,10 +95,22 @@ static int64_t del(const char *k)
     return del_range(s, S(k), NULL, 0, &n);
 }
 
+/* compact schedules a compaction and runs its steps to the end, a few
+ * revisions a step (sizes vary so steps stop inside keys and leaves), with
+ * a commit now and then, as the server does. */
 static void compact(mvcc_store *st, int64_t rev, int want)
 {
     cr_assert_eq(mvcc_batch_begin(st), 0);
     cr_assert_eq(mvcc_compact(st, rev), want);
+    bool done = false;
+    for (int i = 1; !done; i++) {
+        cr_assert_eq(mvcc_compact_step(st, 1 + (size_t)(rand() % 3), &done), 0);
+        if (i % 4 == 0) {
+            cr_assert_eq(mvcc_batch_commit(st), 0);
+            cr_assert_eq(mvcc_batch_begin(st), 0);
+        }
+    }
+    cr_assert_not(mvcc_compacting(st));
     cr_assert_eq(mvcc_batch_commit(st), 0);
 }
 
@@ -1187,4 +1199,261 @@ Test(kvstore, compact_zero_once_as_etcd)
     compact(s, 0, QERR_COMPACTED);
     compact(s, 1, 0);
     cr_assert_eq(mvcc_compact_rev(s), 1);
+}
+
+/* ---- compaction in steps ---- */
+
+/* digest folds every kv a range visits (key, value, revisions) into a crc:
+ * two reads that see the same data give the same digest. */
+struct digest {
+    uint32_t crc;
+    int64_t n;
+};
+
+static int digest_kv(const struct mvcc_kv *kv, void *arg)
+{
+    struct digest *d = arg;
+    d->crc = crc32c_update(d->crc, kv->raw, kv->raw_len);
+    d->n++;
+    return 0;
+}
+
+static struct digest digest_at(mvcc_store *st, int64_t rev)
+{
+    mvcc_read *r;
+    struct digest d = {0};
+    struct mvcc_range_opts o = {.rev = rev};
+    cr_assert_eq(mvcc_read_begin(st, &r), 0);
+    cr_assert_eq(mvcc_read_range(r, FROM_KEY, FROM_KEY, &o, digest_kv, &d, NULL), 0);
+    mvcc_read_end(r);
+    return d;
+}
+
+static void put_in(mvcc_store *st, const char *k, const char *v)
+{
+    mvcc_txn *t;
+    cr_assert_eq(mvcc_txn_begin(st, &t), 0);
+    cr_assert_eq(mvcc_txn_put(t, S(k), S(v), 0, NULL, NULL), 0);
+    mvcc_txn_end(t);
+}
+
+static void del_in(mvcc_store *st, const char *k)
+{
+    mvcc_txn *t;
+    int64_t n;
+    cr_assert_eq(mvcc_txn_begin(st, &t), 0);
+    cr_assert_eq(mvcc_txn_delete_range(t, S(k), NULL, 0, NULL, NULL, &n), 0);
+    mvcc_txn_end(t);
+}
+
+/* history writes |nkeys| keys |rounds| times each in one batch, deleting
+ * every fifth key in the last round, and one hot key |hot| times more. */
+static void history(mvcc_store *st, int nkeys, int rounds, int hot)
+{
+    char k[32], v[32];
+    cr_assert_eq(mvcc_batch_begin(st), 0);
+    for (int r = 0; r < rounds; r++)
+        for (int i = 0; i < nkeys; i++) {
+            snprintf(k, sizeof(k), "k%05d", i);
+            snprintf(v, sizeof(v), "v%d.%d", i, r);
+            put_in(st, k, v);
+        }
+    for (int i = 0; i < nkeys; i += 5) {
+        snprintf(k, sizeof(k), "k%05d", i);
+        del_in(st, k);
+    }
+    for (int i = 0; i < hot; i++) {
+        snprintf(v, sizeof(v), "h%d", i);
+        put_in(st, "hot", v);
+    }
+    cr_assert_eq(mvcc_batch_commit(st), 0);
+}
+
+static uint64_t meta(mvcc_store *st, backend *b, const char *name)
+{
+    (void)st;
+    uint64_t v = 0;
+    int rv = backend_meta_get(b, NULL, name, &v);
+    return rv == 0 ? v : (uint64_t)-1;
+}
+
+/* Reads below the compaction fail as soon as it is scheduled; reads at and
+ * above it see the same data before, between and after the steps, while
+ * writes land between steps; the end result equals a compaction done in
+ * one piece on a twin store that took the same writes. */
+Test(kvstore, compaction_in_steps_with_writes_between)
+{
+    char d2[64];
+    const char *t2 = tmpdir_make();
+    snprintf(d2, sizeof(d2), "%s", t2);
+    backend *be2;
+    mvcc_store *s2;
+    struct backend_options o = {.dir = d2, .map_size = 256 << 20, .no_sync = true};
+    cr_assert_eq(backend_open(&o, &be2), 0);
+    cr_assert_eq(mvcc_open(be2, &s2), 0);
+
+    history(s, 400, 6, 300);
+    history(s2, 400, 6, 300);
+    int64_t at = mvcc_rev(s) - 500; /* inside the hot key's history */
+    int64_t top = mvcc_rev(s);
+    struct digest d_at = digest_at(s, at), d_mid = digest_at(s, at + 250), d_top = digest_at(s, 0);
+    cr_assert_gt(d_at.n, 300);
+    size_t before = key_db_entries();
+
+    cr_assert_eq(mvcc_batch_begin(s), 0);
+    cr_assert_eq(mvcc_compact(s, at), 0);
+    cr_assert(mvcc_compacting(s));
+    cr_assert_eq(mvcc_batch_commit(s), 0);
+    struct got g;
+    struct mvcc_range_result res;
+    cr_assert_eq(rng(FROM_KEY, FROM_KEY, at - 1, 0, true, &g, &res), QERR_COMPACTED,
+                 "refused once scheduled, before any step");
+    cr_assert_eq(key_db_entries(), before, "nothing removed yet");
+
+    compact(s2, at, 0); /* the twin: all at once (before its writes) */
+    int steps = 0;
+    bool done = false;
+    char k[32], v[32];
+    while (!done) {
+        cr_assert_eq(mvcc_batch_begin(s), 0);
+        cr_assert_eq(mvcc_compact_step(s, 7, &done), 0);
+        steps++;
+        /* writes between steps, behind and ahead of the step's position,
+         * on both stores */
+        snprintf(k, sizeof(k), "k%05d", (steps * 37) % 420);
+        snprintf(v, sizeof(v), "w%d", steps);
+        mvcc_store *both[2] = {s, s2};
+        for (int i = 0; i < 2; i++) {
+            if (i == 1)
+                cr_assert_eq(mvcc_batch_begin(s2), 0);
+            if (steps % 3 == 0)
+                del_in(both[i], k);
+            else
+                put_in(both[i], k, v);
+            cr_assert_eq(mvcc_batch_commit(both[i]), 0);
+        }
+        if (steps % 25 == 0) {
+            struct digest d = digest_at(s, at);
+            cr_assert_eq(d.crc, d_at.crc, "a read at the compaction revision, step %d", steps);
+            cr_assert_eq(digest_at(s, at + 250).crc, d_mid.crc);
+            cr_assert_eq(digest_at(s, top).crc, d_top.crc);
+        }
+    }
+    cr_assert_gt(steps, 100, "many small steps (%d)", steps);
+    cr_assert_not(mvcc_compacting(s));
+    cr_assert_eq(meta(s, be, "finishedCompactRev"), (uint64_t)at);
+    cr_assert_eq(digest_at(s, at).crc, d_at.crc);
+    cr_assert_eq(digest_at(s, top).crc, d_top.crc);
+    cr_assert_eq(digest_at(s, 0).crc, digest_at(s2, 0).crc);
+    cr_assert_eq(key_db_entries(), ({
+                     MDB_txn *t;
+                     MDB_stat st;
+                     cr_assert_eq(backend_read_begin(be2, &t), 0);
+                     cr_assert_eq(mdb_stat(t, backend_dbi(be2, BACKEND_DB_KEY), &st), 0);
+                     backend_read_end(t);
+                     st.ms_entries;
+                 }));
+    uint32_t h1, h2;
+    int64_t c1, c2;
+    cr_assert_eq(mvcc_hash_kv(s, 0, &h1, &c1), 0);
+    cr_assert_eq(mvcc_hash_kv(s2, 0, &h2, &c2), 0);
+    cr_assert_eq(h1, h2);
+    cr_assert_eq(c1, at);
+    cr_assert_eq(c2, at);
+
+    mvcc_close(s2);
+    backend_close(be2);
+    tmpdir_remove(d2);
+}
+
+/* A restart in the middle: the scheduled mark is above the finished one,
+ * the store comes back compacting (reads below still refused), and the
+ * resumed pass finishes with the same data and hash as one that never
+ * stopped. Also through mvcc_batch_abort, which reloads the same way. */
+Test(kvstore, compaction_resumes_after_restart)
+{
+    history(s, 300, 5, 200);
+    int64_t at = mvcc_rev(s) - 100;
+    uint32_t want;
+    int64_t c;
+    cr_assert_eq(mvcc_hash_kv(s, 0, &want, &c), 0);
+    struct digest d_top = digest_at(s, 0);
+
+    cr_assert_eq(mvcc_batch_begin(s), 0);
+    cr_assert_eq(mvcc_compact(s, at), 0);
+    bool done = false;
+    for (int i = 0; i < 40; i++)
+        cr_assert_eq(mvcc_compact_step(s, 5, &done), 0);
+    cr_assert_not(done);
+    cr_assert_eq(mvcc_batch_commit(s), 0);
+    /* a step after the commit is lost with its batch */
+    cr_assert_eq(mvcc_batch_begin(s), 0);
+    cr_assert_eq(mvcc_compact_step(s, 5, &done), 0);
+    cr_assert_eq(mvcc_batch_abort(s), 0);
+    cr_assert(mvcc_compacting(s));
+    cr_assert_eq(mvcc_compact_rev(s), at);
+
+    reopen();
+    cr_assert(mvcc_compacting(s), "resumes after a restart");
+    cr_assert_eq(mvcc_compact_rev(s), at);
+    cr_assert_eq(meta(s, be, "scheduledCompactRev"), (uint64_t)at);
+    cr_assert_eq(meta(s, be, "finishedCompactRev"), (uint64_t)-1, "never finished");
+    struct got g;
+    struct mvcc_range_result res;
+    cr_assert_eq(rng(FROM_KEY, FROM_KEY, at - 1, 0, true, &g, &res), QERR_COMPACTED);
+    cr_assert_eq(digest_at(s, 0).crc, d_top.crc);
+
+    cr_assert_eq(mvcc_batch_begin(s), 0);
+    while (!done)
+        cr_assert_eq(mvcc_compact_step(s, 64, &done), 0);
+    cr_assert_eq(mvcc_batch_commit(s), 0);
+    cr_assert_eq(meta(s, be, "finishedCompactRev"), (uint64_t)at);
+    reopen();
+    cr_assert_not(mvcc_compacting(s));
+    cr_assert_eq(digest_at(s, 0).crc, d_top.crc);
+    uint32_t got;
+    cr_assert_eq(mvcc_hash_kv(s, 0, &got, &c), 0);
+    cr_assert_eq(c, at);
+    /* a store compacted without interruption has the same hash */
+    char d2[64];
+    const char *t2 = tmpdir_make();
+    snprintf(d2, sizeof(d2), "%s", t2);
+    backend *be2;
+    mvcc_store *s2;
+    struct backend_options o = {.dir = d2, .map_size = 256 << 20, .no_sync = true};
+    cr_assert_eq(backend_open(&o, &be2), 0);
+    cr_assert_eq(mvcc_open(be2, &s2), 0);
+    history(s2, 300, 5, 200);
+    compact(s2, at, 0);
+    uint32_t h2;
+    cr_assert_eq(mvcc_hash_kv(s2, 0, &h2, &c), 0);
+    cr_assert_eq(got, h2);
+    mvcc_close(s2);
+    backend_close(be2);
+    tmpdir_remove(d2);
+}
+
+/* A second compaction while one is under way takes over; the finished mark
+ * is the later one. */
+Test(kvstore, compaction_superseded_while_under_way)
+{
+    history(s, 200, 4, 0);
+    int64_t first = mvcc_rev(s) - 300, second = mvcc_rev(s) - 10;
+    cr_assert_eq(mvcc_batch_begin(s), 0);
+    cr_assert_eq(mvcc_compact(s, first), 0);
+    bool done = false;
+    for (int i = 0; i < 10; i++)
+        cr_assert_eq(mvcc_compact_step(s, 3, &done), 0);
+    cr_assert_eq(mvcc_compact(s, first), QERR_COMPACTED);
+    cr_assert_eq(mvcc_compact(s, second), 0);
+    while (!done)
+        cr_assert_eq(mvcc_compact_step(s, 50, &done), 0);
+    cr_assert_eq(mvcc_batch_commit(s), 0);
+    cr_assert_eq(meta(s, be, "finishedCompactRev"), (uint64_t)second);
+    cr_assert_eq(meta(s, be, "scheduledCompactRev"), (uint64_t)second);
+    /* kept: each key's latest revision at or below |second| unless it is a
+     * tombstone (the keys live at |second|), and every later revision (one
+     * change each here) */
+    size_t kept = (size_t)digest_at(s, second).n + (size_t)(mvcc_rev(s) - second);
+    cr_assert_eq(key_db_entries(), kept);
 }
