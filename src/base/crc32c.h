@@ -9,4 +9,9 @@
 /* crc32c_update extends |crc| (0 to start) over |n| bytes at |p|. */
 uint32_t crc32c_update(uint32_t crc, const void *p, size_t n);
 
+/* crc32c_update_table is the same computed with a table, one byte a step:
+ * what crc32c_update uses where the processor has no crc32 instruction
+ * (and what tests check the fast path against). */
+uint32_t crc32c_update_table(uint32_t crc, const void *p, size_t n);
+
 #endif
