@@ -21,6 +21,8 @@
 /* Meta names as etcd's (mvcc/kvstore.go). */
 #define META_SCHEDULED "scheduledCompactRev"
 #define META_FINISHED "finishedCompactRev"
+/* quorum only: where an unfinished compaction's removal from LMDB goes on */
+#define META_PROGRESS "quorumCompactNextRev"
 
 #define READ_SPARES 8
 
@@ -54,13 +56,13 @@ struct mvcc_store {
     int64_t rev;           /* current, including changes not yet committed */
     int64_t committed_rev; /* what a fresh LMDB read txn sees */
     int64_t compact_rev;   /* reads below fail: the scheduled compaction */
-    /* A compaction still removing revisions (compacting): the next step
-     * starts at key compact_next (empty: the first key). */
+    /* A compaction still removing revisions (compacting); the second pass's
+     * next step starts at key compact_next (empty: the first key). */
     bool compacting;
     int64_t compact_target;
+    int64_t compact_pos; /* first pass: the revision it goes on from */
+    bool compact_index;  /* in the second pass (the in-memory index) */
     struct buf compact_next;
-    struct kindex_rev *compact_run; /* a step's revisions, sorted before deleting */
-    size_t compact_run_cap;
     struct mvcc_compact_stats cstats;
     struct mvcc_txn txn; /* one write txn at a time: no allocation per txn */
     mvcc_observer_fn obs;
@@ -127,6 +129,8 @@ static int load(mvcc_store *s)
     s->rev = 1;
     s->compact_rev = -1; /* never compacted, as etcd's compactMainRev */
     s->compacting = false;
+    s->compact_index = false;
+    s->compact_pos = 1;
     buf_reset(&s->compact_next);
     memset(&s->cstats, 0, sizeof(s->cstats));
     int rv = kindex_init(&s->ix);
@@ -137,12 +141,15 @@ static int load(mvcc_store *s)
     rv = backend_read_begin(s->be, &txn);
     if (rv != 0)
         return rv;
+    uint64_t pos = 1;
     rv = backend_meta_get(s->be, txn, META_FINISHED, &fin);
     bool compacted = rv == 0, scheduled = false;
     if (rv == 0 || rv == -ENOENT) {
         rv = backend_meta_get(s->be, txn, META_SCHEDULED, &sched);
         scheduled = rv == 0;
     }
+    if (rv == 0 || rv == -ENOENT)
+        rv = backend_meta_get(s->be, txn, META_PROGRESS, &pos);
     backend_read_end(txn);
     if (rv == -ENOENT)
         rv = 0;
@@ -155,13 +162,15 @@ static int load(mvcc_store *s)
     /* A compaction removes its revisions over many batches; the scheduled
      * mark commits with the first, the finished one with the last. Reads
      * below the scheduled revision are refused from the start, and the
-     * removal resumes from the first key (what is gone stays gone). */
+     * removal resumes where its last committed step recorded it was. */
     if (scheduled && (!compacted || sched > fin)) {
         s->compact_rev = (int64_t)sched;
         s->compacting = true;
         s->compact_target = (int64_t)sched;
-        log_info("mvcc", "resuming the compaction at revision %llu (finished: %llu)",
-                 (unsigned long long)sched, (unsigned long long)fin);
+        s->compact_pos = pos >= 1 && pos <= sched ? (int64_t)pos : 1;
+        log_info("mvcc", "resuming the compaction at revision %llu from revision %lld "
+                 "(finished: %llu)",
+                 (unsigned long long)sched, (long long)s->compact_pos, (unsigned long long)fin);
     }
     /* Everything up to a compaction may have been deleted (etcd restore). */
     if (s->rev < s->compact_rev)
@@ -215,7 +224,6 @@ void mvcc_close(mvcc_store *s)
     buf_free(&s->prev);
     buf_free(&s->aux);
     buf_free(&s->compact_next);
-    free(s->compact_run);
     free(s);
 }
 
@@ -729,76 +737,99 @@ size_t mvcc_index_bytes(const mvcc_store *s)
  * pieces, each inside whatever batch is open, so no write transaction
  * grows with the history and the loop serves requests between steps.
  *
- * A step's revisions are sorted and deleted with one cursor walking
- * forward: neighbours in a sorted run mostly share a leaf page, which the
- * positioned cursor checks before descending from the root. Deleting in
- * key (not revision) order took 7x as long (1M revisions: 3.7 s against
- * 0.5 s). */
-#define COMPACT_RUN 65536
-/* A step looks at no more keys than this many per revision it may drop,
- * so a stretch of keys with nothing to drop is still a bounded step. */
-#define COMPACT_KEYS_PER_REV 8
+ * Two passes. The first walks the key database in revision order up to
+ * the compaction revision and deletes each record the index says no read
+ * at or above it can see: deletions follow the B+tree's own order, so a
+ * step empties neighbouring records of the same leaf pages and a commit
+ * writes few pages (walking keys instead scattered each step's deletions
+ * over the whole file: ten times the pages per commit). Its position is
+ * recorded in the meta database with every step, so a restart resumes
+ * there. The second pass compacts the in-memory index, key by key: it only
+ * frees memory, and after a restart the index is rebuilt from what the
+ * first pass left, so it needs no mark of its own. */
+/* A step looks at no more records (first pass) or keys (second) than this
+ * many per revision it may drop, so a stretch with nothing to drop is
+ * still a bounded step. */
+#define COMPACT_VISITS_PER_REV 8
+#define COMPACT_KEYS_PER_REV 16
 
-struct compact_ctx {
-    mvcc_store *s;
-    MDB_txn *lt;
-    size_t n;
-    int64_t dropped;
-};
-
-static int rev_cmp(const void *a, const void *b)
+/* dropped_at tells whether record (main, sub) of |key| goes in a
+ * compaction at |rev| (main <= rev): anything below the key's latest
+ * revision at or below |rev|, and that one too if it is a tombstone (etcd's
+ * keyIndex.compact). A key the index no longer has at or below |rev| had
+ * its last generation end there: everything goes. */
+static bool dropped_at(mvcc_store *s, const uint8_t *key, size_t klen, int64_t rev, int64_t main,
+                       int64_t sub)
 {
-    const struct kindex_rev *x = a, *y = b;
-    if (x->main != y->main)
-        return x->main < y->main ? -1 : 1;
-    return x->sub < y->sub ? -1 : x->sub > y->sub;
+    struct kindex_entry *e = kindex_get(&s->ix, key, klen);
+    const struct kindex_rev *at = e != NULL ? kentry_at(e, rev) : NULL;
+    if (at == NULL)
+        return true;
+    if (main != at->main)
+        return main < at->main;
+    if (sub != (int64_t)at->sub)
+        return sub < (int64_t)at->sub;
+    return at->tomb != 0;
 }
 
-static int compact_flush(struct compact_ctx *c)
+/* compact_disk_step is one piece of the first pass: *|finished| once it
+ * has passed the compaction revision. */
+static int compact_disk_step(mvcc_store *s, MDB_txn *lt, size_t limit, bool *finished)
 {
-    if (c->n == 0)
-        return 0;
-    struct kindex_rev *run = c->s->compact_run;
-    qsort(run, c->n, sizeof(run[0]), rev_cmp);
+    int64_t rev = s->compact_target;
+    size_t max_visits = limit > SIZE_MAX / COMPACT_VISITS_PER_REV
+                            ? SIZE_MAX
+                            : limit * COMPACT_VISITS_PER_REV;
     MDB_cursor *mc;
-    int rc = mdb_cursor_open(c->lt, c->s->kdb, &mc);
+    int rc = mdb_cursor_open(lt, s->kdb, &mc);
     if (rc != 0)
         return backend_err(rc);
-    for (size_t i = 0; i < c->n && rc == 0; i++) {
-        uint8_t rk[MVCC_REVKEY_MAX];
-        const struct kindex_rev *r = &run[i];
-        MDB_val k = {mvcc_revkey_put(rk, r->main, r->sub, r->tomb), rk}, d;
-        rc = mdb_cursor_get(mc, &k, &d, MDB_SET);
-        if (rc == 0) {
-            rc = backend_cursor_del(c->s->be, mc, BACKEND_DB_KEY);
-            c->dropped++;
-        } else if (rc == MDB_NOTFOUND) {
-            rc = 0; /* removed before a restart that resumed this pass */
+    uint8_t rk[MVCC_REVKEY_MAX];
+    MDB_val k = {mvcc_revkey_put(rk, s->compact_pos, 0, false), rk}, d;
+    size_t deleted = 0, visited = 0;
+    int rv = 0;
+    *finished = false;
+    rc = mdb_cursor_get(mc, &k, &d, MDB_SET_RANGE);
+    while (rc == 0) {
+        int64_t main, sub;
+        bool tomb;
+        struct mvcc_kv kv;
+        if ((rv = mvcc_revkey_parse(k.mv_data, k.mv_size, &main, &sub, &tomb)) != 0)
+            break;
+        if (main > rev) {
+            *finished = true;
+            break;
         }
+        if (deleted >= limit || visited >= max_visits) {
+            s->compact_pos = main; /* the rest of |main| is looked at again */
+            break;
+        }
+        visited++;
+        if ((rv = mvcc_kv_decode(d.mv_data, d.mv_size, &kv)) != 0)
+            break;
+        if (!dropped_at(s, kv.key, kv.key_len, rev, main, sub)) {
+            rc = mdb_cursor_get(mc, &k, &d, MDB_NEXT);
+            continue;
+        }
+        if ((rc = backend_cursor_del(s->be, mc, BACKEND_DB_KEY)) != 0)
+            break;
+        deleted++;
+        /* after a delete the cursor stands on the record that followed:
+         * MDB_NEXT returns that one, not the one after it */
+        rc = mdb_cursor_get(mc, &k, &d, MDB_NEXT);
     }
     mdb_cursor_close(mc);
-    c->n = 0;
-    if (rc != 0)
-        log_error("mvcc", "compaction at %lld: deleting revisions: %s",
-                  (long long)c->s->compact_target, mdb_strerror(rc));
-    return backend_err(rc);
-}
-
-static int compact_drop(const uint8_t *key, size_t klen, const struct kindex_rev *revs, size_t n,
-                        void *arg)
-{
-    (void)key;
-    (void)klen;
-    struct compact_ctx *c = arg;
-    for (size_t i = 0; i < n; i++) {
-        if (c->n == c->s->compact_run_cap) {
-            int rv = compact_flush(c);
-            if (rv != 0)
-                return rv;
-        }
-        c->s->compact_run[c->n++] = revs[i];
+    s->cstats.dropped += (int64_t)deleted;
+    if (rv == 0 && rc == MDB_NOTFOUND)
+        *finished = true;
+    else if (rv == 0 && rc != 0) {
+        log_error("mvcc", "compaction at %lld: deleting revisions: %s", (long long)rev,
+                  mdb_strerror(rc));
+        rv = backend_err(rc);
     }
-    return 0;
+    if (rv == 0 && !*finished)
+        rv = backend_meta_put(s->be, META_PROGRESS, (uint64_t)s->compact_pos);
+    return rv;
 }
 
 int mvcc_compact(mvcc_store *s, int64_t rev)
@@ -811,6 +842,8 @@ int mvcc_compact(mvcc_store *s, int64_t rev)
     if (rev > s->rev)
         return QERR_FUTURE_REV;
     int rv = backend_meta_put(s->be, META_SCHEDULED, (uint64_t)rev);
+    if (rv == 0)
+        rv = backend_meta_put(s->be, META_PROGRESS, 1);
     if (rv != 0)
         return rv;
     if (s->compacting)
@@ -819,6 +852,8 @@ int mvcc_compact(mvcc_store *s, int64_t rev)
     s->compact_rev = rev;
     s->compacting = true;
     s->compact_target = rev;
+    s->compact_pos = 1;
+    s->compact_index = false;
     buf_reset(&s->compact_next);
     memset(&s->cstats, 0, sizeof(s->cstats));
     return 0;
@@ -833,6 +868,7 @@ void mvcc_compact_progress(const mvcc_store *s, struct mvcc_compact_stats *out)
 {
     *out = s->cstats;
     out->rev = s->compacting ? s->compact_target : -1;
+    out->next_rev = s->compacting && !s->compact_index ? s->compact_pos : 0;
 }
 
 int mvcc_compact_step(mvcc_store *s, size_t limit, bool *done)
@@ -845,26 +881,26 @@ int mvcc_compact_step(mvcc_store *s, size_t limit, bool *done)
         return -EBUSY;
     if (limit == 0)
         limit = 1;
-    size_t cap = limit < COMPACT_RUN ? limit : COMPACT_RUN;
-    if (s->compact_run_cap < cap) {
-        struct kindex_rev *run = realloc(s->compact_run, cap * sizeof(*run));
-        if (run == NULL)
-            return -ENOMEM;
-        s->compact_run = run;
-        s->compact_run_cap = cap;
-    }
-    struct compact_ctx c = {.s = s, .lt = lt};
-    const struct kindex_entry *stop = NULL;
-    size_t max_keys = limit > SIZE_MAX / COMPACT_KEYS_PER_REV ? SIZE_MAX
-                                                              : limit * COMPACT_KEYS_PER_REV;
-    int rv = kindex_compact_step(&s->ix, s->compact_target, s->compact_next.data,
-                                 s->compact_next.len, limit, max_keys, compact_drop, &c, &stop);
-    if (rv == 0)
-        rv = compact_flush(&c);
     s->cstats.steps++;
-    s->cstats.dropped += c.dropped;
+    int rv;
+    if (!s->compact_index) {
+        bool finished = false;
+        rv = compact_disk_step(s, lt, limit, &finished);
+        if (rv != 0)
+            return rv; /* the batch holds a partial step: the caller aborts it */
+        if (finished) {
+            s->compact_index = true;
+            buf_reset(&s->compact_next);
+        }
+        return 0;
+    }
+    const struct kindex_entry *stop = NULL;
+    size_t max_keys =
+        limit > SIZE_MAX / COMPACT_KEYS_PER_REV ? SIZE_MAX : limit * COMPACT_KEYS_PER_REV;
+    rv = kindex_compact_step(&s->ix, s->compact_target, s->compact_next.data,
+                             s->compact_next.len, SIZE_MAX, max_keys, NULL, NULL, &stop);
     if (rv != 0)
-        return rv; /* the batch holds a partial step: the caller aborts it */
+        return rv;
     if (stop != NULL) {
         buf_reset(&s->compact_next);
         return buf_append(&s->compact_next, stop->key, stop->klen);

@@ -210,6 +210,7 @@ bool mvcc_compacting(const mvcc_store *s);
  * the store opened, when it resumed). */
 struct mvcc_compact_stats {
     int64_t rev;      /* its revision; -1 if none is under way */
+    int64_t next_rev; /* where the removal from LMDB goes on; 0 once past it */
     uint64_t steps;   /* mvcc_compact_step calls */
     int64_t dropped;  /* revisions deleted from LMDB */
 };

@@ -1398,6 +1398,13 @@ Test(kvstore, compaction_resumes_after_restart)
     cr_assert_eq(mvcc_compact_rev(s), at);
     cr_assert_eq(meta(s, be, "scheduledCompactRev"), (uint64_t)at);
     cr_assert_eq(meta(s, be, "finishedCompactRev"), (uint64_t)-1, "never finished");
+    uint64_t pos = meta(s, be, "quorumCompactNextRev");
+    cr_assert(pos > 1 && pos < (uint64_t)at, "the position of the last committed step (%llu)",
+              (unsigned long long)pos);
+    struct mvcc_compact_stats cs;
+    mvcc_compact_progress(s, &cs);
+    cr_assert_eq(cs.rev, at);
+    cr_assert_eq(cs.next_rev, (int64_t)pos, "resumes there");
     struct got g;
     struct mvcc_range_result res;
     cr_assert_eq(rng(FROM_KEY, FROM_KEY, at - 1, 0, true, &g, &res), QERR_COMPACTED);
