@@ -4,7 +4,8 @@
  *
  *   qbench [--endpoints h:p,...] [--conns N] [--clients N] [--total N]
  *          [--key-size N] [--val-size N] [--key-space N] [--sequential-keys]
- *          [--watchers N] [--streams N]
+ *          [--watchers N] [--streams N] [--duration S] [--pause-ms N]
+ *          [--no-preload] [--timeout-ms N]
  *          put | range [--consistency l|s] | txn-put | lease-keepalive | watch
  *
  * --clients threads share --conns clients (each one HTTP/2 connection) round
@@ -18,11 +19,18 @@
  * of that key by --clients threads; every watcher must see every Put. Its
  * "ok" counts events received, "req/s" is events per second, and latency is
  * from a Put's send to its event's arrival at a watcher.
+ * --duration stops the clients after S seconds instead of after --total
+ * requests, and --pause-ms makes each client sleep between requests: with
+ * one client that is a probe of how long a single request can wait while
+ * something else runs. --no-preload makes range read keys already there.
+ * --timeout-ms is each request's deadline (a request past it fails).
+ * SIGINT or SIGTERM ends the run early, with its line printed as usual.
  * Prints one line: requests, seconds, req/s and latency percentiles; exits
  * non-zero if any request failed. */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +50,17 @@ static struct {
     int serializable;
     enum op op;
     long watchers, streams;
-} cfg = {"127.0.0.1:2379", 1, 1, 10000, 8, 8, 1, 0, 0, OP_PUT, 100, 10};
+    long duration_s, pause_ms, timeout_ms;
+    int no_preload;
+} cfg = {"127.0.0.1:2379", 1, 1, 10000, 8, 8, 1, 0, 0, OP_PUT, 100, 10, 0, 0, 0, 0};
+static double deadline_s; /* --duration: when the clients stop */
+static volatile sig_atomic_t stop_now; /* SIGINT/SIGTERM: stop, and report */
+
+static void on_stop_signal(int sig)
+{
+    (void)sig;
+    stop_now = 1;
+}
 
 static qc_client **conns;
 static int64_t *sent_ns; /* watch: each Put's send time, by number */
@@ -118,6 +136,12 @@ static void *run(void *arg)
         protobuf_c_message_free_unpacked(&g->base, NULL);
     }
     for (long n; (n = take()) < cfg.total;) {
+        if (stop_now || (cfg.duration_s > 0 && now_s() >= deadline_s))
+            break;
+        if (cfg.pause_ms > 0) {
+            struct timespec ts = {cfg.pause_ms / 1000, (cfg.pause_ms % 1000) * 1000000};
+            nanosleep(&ts, NULL);
+        }
         long k = cfg.sequential ? n % cfg.key_space : (long)(rand_r(&w->seed) % cfg.key_space);
         make_key(key, cfg.op == OP_WATCH ? 0 : k);
         double t0 = now_s();
@@ -268,7 +292,8 @@ static int usage(void)
 {
     fprintf(stderr, "usage: qbench [--endpoints h:p,...] [--conns N] [--clients N] [--total N] "
                     "[--key-size N] [--val-size N] [--key-space N] [--sequential-keys] "
-                    "[--watchers N] [--streams N] "
+                    "[--watchers N] [--streams N] [--duration S] [--pause-ms N] "
+                    "[--no-preload] [--timeout-ms N] "
                     "put | range [--consistency l|s] | txn-put | lease-keepalive | watch\n");
     return 2;
 }
@@ -293,10 +318,15 @@ int main(int argc, char **argv)
         NUMFLAG("--key-space", cfg.key_space)
         NUMFLAG("--watchers", cfg.watchers)
         NUMFLAG("--streams", cfg.streams)
+        NUMFLAG("--duration", cfg.duration_s)
+        NUMFLAG("--pause-ms", cfg.pause_ms)
+        NUMFLAG("--timeout-ms", cfg.timeout_ms)
         if (strcmp(a, "--endpoints") == 0 && v) {
             cfg.endpoints = argv[++i];
         } else if (strcmp(a, "--sequential-keys") == 0) {
             cfg.sequential = 1;
+        } else if (strcmp(a, "--no-preload") == 0) {
+            cfg.no_preload = 1;
         } else if (strcmp(a, "--consistency") == 0 && v) {
             cfg.serializable = strcmp(argv[++i], "s") == 0;
         } else if (a[0] != '-' && cmd == NULL) {
@@ -329,14 +359,18 @@ int main(int argc, char **argv)
         list[n_eps++] = t;
     conns = calloc((size_t)cfg.conns, sizeof(*conns));
     for (int i = 0; i < cfg.conns; i++) {
-        struct qc_options o = {.endpoints = list, .n_endpoints = n_eps};
+        struct qc_options o = {.endpoints = list,
+                               .n_endpoints = n_eps,
+                               .call_timeout_ms = (int)cfg.timeout_ms};
         struct qc_status st;
         if (qc_connect(&o, &conns[i], &st) != 0) {
             fprintf(stderr, "qbench: cannot connect: %s\n", st.message);
             return 1;
         }
     }
-    if (cfg.op == OP_RANGE) { /* the keys a range may read */
+    if (cfg.duration_s > 0)
+        cfg.total = __LONG_MAX__; /* until the time is up */
+    if (cfg.op == OP_RANGE && !cfg.no_preload) { /* the keys a range may read */
         char *key = calloc(1, (size_t)cfg.key_size), *val = calloc(1, (size_t)cfg.val_size + 1);
         memset(val, 'v', (size_t)cfg.val_size);
         for (long k = 0; k < cfg.key_space; k++) {
@@ -372,7 +406,11 @@ int main(int argc, char **argv)
     }
     struct worker *ws = calloc((size_t)cfg.clients, sizeof(*ws));
     pthread_t *th = calloc((size_t)cfg.clients, sizeof(*th));
+    struct sigaction sa = {.sa_handler = on_stop_signal};
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     double t0 = now_s();
+    deadline_s = t0 + (double)cfg.duration_s;
     for (int i = 0; i < cfg.clients; i++) {
         ws[i].idx = i;
         ws[i].seed = (unsigned)(i * 7919 + 1);

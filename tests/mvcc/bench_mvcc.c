@@ -1,8 +1,9 @@
 /* tests/mvcc/bench_mvcc.c: micro-benchmark of the MVCC store (not a test).
  *
- * Usage: bench-mvcc [nkeys]   (default 100000)
+ * Usage: bench-mvcc [nkeys] [rounds]   (default 100000 keys, 1 round)
  * Puts nkeys 16-byte keys with 64-byte values (1000 txns per batch, no
- * fsync, as the server groups them), overwrites them all once, then times
+ * fsync, as the server groups them), overwrites them all |rounds| times
+ * (then times a reopen, the index rebuilt from every revision), then times
  * point reads and 100-key ranges, each in its own read txn as a request
  * would be, and prints ops/s plus the key index's bytes per key. */
 #include <stdio.h>
@@ -63,6 +64,7 @@ static double do_puts(mvcc_store *s, long n, const char *tag)
 int main(int argc, char **argv)
 {
     long n = argc > 1 ? atol(argv[1]) : 100000;
+    long rounds = argc > 2 ? atol(argv[2]) : 1;
     if (n < 200)
         n = 200;
     const char *dir = tmpdir_make();
@@ -83,6 +85,13 @@ int main(int argc, char **argv)
     size_t ix1 = mvcc_index_bytes(s);
     double put_upd = do_puts(s, n, "b");
     size_t ix2 = mvcc_index_bytes(s);
+    for (long i = 1; i < rounds; i++)
+        do_puts(s, n, "c");
+    mvcc_close(s);
+    double t_full = now();
+    if ((rv = mvcc_open(be, &s)) != 0)
+        die("reopen", rv);
+    t_full = now() - t_full;
 
     srand(1);
     char key[32], end[32];
@@ -194,6 +203,7 @@ int main(int argc, char **argv)
     printf("  100-key range (own read txn)        %10.0f ops/s  (%.0f keys/s)\n", range100,
            range100 * 100);
     printf("  100-key range, count only           %10.0f ops/s\n", count100);
+    printf("  reopen with %ld revisions            %10.3f s\n", n * (rounds + 1), t_full);
     printf("  compact all history                 %10.3f s\n", compact_s);
     printf("  reopen (index rebuild)              %10.3f s\n", reopen_s);
     printf("  key index: %.1f B/key with 1 rev, %.1f B/key with 2 revs, %.1f B/key after "

@@ -1,0 +1,315 @@
+#!/usr/bin/python3
+"""growth-bench: what a big history costs, quorum and etcd 3.4 in one run.
+
+Each kind gets a fresh single member (tests/integration/harness.py). On it:
+
+  load      --keys keys of 32 bytes with 100-byte values in key order, then
+            updates of random keys up to --revisions revisions in all
+            (bench/load/qbench, 10 connections x 100 clients, as etcd's
+            benchmark tool)
+  disk      the data dir's allocated bytes after the load
+  restart   SIGTERM, start, until a serializable Range answers
+  memory    RSS split into anonymous memory and mapped file pages, after
+            the load and after the restart
+  count     a count_only Range over every key
+  reads     random serializable single-key Ranges over the keys
+  compact   while a put load, a read load and a one-connection probe run
+            (the probe: one serializable Range, then 10 ms pause, repeated),
+            a physical Compact of half the revisions, then a Defragment: each
+            one's duration, the probe's longest wait and the number of
+            requests that failed (a request's deadline is 5 s)
+  big       a physical Compact to the current revision, the member killed
+            with SIGKILL a second into it and started again (the restart
+            must finish it; etcd resumes a scheduled compaction too), then
+            a DeleteRange of every key, killed the same way; the member
+            must come back, finish, and answer
+
+and it prints every figure side by side with quorum/etcd ratios. The
+targets of the big-data issue are checked at the end (printed, not
+asserted: this is a measurement).
+
+    QUORUM_BIN=build-bench/src/server/quorum QBENCH_BIN=build-bench/bench/load/qbench \\
+        /usr/bin/python3 bench/growth/growth-bench.py [--keys N] [--revisions N]
+
+The full size (1M keys, 10M revisions) takes about an hour on two cores,
+most of it etcd's load and restart; --keys 100000 --revisions 1000000 is a
+quick look.
+"""
+import argparse
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+
+import grpc  # noqa: E402
+from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc  # noqa: E402
+import benchutil  # noqa: E402
+import harness  # noqa: E402
+
+QB_LINE = re.compile(r"qbench \S+: (\d+) ok, (\d+) failed, ([\d.]+)s, (\d+) req/s, latency ms "
+                     r"p50 ([\d.]+) p90 ([\d.]+) p99 ([\d.]+) p99.9 ([\d.]+) max ([\d.]+)")
+
+
+def qbench_bin():
+    b = os.environ.get("QBENCH_BIN")
+    if not b:
+        build = os.path.dirname(os.path.dirname(os.path.dirname(harness.quorum_binary())))
+        b = os.path.join(build, "bench", "load", "qbench")
+    if not os.path.exists(b):
+        raise RuntimeError("qbench not found at %s (set QBENCH_BIN)" % b)
+    return b
+
+
+def qbench_args(ep, *args):
+    return [qbench_bin(), "--endpoints", ep, "--key-size", "32", "--val-size", "100"] + list(args)
+
+
+def parse_qbench(out):
+    m = QB_LINE.search(out)
+    if not m:
+        raise RuntimeError("cannot parse qbench output: %s" % out[-1000:])
+    ok, failed, secs, rps = int(m.group(1)), int(m.group(2)), float(m.group(3)), int(m.group(4))
+    return {"ok": ok, "failed": failed, "secs": secs, "rps": rps, "p99": float(m.group(7)),
+            "max": float(m.group(9))}
+
+
+def qbench(ep, *args, timeout=7200):
+    r = subprocess.run(qbench_args(ep, *args), capture_output=True, text=True, timeout=timeout,
+                       stdin=subprocess.DEVNULL)
+    res = parse_qbench(r.stdout)
+    if r.returncode != 0 and res["failed"] == 0:
+        raise RuntimeError("qbench failed: %s" % (r.stdout + r.stderr)[-1000:])
+    return res
+
+
+class Background:
+    """A qbench run that goes on until stop() (SIGTERM: it prints and exits)."""
+
+    def __init__(self, ep, *args):
+        self.p = subprocess.Popen(qbench_args(ep, "--duration", "36000", "--timeout-ms", "5000",
+                                              *args),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  stdin=subprocess.DEVNULL)
+
+    def stop(self):
+        self.p.send_signal(signal.SIGTERM)
+        out, err = self.p.communicate(timeout=60)
+        return parse_qbench(out)
+
+
+def disk_bytes(path):
+    total = 0
+    for d, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(d, f)).st_blocks * 512
+            except OSError:
+                pass
+    return total
+
+
+def memory(pid):
+    return {"anon": benchutil.status_kib(pid, "RssAnon") * 1024,
+            "mapped": benchutil.status_kib(pid, "RssFile") * 1024}
+
+
+def kv_stub(srv):
+    return rpc_pb2_grpc.KVStub(grpc.insecure_channel(srv.endpoint))
+
+
+def current_rev(srv):
+    return kv_stub(srv).Range(rpc_pb2.RangeRequest(key=b"\0", serializable=True),
+                              timeout=60).header.revision
+
+
+def start_until_read(srv, timeout):
+    """Starts |srv| and returns the seconds until a serializable Range answers."""
+    t0 = time.monotonic()
+    env = dict(os.environ)
+    srv.log_file = open(srv.log_path, "ab")
+    srv.proc = subprocess.Popen(srv.args(), stdout=srv.log_file, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=env)
+    kv = kv_stub(srv)
+    while time.monotonic() - t0 < timeout:
+        if srv.proc.poll() is not None:
+            raise RuntimeError("%s exited %s while starting:\n%s" % (srv.kind, srv.proc.returncode,
+                                                                   srv.log_tail()))
+        try:
+            kv.Range(rpc_pb2.RangeRequest(key=b"probe", serializable=True), timeout=1)
+            return time.monotonic() - t0
+        except grpc.RpcError:
+            time.sleep(0.05)
+    raise RuntimeError("%s did not answer within %ds" % (srv.kind, timeout))
+
+
+def wait_log(srv, pattern, timeout):
+    """Waits until the member's log has a line matching |pattern| (after the
+    last start), returns the seconds waited."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        tail = srv.log_tail(200000)
+        if re.search(pattern, tail):
+            return time.monotonic() - t0
+        if srv.proc.poll() is not None:
+            raise RuntimeError("%s exited %s:\n%s" % (srv.kind, srv.proc.returncode,
+                                                      srv.log_tail()))
+        time.sleep(0.2)
+    raise RuntimeError("%s: no log line /%s/ within %ds" % (srv.kind, pattern, timeout))
+
+
+def kill_during(srv, call, after):
+    """Runs |call| (a blocking request) and kills the member with SIGKILL
+    |after| seconds into it; returns whether the call finished first."""
+    import threading
+    done = threading.Event()
+
+    def run():
+        try:
+            call()
+        except grpc.RpcError:
+            pass
+        done.set()
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    finished = done.wait(after)
+    srv.kill()
+    t.join(30)
+    return finished
+
+
+def run_kind(kind, a):
+    r = {}
+    extra = ["--quota-backend-bytes", str(16 << 30)]
+    srv = harness.Server(kind, extra_args=extra)
+    try:
+        srv.start()
+        ep = srv.endpoint
+        print("[%s] loading %d keys" % (kind, a.keys), flush=True)
+        x = qbench(ep, "--conns", "10", "--clients", "100", "--total", str(a.keys),
+                   "--key-space", str(a.keys), "--sequential-keys", "put")
+        r["load keys (puts/s)"] = x["rps"]
+        print("[%s] updating to %d revisions" % (kind, a.revisions), flush=True)
+        x = qbench(ep, "--conns", "10", "--clients", "100", "--total", str(a.revisions - a.keys),
+                   "--key-space", str(a.keys), "put")
+        r["load updates (puts/s)"] = x["rps"]
+        rev = current_rev(srv)
+        r["disk after load (MB)"] = disk_bytes(srv.data_dir) / 1e6
+        m = memory(srv.proc.pid)
+        r["anon memory after load (MB)"] = m["anon"] / 1e6
+        r["mapped memory after load (MB)"] = m["mapped"] / 1e6
+
+        print("[%s] restarting" % kind, flush=True)
+        srv.stop()
+        r["restart (s)"] = start_until_read(srv, 1800)
+        m = memory(srv.proc.pid)
+        r["anon memory after restart (MB)"] = m["anon"] / 1e6
+        r["mapped memory after restart (MB)"] = m["mapped"] / 1e6
+
+        kv = kv_stub(srv)
+        t0 = time.monotonic()
+        n = kv.Range(rpc_pb2.RangeRequest(key=b"\0", range_end=b"\0", count_only=True,
+                                          serializable=True), timeout=600).count
+        r["count all keys (s)"] = time.monotonic() - t0
+        if n != a.keys:
+            raise RuntimeError("%s counts %d keys, not %d" % (kind, n, a.keys))
+        x = qbench(ep, "--conns", "10", "--clients", "100", "--total", str(a.reads),
+                   "--key-space", str(a.keys), "--no-preload", "range", "--consistency", "s")
+        r["random reads (req/s)"] = x["rps"]
+        r["random reads p99 (ms)"] = x["p99"]
+
+        print("[%s] compacting half the revisions under load" % kind, flush=True)
+        mt = rpc_pb2_grpc.MaintenanceStub(grpc.insecure_channel(ep))
+        puts = Background(ep, "--conns", "2", "--clients", "10", "--key-space", str(a.keys),
+                          "put")
+        reads = Background(ep, "--conns", "2", "--clients", "10", "--key-space", str(a.keys),
+                           "--no-preload", "range", "--consistency", "s")
+        probe = Background(ep, "--conns", "1", "--clients", "1", "--pause-ms", "10",
+                           "--key-space", "1", "--no-preload", "range", "--consistency", "s")
+        time.sleep(2)
+        t0 = time.monotonic()
+        kv.Compact(rpc_pb2.CompactionRequest(revision=rev // 2, physical=True), timeout=7200)
+        r["compact half (s)"] = time.monotonic() - t0
+        time.sleep(1)
+        t0 = time.monotonic()
+        mt.Defragment(rpc_pb2.DefragmentRequest(), timeout=7200)
+        r["defrag (s)"] = time.monotonic() - t0
+        time.sleep(1)
+        p, rd, pr = puts.stop(), reads.stop(), probe.stop()
+        r["probe's longest wait (ms)"] = pr["max"]
+        r["failed requests"] = p["failed"] + rd["failed"] + pr["failed"]
+        r["puts meanwhile (req/s)"] = p["rps"]
+        r["reads meanwhile (req/s)"] = rd["rps"]
+        r["disk after defrag (MB)"] = disk_bytes(srv.data_dir) / 1e6
+
+        if not a.skip_big:
+            print("[%s] compacting to the current revision, killed a second in" % kind,
+                  flush=True)
+            top = current_rev(srv)
+            kill_during(srv, lambda: kv.Compact(rpc_pb2.CompactionRequest(
+                revision=top, physical=True), timeout=7200), 1.0)
+            t0 = time.monotonic()
+            start_until_read(srv, 1800)
+            done = (r"compacted at revision %d" % top if kind == "quorum"
+                    else r"finished scheduled compaction.*%d" % top)
+            wait_log(srv, done, 3600)
+            r["full compact, restart to finished (s)"] = time.monotonic() - t0
+            print("[%s] deleting every key, killed a second in" % kind, flush=True)
+            kv = kv_stub(srv)
+            kill_during(srv, lambda: kv.DeleteRange(rpc_pb2.DeleteRangeRequest(
+                key=b"\0", range_end=b"\0"), timeout=7200), 1.0)
+            t0 = time.monotonic()
+            start_until_read(srv, 1800)
+            kv = kv_stub(srv)
+            left = kv.Range(rpc_pb2.RangeRequest(key=b"\0", range_end=b"\0", count_only=True),
+                            timeout=600).count
+            if left:  # the kill came before the delete was committed: again
+                t1 = time.monotonic()
+                kv.DeleteRange(rpc_pb2.DeleteRangeRequest(key=b"\0", range_end=b"\0"),
+                               timeout=7200)
+                r["delete every key (s)"] = time.monotonic() - t1
+            r["delete every key, restart to answered (s)"] = time.monotonic() - t0
+    finally:
+        srv.cleanup()
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--keys", type=int, default=1000000)
+    ap.add_argument("--revisions", type=int, default=10000000)
+    ap.add_argument("--reads", type=int, default=200000)
+    ap.add_argument("--kinds", default="quorum,etcd")
+    ap.add_argument("--skip-big", action="store_true", help="leave out the kill -9 cases")
+    a = ap.parse_args()
+    kinds = a.kinds.split(",")
+    res = {k: run_kind(k, a) for k in kinds}
+    print("\ngrowth-bench: %d keys, %d revisions" % (a.keys, a.revisions))
+    names = list(res[kinds[0]].keys())
+    print("%-44s %14s %14s %9s" % ("", kinds[0], kinds[1] if len(kinds) > 1 else "", "ratio"))
+    for n in names:
+        q = res[kinds[0]].get(n)
+        e = res[kinds[1]].get(n) if len(kinds) > 1 else None
+        ratio = "x%.2f" % (q / e) if q is not None and e else ""
+        fmt = lambda v: "" if v is None else ("%14.2f" % v if isinstance(v, float) else "%14d" % v)
+        print("%-44s %s %s %9s" % (n, fmt(q), fmt(e), ratio))
+    if "quorum" in res:
+        q = res["quorum"]
+        print("\ntargets (quorum):")
+        print("  probe's longest wait < 100 ms during compaction and defrag   %s (%.1f ms)" %
+              ("met" if q["probe's longest wait (ms)"] < 100 else "NOT MET",
+               q["probe's longest wait (ms)"]))
+        print("  no failed request during compaction and defrag              %s (%d)" %
+              ("met" if q["failed requests"] == 0 else "NOT MET", q["failed requests"]))
+        print("  restart < 5 s                                                %s (%.1f s)" %
+              ("met" if q["restart (s)"] < 5 else "NOT MET", q["restart (s)"]))
+
+
+if __name__ == "__main__":
+    main()
