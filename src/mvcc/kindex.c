@@ -432,13 +432,12 @@ void kindex_free(struct kindex *ix)
     memset(ix, 0, sizeof(*ix));
 }
 
-/* rebuild bulk-loads a fresh, densely packed tree from the current keys and
- * swaps it in. On -ENOMEM the old (valid, just sparse) tree stays. */
-static int rebuild(struct kindex *ix)
+/* bulk_build makes a fresh, densely packed tree in |nx| (zeroed) from |n|
+ * entries in key order. On -ENOMEM nothing is left allocated (the entries
+ * are the caller's). */
+static int bulk_build(struct kindex *nx, struct kindex_entry *const *ents, size_t n)
 {
-    size_t n = ix->nkeys;
     size_t nleaves = n ? (n + BULK_LEAF_FILL - 1) / BULK_LEAF_FILL : 1;
-    struct kindex nx = {0};
     void **nodes = calloc(nleaves, sizeof(*nodes));
     const struct bt_sep **lows = calloc(nleaves, sizeof(*lows));
     void **all = NULL; /* every node allocated, for cleanup on failure */
@@ -448,34 +447,27 @@ static int rebuild(struct kindex *ix)
         goto fail;
 
     /* Leaves. */
-    struct bt_leaf *src = ix->first;
-    unsigned si = 0;
+    size_t next = 0;
     struct bt_leaf *prev = NULL;
     for (size_t j = 0; j < nleaves; j++) {
         struct bt_leaf *l = calloc(1, sizeof(*l));
         if (l == NULL)
             goto fail;
         all[nall++] = l;
-        while (l->n < BULK_LEAF_FILL && src != NULL) {
-            if (si >= src->n) {
-                src = src->next;
-                si = 0;
-                continue;
-            }
-            l->e[l->n++] = src->e[si++];
-        }
+        while (l->n < BULK_LEAF_FILL && next < n)
+            l->e[l->n++] = ents[next++];
         if (prev != NULL) {
             prev->next = l;
             size_t need = sep_size(l->e[0]->klen);
-            if (arena_reserve(&nx.arena, need) != 0)
+            if (arena_reserve(&nx->arena, need) != 0)
                 goto fail;
-            lows[j] = make_sep(nx.arena, prev->e[prev->n - 1], l->e[0]);
+            lows[j] = make_sep(nx->arena, prev->e[prev->n - 1], l->e[0]);
         }
         nodes[j] = l;
         prev = l;
     }
-    nx.first = nodes[0];
-    nx.nleaves = nleaves;
+    nx->first = nodes[0];
+    nx->nleaves = nleaves;
 
     /* Inner levels, bottom up; the parent's low separator is its first
      * child's, and needs no new copy. */
@@ -499,17 +491,13 @@ static int rebuild(struct kindex *ix)
             const struct bt_sep *low = lows[k];
             nodes[p] = in; /* p <= k: already consumed */
             lows[p] = low;
-            nx.ninner++;
+            nx->ninner++;
         }
         count = np;
-        nx.height++;
+        nx->height++;
     }
-    nx.root = nodes[0];
-    nx.nkeys = n;
-
-    free_nodes(ix->root, ix->height);
-    arena_free(ix->arena);
-    *ix = nx;
+    nx->root = nodes[0];
+    nx->nkeys = n;
     free(nodes);
     free(lows);
     free(all);
@@ -518,11 +506,190 @@ static int rebuild(struct kindex *ix)
 fail:
     for (size_t i = 0; i < nall; i++)
         free(all[i]);
-    arena_free(nx.arena);
+    arena_free(nx->arena);
+    memset(nx, 0, sizeof(*nx));
     free(nodes);
     free(lows);
     free(all);
     return -ENOMEM;
+}
+
+/* rebuild bulk-loads a fresh, densely packed tree from the current keys and
+ * swaps it in. On -ENOMEM the old (valid, just sparse) tree stays. */
+static int rebuild(struct kindex *ix)
+{
+    struct kindex_entry **ents = malloc((ix->nkeys ? ix->nkeys : 1) * sizeof(*ents));
+    if (ents == NULL)
+        return -ENOMEM;
+    size_t n = 0;
+    for (struct bt_leaf *l = ix->first; l != NULL; l = l->next)
+        for (unsigned i = 0; i < l->n; i++)
+            ents[n++] = l->e[i];
+    struct kindex nx = {0};
+    int rv = bulk_build(&nx, ents, n);
+    free(ents);
+    if (rv != 0)
+        return rv;
+    free_nodes(ix->root, ix->height);
+    arena_free(ix->arena);
+    *ix = nx;
+    return 0;
+}
+
+/* ---- loading ------------------------------------------------------------
+ *
+ * Records arrive in revision order, so their keys come in no order: one
+ * tree descent per record means a handful of cache misses each (the leaf's
+ * binary search reads the entries' keys). The loader finds a key's entry
+ * in an open-addressing hash table instead (the hash stored beside the
+ * pointer, so a probe rarely reads an entry it does not want), then sorts
+ * the entries once and bulk-builds the tree. */
+
+static uint64_t hash_seed = 0x9e3779b97f4a7c15ull;
+
+static uint64_t key_hash(const uint8_t *k, size_t n)
+{
+    uint64_t h = hash_seed ^ (n * 0xc2b2ae3d27d4eb4full);
+    for (; n >= 8; n -= 8, k += 8) {
+        uint64_t w;
+        memcpy(&w, k, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    uint64_t w = 0;
+    memcpy(&w, k, n);
+    h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 29);
+}
+
+static int loader_grow(struct kindex_loader *ld)
+{
+    size_t cap = ld->cap ? ld->cap * 2 : 1024;
+    struct kindex_entry **ent = calloc(cap, sizeof(*ent));
+    uint64_t *hash = malloc(cap * sizeof(*hash));
+    if (ent == NULL || hash == NULL) {
+        free(ent);
+        free(hash);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < ld->cap; i++) {
+        if (ld->ent[i] == NULL)
+            continue;
+        size_t j = ld->hash[i] & (cap - 1);
+        while (ent[j] != NULL)
+            j = (j + 1) & (cap - 1);
+        ent[j] = ld->ent[i];
+        hash[j] = ld->hash[i];
+    }
+    free(ld->ent);
+    free(ld->hash);
+    ld->ent = ent;
+    ld->hash = hash;
+    ld->cap = cap;
+    return 0;
+}
+
+void kindex_load_begin(struct kindex_loader *ld)
+{
+    memset(ld, 0, sizeof(*ld));
+    /* a seed of this process's own, so crafted keys cannot make every
+     * restart's table degenerate */
+    static uint64_t counter;
+    if (counter++ == 0)
+        hash_seed ^= ((uint64_t)(uintptr_t)&counter << 16) ^ (uint64_t)(uintptr_t)ld;
+}
+
+int kindex_load_add(struct kindex_loader *ld, const uint8_t *key, size_t klen, int64_t main,
+                    uint32_t sub, bool tomb)
+{
+    if (2 * (ld->n + 1) > ld->cap && loader_grow(ld) != 0)
+        return -ENOMEM;
+    uint64_t h = key_hash(key, klen);
+    size_t mask = ld->cap - 1, i = h & mask;
+    for (; ld->ent[i] != NULL; i = (i + 1) & mask) {
+        struct kindex_entry *e = ld->ent[i];
+        if (ld->hash[i] == h && e->klen == klen && memcmp(e->key, key, klen) == 0)
+            return entry_append(&ld->ent[i], main, sub, tomb);
+    }
+    struct kindex_entry *e = entry_new(key, klen, main, sub, tomb);
+    if (e == NULL)
+        return -ENOMEM;
+    ld->ent[i] = e;
+    ld->hash[i] = h;
+    ld->n++;
+    return 0;
+}
+
+/* Sorting: the first 8 key bytes, big-endian, decide most comparisons
+ * without reading the entries. */
+struct sort_item {
+    uint64_t prefix;
+    struct kindex_entry *e;
+};
+
+static int item_cmp(const void *a, const void *b)
+{
+    const struct sort_item *x = a, *y = b;
+    if (x->prefix != y->prefix)
+        return x->prefix < y->prefix ? -1 : 1;
+    return bytes_compare(x->e->key, x->e->klen, y->e->key, y->e->klen);
+}
+
+int kindex_load_finish(struct kindex_loader *ld, struct kindex *ix)
+{
+    struct sort_item *items = malloc((ld->n ? ld->n : 1) * sizeof(*items));
+    if (items == NULL)
+        return -ENOMEM;
+    size_t n = 0;
+    for (size_t i = 0; i < ld->cap; i++) {
+        struct kindex_entry *e = ld->ent[i];
+        if (e == NULL)
+            continue;
+        if (e->cap > e->nrev) {
+            /* doubling left up to half the array unused: give it back */
+            struct kindex_entry *t =
+                realloc(e, revs_off(e->klen) + e->nrev * sizeof(struct kindex_rev));
+            if (t != NULL) {
+                e = ld->ent[i] = t;
+                e->cap = e->nrev;
+            }
+        }
+        uint8_t p[8] = {0};
+        memcpy(p, e->key, e->klen < 8 ? e->klen : 8);
+        uint64_t v = 0;
+        for (int k = 0; k < 8; k++)
+            v = v << 8 | p[k];
+        items[n].prefix = v;
+        items[n++].e = e;
+    }
+    qsort(items, n, sizeof(*items), item_cmp);
+    /* the hash table's slots are free now: reuse them for the sorted list */
+    struct kindex_entry **ents = ld->ent;
+    for (size_t i = 0; i < n; i++)
+        ents[i] = items[i].e;
+    for (size_t i = n; i < ld->cap; i++)
+        ents[i] = NULL;
+    free(items);
+    struct kindex nx = {0};
+    int rv = bulk_build(&nx, ents, n);
+    if (rv != 0)
+        return rv; /* the entries are still the loader's: abort frees them */
+    kindex_free(ix);
+    *ix = nx;
+    free(ld->ent);
+    free(ld->hash);
+    memset(ld, 0, sizeof(*ld));
+    return 0;
+}
+
+void kindex_load_abort(struct kindex_loader *ld)
+{
+    /* after a failed finish the entries are at the front, the rest NULL */
+    for (size_t i = 0; i < ld->cap; i++)
+        free(ld->ent[i]);
+    free(ld->ent);
+    free(ld->hash);
+    memset(ld, 0, sizeof(*ld));
 }
 
 /* ---- compaction ---------------------------------------------------------- */

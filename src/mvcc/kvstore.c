@@ -78,6 +78,29 @@ struct mvcc_store {
 
 /* ---- open / close -------------------------------------------------------- */
 
+/* record_key finds the user key in a stored mvccpb.KeyValue: field 1 comes
+ * first in the canonical encoding (mvcc_kv_encode, and etcd's), so most
+ * records need no full decode. */
+static int record_key(const MDB_val *d, const uint8_t **key, size_t *klen)
+{
+    const uint8_t *p = d->mv_data;
+    size_t n = d->mv_size;
+    if (n >= 2 && p[0] == 0x0a && p[1] < 0x80 && (size_t)p[1] + 2 <= n) {
+        *key = p + 2;
+        *klen = p[1];
+        return 0;
+    }
+    struct mvcc_kv kv;
+    int rv = mvcc_kv_decode(p, n, &kv);
+    if (rv == 0) {
+        *key = kv.key;
+        *klen = kv.key_len;
+    }
+    return rv;
+}
+
+/* rebuild_index makes the key index from every record, in one sequential
+ * pass over the key database (kindex_load_*). */
 static int rebuild_index(mvcc_store *s)
 {
     MDB_txn *txn;
@@ -90,20 +113,23 @@ static int rebuild_index(mvcc_store *s)
         backend_read_end(txn);
         return backend_err(rc);
     }
+    struct kindex_loader ld;
+    kindex_load_begin(&ld);
     int64_t last = 0;
     MDB_val k, d;
     for (rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST); rc == 0;
          rc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
         int64_t main = 0, sub = 0;
         bool tomb;
-        struct mvcc_kv kv;
+        const uint8_t *key = NULL;
+        size_t klen = 0;
         rv = mvcc_revkey_parse(k.mv_data, k.mv_size, &main, &sub, &tomb);
         if (rv == 0)
-            rv = mvcc_kv_decode(d.mv_data, d.mv_size, &kv);
+            rv = record_key(&d, &key, &klen);
         if (rv == 0 && (main <= 0 || sub < 0 || sub > UINT32_MAX))
             rv = QERR_CORRUPT;
         if (rv == 0) {
-            rv = kindex_append(&s->ix, kv.key, kv.key_len, main, (uint32_t)sub, tomb);
+            rv = kindex_load_add(&ld, key, klen, main, (uint32_t)sub, tomb);
             if (rv == -EINVAL)
                 rv = QERR_CORRUPT;
         }
@@ -118,6 +144,10 @@ static int rebuild_index(mvcc_store *s)
         rv = backend_err(rc);
     mdb_cursor_close(cur);
     backend_read_end(txn);
+    if (rv == 0)
+        rv = kindex_load_finish(&ld, &s->ix);
+    if (rv != 0)
+        kindex_load_abort(&ld);
     if (rv == 0 && last > s->rev)
         s->rev = last;
     return rv;

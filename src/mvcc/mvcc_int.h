@@ -177,6 +177,28 @@ int kindex_compact_step(struct kindex *ix, int64_t rev, const uint8_t *from, siz
                         size_t max_revs, size_t max_keys, kindex_compact_fn fn, void *arg,
                         const struct kindex_entry **stop);
 
+/* Loading: an index built from records given in revision order (the
+ * key database's order), for the rebuild at open. Much faster than
+ * kindex_append per record: a hash table finds each key's entry, and the
+ * tree is bulk-built once at the end.
+ *   kindex_load_begin   starts an empty loader.
+ *   kindex_load_add     as kindex_append (errors -ENOMEM, -EINVAL).
+ *   kindex_load_finish  sorts the keys and builds the tree into |ix|
+ *                       (whose old contents are freed); the loader is
+ *                       then empty. On -ENOMEM |ix| is unchanged and the
+ *                       loader still holds the entries: abort it.
+ *   kindex_load_abort   frees everything the loader holds. */
+struct kindex_loader {
+    struct kindex_entry **ent; /* open addressing, |cap| a power of two */
+    uint64_t *hash;
+    size_t cap, n;
+};
+void kindex_load_begin(struct kindex_loader *ld);
+int kindex_load_add(struct kindex_loader *ld, const uint8_t *key, size_t klen, int64_t main,
+                    uint32_t sub, bool tomb);
+int kindex_load_finish(struct kindex_loader *ld, struct kindex *ix);
+void kindex_load_abort(struct kindex_loader *ld);
+
 /* kindex_mem_bytes estimates the heap the index uses (entries, nodes,
  * arena), without malloc's own overhead. */
 size_t kindex_mem_bytes(const struct kindex *ix);

@@ -92,6 +92,7 @@ int main(int argc, char **argv)
     if ((rv = mvcc_open(be, &s)) != 0)
         die("reopen", rv);
     t_full = now() - t_full;
+    size_t ix_full = mvcc_index_bytes(s);
 
     srand(1);
     char key[32], end[32];
@@ -203,7 +204,8 @@ int main(int argc, char **argv)
     printf("  100-key range (own read txn)        %10.0f ops/s  (%.0f keys/s)\n", range100,
            range100 * 100);
     printf("  100-key range, count only           %10.0f ops/s\n", count100);
-    printf("  reopen with %ld revisions            %10.3f s\n", n * (rounds + 1), t_full);
+    printf("  reopen with %ld revisions            %10.3f s (index %.1f B/key)\n",
+           n * (rounds + 1), t_full, (double)ix_full / n);
     printf("  compact all history                 %10.3f s\n", compact_s);
     printf("  reopen (index rebuild)              %10.3f s\n", reopen_s);
     printf("  key index: %.1f B/key with 1 rev, %.1f B/key with 2 revs, %.1f B/key after "
