@@ -23,6 +23,7 @@
 #define META_FINISHED "finishedCompactRev"
 /* quorum only: where an unfinished compaction's removal from LMDB goes on */
 #define META_PROGRESS "quorumCompactNextRev"
+#define META_PROGRESS_SUB "quorumCompactNextSub"
 
 #define READ_SPARES 8
 
@@ -60,7 +61,8 @@ struct mvcc_store {
      * next step starts at key compact_next (empty: the first key). */
     bool compacting;
     int64_t compact_target;
-    int64_t compact_pos; /* first pass: the revision it goes on from */
+    int64_t compact_pos; /* first pass: the revision (main, sub) it goes on from */
+    int64_t compact_pos_sub;
     bool compact_index;  /* in the second pass (the in-memory index) */
     struct buf compact_next;
     struct mvcc_compact_stats cstats;
@@ -161,6 +163,7 @@ static int load(mvcc_store *s)
     s->compacting = false;
     s->compact_index = false;
     s->compact_pos = 1;
+    s->compact_pos_sub = 0;
     buf_reset(&s->compact_next);
     memset(&s->cstats, 0, sizeof(s->cstats));
     int rv = kindex_init(&s->ix);
@@ -171,7 +174,7 @@ static int load(mvcc_store *s)
     rv = backend_read_begin(s->be, &txn);
     if (rv != 0)
         return rv;
-    uint64_t pos = 1;
+    uint64_t pos = 1, pos_sub = 0;
     rv = backend_meta_get(s->be, txn, META_FINISHED, &fin);
     bool compacted = rv == 0, scheduled = false;
     if (rv == 0 || rv == -ENOENT) {
@@ -180,6 +183,8 @@ static int load(mvcc_store *s)
     }
     if (rv == 0 || rv == -ENOENT)
         rv = backend_meta_get(s->be, txn, META_PROGRESS, &pos);
+    if (rv == 0 || rv == -ENOENT)
+        rv = backend_meta_get(s->be, txn, META_PROGRESS_SUB, &pos_sub);
     backend_read_end(txn);
     if (rv == -ENOENT)
         rv = 0;
@@ -197,7 +202,9 @@ static int load(mvcc_store *s)
         s->compact_rev = (int64_t)sched;
         s->compacting = true;
         s->compact_target = (int64_t)sched;
-        s->compact_pos = pos >= 1 && pos <= sched ? (int64_t)pos : 1;
+        bool valid = pos >= 1 && pos <= sched && pos_sub <= UINT32_MAX;
+        s->compact_pos = valid ? (int64_t)pos : 1;
+        s->compact_pos_sub = valid ? (int64_t)pos_sub : 0;
         log_info("mvcc", "resuming the compaction at revision %llu from revision %lld "
                  "(finished: %llu)",
                  (unsigned long long)sched, (long long)s->compact_pos, (unsigned long long)fin);
@@ -815,7 +822,7 @@ static int compact_disk_step(mvcc_store *s, MDB_txn *lt, size_t limit, bool *fin
     if (rc != 0)
         return backend_err(rc);
     uint8_t rk[MVCC_REVKEY_MAX];
-    MDB_val k = {mvcc_revkey_put(rk, s->compact_pos, 0, false), rk}, d;
+    MDB_val k = {mvcc_revkey_put(rk, s->compact_pos, s->compact_pos_sub, false), rk}, d;
     size_t deleted = 0, visited = 0;
     int rv = 0;
     *finished = false;
@@ -831,7 +838,8 @@ static int compact_disk_step(mvcc_store *s, MDB_txn *lt, size_t limit, bool *fin
             break;
         }
         if (deleted >= limit || visited >= max_visits) {
-            s->compact_pos = main; /* the rest of |main| is looked at again */
+            s->compact_pos = main; /* exactly here: a revision may hold */
+            s->compact_pos_sub = sub; /* more kept records than a step visits */
             break;
         }
         visited++;
@@ -859,6 +867,8 @@ static int compact_disk_step(mvcc_store *s, MDB_txn *lt, size_t limit, bool *fin
     }
     if (rv == 0 && !*finished)
         rv = backend_meta_put(s->be, META_PROGRESS, (uint64_t)s->compact_pos);
+    if (rv == 0 && !*finished)
+        rv = backend_meta_put(s->be, META_PROGRESS_SUB, (uint64_t)s->compact_pos_sub);
     return rv;
 }
 
@@ -874,6 +884,8 @@ int mvcc_compact(mvcc_store *s, int64_t rev)
     int rv = backend_meta_put(s->be, META_SCHEDULED, (uint64_t)rev);
     if (rv == 0)
         rv = backend_meta_put(s->be, META_PROGRESS, 1);
+    if (rv == 0)
+        rv = backend_meta_put(s->be, META_PROGRESS_SUB, 0);
     if (rv != 0)
         return rv;
     if (s->compacting)
@@ -883,6 +895,7 @@ int mvcc_compact(mvcc_store *s, int64_t rev)
     s->compacting = true;
     s->compact_target = rev;
     s->compact_pos = 1;
+    s->compact_pos_sub = 0;
     s->compact_index = false;
     buf_reset(&s->compact_next);
     memset(&s->cstats, 0, sizeof(s->cstats));

@@ -1464,3 +1464,35 @@ Test(kvstore, compaction_superseded_while_under_way)
     size_t kept = (size_t)digest_at(s, second).n + (size_t)(mvcc_rev(s) - second);
     cr_assert_eq(key_db_entries(), kept);
 }
+
+/* One revision holding many more kept records than a step may visit (a txn
+ * of 300 puts): steps resume exactly where the last one stopped, inside the
+ * revision, so the pass still ends (resuming at the revision's start would
+ * visit the same kept records forever). */
+Test(kvstore, compaction_steps_through_a_large_revision)
+{
+    char k[32];
+    cr_assert_eq(mvcc_batch_begin(s), 0);
+    mvcc_txn *t;
+    cr_assert_eq(mvcc_txn_begin(s, &t), 0);
+    for (int i = 0; i < 300; i++) {
+        snprintf(k, sizeof(k), "t%03d", i);
+        cr_assert_eq(mvcc_txn_put(t, S(k), S("a"), 0, NULL, NULL), 0);
+    }
+    int64_t r1 = mvcc_txn_end(t);
+    cr_assert_eq(mvcc_txn_begin(s, &t), 0);
+    cr_assert_eq(mvcc_txn_put(t, S("t299"), S("b"), 0, NULL, NULL), 0);
+    int64_t r2 = mvcc_txn_end(t);
+    cr_assert_eq(r2, r1 + 1);
+    cr_assert_eq(mvcc_compact(s, r2), 0);
+    bool done = false;
+    int steps = 0;
+    while (!done && steps < 1000) {
+        cr_assert_eq(mvcc_compact_step(s, 1, &done), 0);
+        steps++;
+    }
+    cr_assert(done, "the pass ended (%d steps)", steps);
+    cr_assert_eq(mvcc_batch_commit(s), 0);
+    cr_assert_eq(key_db_entries(), 300, "299 kept at r1, t299 at r2");
+    cr_assert_eq(digest_at(s, 0).n, 300);
+}
