@@ -762,6 +762,42 @@ int mvcc_read_history(mvcc_read *r, int64_t from, int64_t to, mvcc_history_fn fn
     return rv;
 }
 
+int mvcc_live_leases(mvcc_store *s, mvcc_lease_fn fn, void *arg)
+{
+    MDB_txn *txn;
+    int rv = backend_read_begin(s->be, &txn);
+    if (rv != 0)
+        return rv;
+    MDB_cursor *cur;
+    int rc = mdb_cursor_open(txn, s->kdb, &cur);
+    if (rc != 0) {
+        backend_read_end(txn);
+        return backend_err(rc);
+    }
+    MDB_val k, d;
+    for (rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
+        int64_t main, sub;
+        bool tomb;
+        struct mvcc_kv kv;
+        if ((rv = mvcc_revkey_parse(k.mv_data, k.mv_size, &main, &sub, &tomb)) != 0 ||
+            (rv = mvcc_kv_decode(d.mv_data, d.mv_size, &kv)) != 0)
+            break;
+        if (tomb || kv.lease == 0)
+            continue;
+        /* bound to a lease: is this the key's current revision? */
+        struct kindex_entry *e = kindex_get(&s->ix, kv.key, kv.key_len);
+        const struct kindex_rev *at = e != NULL ? kentry_at(e, s->committed_rev) : NULL;
+        if (at != NULL && !at->tomb && at->main == main && (int64_t)at->sub == sub)
+            fn(kv.key, kv.key_len, kv.lease, arg);
+    }
+    if (rv == 0 && rc != MDB_NOTFOUND)
+        rv = backend_err(rc);
+    mdb_cursor_close(cur);
+    backend_read_end(txn);
+    return rv;
+}
+
 size_t mvcc_index_bytes(const mvcc_store *s)
 {
     return kindex_mem_bytes(&s->ix) + sizeof(*s);

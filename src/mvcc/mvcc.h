@@ -240,6 +240,15 @@ void mvcc_set_observer(mvcc_store *s, mvcc_observer_fn fn, void *arg);
  * QERR_FUTURE_REV, storage errors. */
 int mvcc_hash_kv(mvcc_store *s, int64_t rev, uint32_t *hash, int64_t *compact_rev);
 
+/* mvcc_live_leases calls |fn| with every live key (at the current
+ * committed revision) that is bound to a lease, in no particular order:
+ * for the lessor to learn its keys at open. One sequential pass over the
+ * key database, reading the index only for records that carry a lease, so
+ * a store of keys without leases costs a read of the file and no random
+ * access. Errors: storage errors, QERR_CORRUPT. */
+typedef void (*mvcc_lease_fn)(const uint8_t *key, size_t key_len, int64_t lease, void *arg);
+int mvcc_live_leases(mvcc_store *s, mvcc_lease_fn fn, void *arg);
+
 /* mvcc_index_bytes is the heap the in-memory key index holds (entries,
  * tree nodes, separators; malloc's own overhead not counted), for metrics
  * and benchmarks. O(keys). */

@@ -236,12 +236,11 @@ static void on_change(enum mvcc_event_type type, const struct mvcc_kv *kv,
         log_warn("lease", "cannot attach a key to lease %016llx", (unsigned long long)kv->lease);
 }
 
-static int attach_existing(const struct mvcc_kv *kv, void *arg)
+static void attach_existing(const uint8_t *key, size_t len, int64_t lease, void *arg)
 {
     struct server *s = arg;
-    if (kv->lease != 0 && lessor_attach(s->leases, kv->lease, kv->key, kv->key_len) != 0)
-        log_warn("lease", "key bound to a missing lease %016llx", (unsigned long long)kv->lease);
-    return 0;
+    if (lessor_attach(s->leases, lease, key, len) != 0)
+        log_warn("lease", "key bound to a missing lease %016llx", (unsigned long long)lease);
 }
 
 /* how often the primary checkpoints the remaining TTL of a lease; a new
@@ -297,18 +296,9 @@ static int load_leases(struct server *s)
     if (rv != 0)
         return rv;
     s->env.leases = s->leases;
-    mvcc_read *rd;
-    rv = mvcc_read_begin(s->kv, &rd);
-    if (rv != 0)
-        return rv;
-    struct mvcc_range_opts o = {0};
-    struct mvcc_range_result res;
-    rv = mvcc_read_range(rd, (const uint8_t *)"", 0, (const uint8_t *)"", 1, &o, attach_existing, s,
-                         &res);
-    mvcc_read_end(rd);
-    if (rv != 0)
-        return rv;
-    return 0;
+    if (lessor_count(s->leases) == 0)
+        return 0; /* no key can be bound to a lease */
+    return mvcc_live_leases(s->kv, attach_existing, s);
 }
 
 int server_leases_reload(struct server *s)

@@ -173,7 +173,7 @@ class Compaction(unittest.TestCase):
             ch.close()
 
     def test_kill_during_compaction_resumes_and_hash_is_etcds(self):
-        s = Server("quorum", extra_args=compaction_steps("quorum", 2))
+        s = Server("quorum", extra_args=compaction_steps("quorum", 1))
         try:
             s.start()
             ch, kv, mt = stubs(s.endpoint)
@@ -181,7 +181,7 @@ class Compaction(unittest.TestCase):
             self.assertEqual(marks, self.want["marks"])
             kv.Compact(rpc_pb2.CompactionRequest(revision=marks[0]), timeout=30)
             # let some steps commit (a batch commits every 100 ms), then kill
-            time.sleep(0.8)
+            time.sleep(0.3)
             self.assertNotIn("compacted at revision", s.log_tail(100000),
                              "finished before the kill: the steps are not small")
             ch.close()

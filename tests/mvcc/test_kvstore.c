@@ -1496,3 +1496,44 @@ Test(kvstore, compaction_steps_through_a_large_revision)
     cr_assert_eq(key_db_entries(), 300, "299 kept at r1, t299 at r2");
     cr_assert_eq(digest_at(s, 0).n, 300);
 }
+
+struct lease_seen {
+    int n;
+    char key[8][16];
+    int64_t lease[8];
+};
+
+static void seen_lease(const uint8_t *key, size_t len, int64_t lease, void *arg)
+{
+    struct lease_seen *ls = arg;
+    cr_assert_lt(ls->n, 8);
+    snprintf(ls->key[ls->n], sizeof(ls->key[0]), "%.*s", (int)len, (const char *)key);
+    ls->lease[ls->n++] = lease;
+}
+
+/* mvcc_live_leases reports exactly the live keys whose current revision is
+ * bound to a lease, with that lease: not a key's older binding, not a
+ * deleted key, not a key put again without one. */
+Test(kvstore, live_leases_are_the_current_bindings)
+{
+    put_lease(s, "a", "1", 7);
+    put_lease(s, "b", "1", 7);
+    put_lease(s, "c", "1", 8);
+    put_lease(s, "a", "2", 0); /* a leaves lease 7 */
+    del("b");                  /* b is gone */
+    put_lease(s, "d", "1", 7);
+    put_lease(s, "c", "2", 9); /* c moves to lease 9 */
+    put_lease(s, "e", "1", 0);
+    struct lease_seen ls = {0};
+    cr_assert_eq(mvcc_live_leases(s, seen_lease, &ls), 0);
+    cr_assert_eq(ls.n, 2);
+    /* revision order: c's binding (9) comes after d's (7) */
+    cr_assert_str_eq(ls.key[0], "d");
+    cr_assert_eq(ls.lease[0], 7);
+    cr_assert_str_eq(ls.key[1], "c");
+    cr_assert_eq(ls.lease[1], 9);
+    reopen();
+    memset(&ls, 0, sizeof(ls));
+    cr_assert_eq(mvcc_live_leases(s, seen_lease, &ls), 0);
+    cr_assert_eq(ls.n, 2);
+}
