@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/buf.h"
 #include "base/crc32c.h"
@@ -950,6 +951,15 @@ void mvcc_compact_progress(const mvcc_store *s, struct mvcc_compact_stats *out)
     out->next_rev = s->compacting && !s->compact_index ? s->compact_pos : 0;
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int compact_step(mvcc_store *s, MDB_txn *lt, size_t limit, bool *done);
+
 int mvcc_compact_step(mvcc_store *s, size_t limit, bool *done)
 {
     *done = !s->compacting;
@@ -961,6 +971,22 @@ int mvcc_compact_step(mvcc_store *s, size_t limit, bool *done)
     if (limit == 0)
         limit = 1;
     s->cstats.steps++;
+    uint64_t t0 = now_ns();
+    int rv = compact_step(s, lt, limit, done);
+    uint64_t took = now_ns() - t0;
+    if (took > s->cstats.max_step_ns)
+        s->cstats.max_step_ns = took;
+    if (rv == 0 && *done)
+        log_info("mvcc",
+                 "compacted at revision %lld: %lld revisions dropped in %llu steps (the longest "
+                 "%.1f ms)",
+                 (long long)s->cstats.rev, (long long)s->cstats.dropped,
+                 (unsigned long long)s->cstats.steps, (double)s->cstats.max_step_ns / 1e6);
+    return rv;
+}
+
+static int compact_step(mvcc_store *s, MDB_txn *lt, size_t limit, bool *done)
+{
     int rv;
     if (!s->compact_index) {
         bool finished = false;
@@ -987,9 +1013,7 @@ int mvcc_compact_step(mvcc_store *s, size_t limit, bool *done)
     rv = backend_meta_put(s->be, META_FINISHED, (uint64_t)s->compact_target);
     if (rv != 0)
         return rv;
-    log_info("mvcc", "compacted at revision %lld: %lld revisions dropped in %llu steps",
-             (long long)s->compact_target, (long long)s->cstats.dropped,
-             (unsigned long long)s->cstats.steps);
+    s->cstats.rev = s->compact_target;
     s->compacting = false;
     buf_reset(&s->compact_next);
     *done = true;

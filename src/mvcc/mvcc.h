@@ -213,6 +213,7 @@ struct mvcc_compact_stats {
     int64_t next_rev; /* where the removal from LMDB goes on; 0 once past it */
     uint64_t steps;   /* mvcc_compact_step calls */
     int64_t dropped;  /* revisions deleted from LMDB */
+    uint64_t max_step_ns; /* the longest mvcc_compact_step */
 };
 void mvcc_compact_progress(const mvcc_store *s, struct mvcc_compact_stats *out);
 
