@@ -8,7 +8,7 @@
  * index (ReadIndex); serializable ones are answered from the local store at
  * once. Everything a member acknowledges is in the WAL of a majority. See
  * node.c for the Ready loop, members.c for membership, and
- * ../shared/design/ARCHITECTURE.md for the map.
+ * docs/architecture.md for the map.
  */
 #ifndef QUORUM_SERVER_SERVER_H
 #define QUORUM_SERVER_SERVER_H
