@@ -205,17 +205,17 @@ static int entry_append(struct kindex_entry **slot, int64_t main, uint32_t sub, 
     return 0;
 }
 
-static struct kindex_entry *entry_new(const uint8_t *key, size_t klen, int64_t main, uint32_t sub,
-                                      bool tomb)
+static struct kindex_entry *entry_new_cap(const uint8_t *key, size_t klen, int64_t main,
+                                          uint32_t sub, bool tomb, uint32_t cap)
 {
     if (klen > UINT32_MAX)
         return NULL;
-    struct kindex_entry *e = malloc(revs_off(klen) + sizeof(struct kindex_rev));
+    struct kindex_entry *e = malloc(revs_off(klen) + cap * sizeof(struct kindex_rev));
     if (e == NULL)
         return NULL;
     e->klen = (uint32_t)klen;
     e->nrev = 1;
-    e->cap = 1;
+    e->cap = cap;
     if (klen)
         memcpy(e->key, key, klen);
     struct kindex_rev *r = kentry_revs(e);
@@ -223,6 +223,12 @@ static struct kindex_entry *entry_new(const uint8_t *key, size_t klen, int64_t m
     r->sub = sub;
     r->tomb = tomb;
     return e;
+}
+
+static struct kindex_entry *entry_new(const uint8_t *key, size_t klen, int64_t main, uint32_t sub,
+                                      bool tomb)
+{
+    return entry_new_cap(key, klen, main, sub, tomb, 1);
 }
 
 static void inner_insert_at(struct bt_inner *in, unsigned pos, const struct bt_sep *sep,
@@ -599,24 +605,67 @@ void kindex_load_begin(struct kindex_loader *ld)
         hash_seed ^= ((uint64_t)(uintptr_t)&counter << 16) ^ (uint64_t)(uintptr_t)ld;
 }
 
-int kindex_load_add(struct kindex_loader *ld, const uint8_t *key, size_t klen, int64_t main,
-                    uint32_t sub, bool tomb)
+/* A new entry starts with room for a few revisions (keys are usually
+ * written more than once): fewer reallocs, and finish trims the rest. */
+#define LOAD_FIRST_CAP 4
+
+static int load_add_hashed(struct kindex_loader *ld, const struct kindex_load_rec *rec,
+                           uint64_t h)
 {
-    if (2 * (ld->n + 1) > ld->cap && loader_grow(ld) != 0)
-        return -ENOMEM;
-    uint64_t h = key_hash(key, klen);
     size_t mask = ld->cap - 1, i = h & mask;
     for (; ld->ent[i] != NULL; i = (i + 1) & mask) {
         struct kindex_entry *e = ld->ent[i];
-        if (ld->hash[i] == h && e->klen == klen && memcmp(e->key, key, klen) == 0)
-            return entry_append(&ld->ent[i], main, sub, tomb);
+        if (ld->hash[i] == h && e->klen == rec->klen && memcmp(e->key, rec->key, rec->klen) == 0)
+            return entry_append(&ld->ent[i], rec->main, rec->sub, rec->tomb);
     }
-    struct kindex_entry *e = entry_new(key, klen, main, sub, tomb);
+    struct kindex_entry *e =
+        entry_new_cap(rec->key, rec->klen, rec->main, rec->sub, rec->tomb, LOAD_FIRST_CAP);
     if (e == NULL)
         return -ENOMEM;
     ld->ent[i] = e;
     ld->hash[i] = h;
     ld->n++;
+    return 0;
+}
+
+int kindex_load_add(struct kindex_loader *ld, const uint8_t *key, size_t klen, int64_t main,
+                    uint32_t sub, bool tomb)
+{
+    struct kindex_load_rec rec = {key, klen, main, sub, tomb};
+    return kindex_load_add_many(ld, &rec, 1);
+}
+
+/* The records' keys are in no order, so nearly every probe misses the
+ * cache (the table's slot, then the entry). Records are taken in groups:
+ * every slot of the group is fetched ahead, then every entry found there,
+ * then the group is added while they arrive. */
+int kindex_load_add_many(struct kindex_loader *ld, const struct kindex_load_rec *recs, size_t n)
+{
+    while (2 * (ld->n + n) > ld->cap)
+        if (loader_grow(ld) != 0)
+            return -ENOMEM;
+    uint64_t hs[KINDEX_LOAD_GROUP];
+    for (size_t base = 0; base < n; base += KINDEX_LOAD_GROUP) {
+        size_t m = n - base < KINDEX_LOAD_GROUP ? n - base : KINDEX_LOAD_GROUP;
+        size_t mask = ld->cap - 1;
+        for (size_t j = 0; j < m; j++) {
+            hs[j] = key_hash(recs[base + j].key, recs[base + j].klen);
+            __builtin_prefetch(&ld->hash[hs[j] & mask]);
+            __builtin_prefetch(&ld->ent[hs[j] & mask]);
+        }
+        for (size_t j = 0; j < m; j++) {
+            const struct kindex_entry *e = ld->ent[hs[j] & mask];
+            if (e != NULL) {
+                __builtin_prefetch(e);
+                __builtin_prefetch((const uint8_t *)e + 64);
+            }
+        }
+        for (size_t j = 0; j < m; j++) {
+            int rv = load_add_hashed(ld, &recs[base + j], hs[j]);
+            if (rv != 0)
+                return rv;
+        }
+    }
     return 0;
 }
 
@@ -679,6 +728,53 @@ int kindex_load_finish(struct kindex_loader *ld, struct kindex *ix)
     free(ld->ent);
     free(ld->hash);
     memset(ld, 0, sizeof(*ld));
+    return 0;
+}
+
+int kindex_load_merge(struct kindex_loader *into, struct kindex_loader *from)
+{
+    while (2 * (into->n + from->n) > into->cap)
+        if (loader_grow(into) != 0)
+            return -ENOMEM;
+    for (size_t i = 0; i < from->cap; i++) {
+        struct kindex_entry *e = from->ent[i];
+        if (e == NULL)
+            continue;
+        uint64_t h = from->hash[i];
+        size_t mask = into->cap - 1, j = h & mask;
+        for (; into->ent[j] != NULL; j = (j + 1) & mask) {
+            struct kindex_entry *x = into->ent[j];
+            if (into->hash[j] == h && x->klen == e->klen && memcmp(x->key, e->key, e->klen) == 0)
+                break;
+        }
+        struct kindex_entry *x = into->ent[j];
+        if (x == NULL) { /* a key of |from| only: the entry moves */
+            into->ent[j] = e;
+            into->hash[j] = h;
+            into->n++;
+        } else {
+            const struct kindex_rev *xr = kentry_revs(x), *er = kentry_revs(e);
+            const struct kindex_rev *xl = &xr[x->nrev - 1];
+            if (er->main < xl->main || (er->main == xl->main && er->sub <= xl->sub))
+                return -EINVAL;
+            uint32_t nrev = x->nrev + e->nrev;
+            if (nrev < x->nrev)
+                return -ENOMEM;
+            if (nrev > x->cap) {
+                struct kindex_entry *t =
+                    realloc(x, revs_off(x->klen) + (size_t)nrev * sizeof(struct kindex_rev));
+                if (t == NULL)
+                    return -ENOMEM;
+                x = into->ent[j] = t;
+                x->cap = nrev;
+            }
+            memcpy(kentry_revs(x) + x->nrev, kentry_revs(e), e->nrev * sizeof(struct kindex_rev));
+            x->nrev = nrev;
+            free(e);
+        }
+        from->ent[i] = NULL;
+    }
+    kindex_load_abort(from); /* empty now: frees the table */
     return 0;
 }
 

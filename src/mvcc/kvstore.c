@@ -9,6 +9,11 @@
 #include "mvcc/mvcc.h"
 
 #include <errno.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+#include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -79,6 +84,13 @@ struct mvcc_store {
     int nspare;
 };
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* ---- open / close -------------------------------------------------------- */
 
 /* record_key finds the user key in a stored mvccpb.KeyValue: field 1 comes
@@ -102,58 +114,194 @@ static int record_key(const MDB_val *d, const uint8_t **key, size_t *klen)
     return rv;
 }
 
-/* rebuild_index makes the key index from every record, in one sequential
- * pass over the key database (kindex_load_*). */
-static int rebuild_index(mvcc_store *s)
+/* One stretch of the key database, [from, to) in main revisions, loaded
+ * by one thread. */
+struct scan_part {
+    mvcc_store *s;
+    int64_t from, to;
+    struct kindex_loader ld;
+    int64_t last;
+    size_t nrecords;
+    int rv;
+    pthread_t th;
+};
+
+static void *scan_part_run(void *arg)
 {
+    struct scan_part *p = arg;
+    mvcc_store *s = p->s;
     MDB_txn *txn;
     int rv = backend_read_begin(s->be, &txn);
-    if (rv != 0)
-        return rv;
+    if (rv != 0) {
+        p->rv = rv;
+        return NULL;
+    }
     MDB_cursor *cur;
     int rc = mdb_cursor_open(txn, s->kdb, &cur);
     if (rc != 0) {
         backend_read_end(txn);
-        return backend_err(rc);
+        p->rv = backend_err(rc);
+        return NULL;
     }
-    struct kindex_loader ld;
-    kindex_load_begin(&ld);
-    int64_t last = 0;
-    MDB_val k, d;
-    for (rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST); rc == 0;
+    /* records are handed over in groups (their bytes stay valid in the
+     * read txn's map), so the loader can fetch ahead */
+    struct kindex_load_rec recs[4 * KINDEX_LOAD_GROUP];
+    size_t nrec = 0;
+    uint8_t rk[MVCC_REVKEY_MAX];
+    MDB_val k = {mvcc_revkey_put(rk, p->from, 0, false), rk}, d;
+    for (rc = mdb_cursor_get(cur, &k, &d, MDB_SET_RANGE);;
          rc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
         int64_t main = 0, sub = 0;
-        bool tomb;
-        const uint8_t *key = NULL;
-        size_t klen = 0;
-        rv = mvcc_revkey_parse(k.mv_data, k.mv_size, &main, &sub, &tomb);
-        if (rv == 0)
-            rv = record_key(&d, &key, &klen);
-        if (rv == 0 && (main <= 0 || sub < 0 || sub > UINT32_MAX))
-            rv = QERR_CORRUPT;
-        if (rv == 0) {
-            rv = kindex_load_add(&ld, key, klen, main, (uint32_t)sub, tomb);
-            if (rv == -EINVAL)
-                rv = QERR_CORRUPT;
-        }
-        if (rv != 0) {
-            log_error("mvcc", "cannot index record %lld_%lld: %s", (long long)main, (long long)sub,
-                      q_strerror(rv));
+        bool tomb = false;
+        if (rc == 0 && (rv = mvcc_revkey_parse(k.mv_data, k.mv_size, &main, &sub, &tomb)) != 0) {
+            log_error("mvcc", "cannot index a record: %s", q_strerror(rv));
             break;
         }
-        last = main;
+        if (rc == 0 && main >= p->to)
+            rc = MDB_NOTFOUND; /* the next part's */
+        if (rc == 0) {
+            const uint8_t *key = NULL;
+            size_t klen = 0;
+            rv = record_key(&d, &key, &klen);
+            if (rv == 0 && (main <= 0 || sub < 0 || sub > UINT32_MAX))
+                rv = QERR_CORRUPT;
+            if (rv != 0) {
+                log_error("mvcc", "cannot index record %lld_%lld: %s", (long long)main,
+                          (long long)sub, q_strerror(rv));
+                break;
+            }
+            recs[nrec++] = (struct kindex_load_rec){key, klen, main, (uint32_t)sub, tomb};
+            p->nrecords++;
+            p->last = main;
+        }
+        if (nrec > 0 && (rc != 0 || nrec == sizeof(recs) / sizeof(recs[0]))) {
+            rv = kindex_load_add_many(&p->ld, recs, nrec);
+            if (rv == -EINVAL)
+                rv = QERR_CORRUPT;
+            if (rv != 0) {
+                log_error("mvcc", "cannot index records up to revision %lld: %s",
+                          (long long)p->last, q_strerror(rv));
+                break;
+            }
+            nrec = 0;
+        }
+        if (rc != 0)
+            break;
     }
     if (rv == 0 && rc != MDB_NOTFOUND)
         rv = backend_err(rc);
     mdb_cursor_close(cur);
     backend_read_end(txn);
-    if (rv == 0)
-        rv = kindex_load_finish(&ld, &s->ix);
+    p->rv = rv;
+    return NULL;
+}
+
+/* Threads the rebuild uses: the CPUs this process may run on, at most
+ * this many, and one for a store too small to be worth it. */
+#define REBUILD_MAX_THREADS 8
+#define REBUILD_RECORDS_PER_THREAD 500000
+
+static int rebuild_threads(size_t records)
+{
+    cpu_set_t set;
+    int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+    size_t by_size = records / REBUILD_RECORDS_PER_THREAD;
+    int n = cpus < REBUILD_MAX_THREADS ? cpus : REBUILD_MAX_THREADS;
+    if ((size_t)n > by_size)
+        n = (int)by_size;
+    return n < 1 ? 1 : n;
+}
+
+/* rebuild_index makes the key index from every record: the key database is
+ * cut into stretches of revisions, each loaded by a thread in one
+ * sequential pass (kindex_load_*), and the loaders merged in order. */
+static int rebuild_index(mvcc_store *s)
+{
+    uint64_t t0 = now_ns();
+    MDB_txn *txn;
+    int rv = backend_read_begin(s->be, &txn);
     if (rv != 0)
-        kindex_load_abort(&ld);
-    if (rv == 0 && last > s->rev)
-        s->rev = last;
-    return rv;
+        return rv;
+    MDB_stat st;
+    MDB_cursor *cur = NULL;
+    MDB_val k, d;
+    int64_t first = 0, last = 0, sub;
+    bool tomb;
+    int rc = mdb_stat(txn, s->kdb, &st);
+    if (rc == 0)
+        rc = mdb_cursor_open(txn, s->kdb, &cur);
+    if (rc == 0 && (rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST)) == 0)
+        rv = mvcc_revkey_parse(k.mv_data, k.mv_size, &first, &sub, &tomb);
+    if (rc == 0 && rv == 0 && (rc = mdb_cursor_get(cur, &k, &d, MDB_LAST)) == 0)
+        rv = mvcc_revkey_parse(k.mv_data, k.mv_size, &last, &sub, &tomb);
+    if (cur != NULL)
+        mdb_cursor_close(cur);
+    backend_read_end(txn);
+    if (rc == MDB_NOTFOUND)
+        return 0; /* no record: an empty index */
+    if (rc != 0)
+        return backend_err(rc);
+    if (rv != 0)
+        return rv;
+
+    int n = rebuild_threads(st.ms_entries);
+    if ((int64_t)n > last - first + 1)
+        n = 1;
+    struct scan_part parts[REBUILD_MAX_THREADS];
+    memset(parts, 0, sizeof(parts));
+    for (int i = 0; i < n; i++) {
+        parts[i].s = s;
+        parts[i].from = first + (last - first + 1) * i / n;
+        parts[i].to = i + 1 < n ? first + (last - first + 1) * (i + 1) / n : INT64_MAX;
+        kindex_load_begin(&parts[i].ld);
+    }
+    int started = 1;
+    for (int i = 1; i < n; i++, started++)
+        if (pthread_create(&parts[i].th, NULL, scan_part_run, &parts[i]) != 0)
+            break;
+    /* parts no thread could take are loaded here, in turn */
+    for (int i = started; i < n; i++)
+        scan_part_run(&parts[i]);
+    scan_part_run(&parts[0]);
+    for (int i = 1; i < started; i++)
+        pthread_join(parts[i].th, NULL);
+    uint64_t t_scan = now_ns();
+
+    size_t nrecords = 0;
+    int64_t top = 0;
+    for (int i = 0; i < n; i++) {
+        if (rv == 0)
+            rv = parts[i].rv;
+        nrecords += parts[i].nrecords;
+        if (parts[i].last > top)
+            top = parts[i].last;
+    }
+    for (int i = 1; i < n && rv == 0; i++) {
+        rv = kindex_load_merge(&parts[0].ld, &parts[i].ld);
+        if (rv == -EINVAL)
+            rv = QERR_CORRUPT;
+    }
+    size_t nkeys = parts[0].ld.n;
+    if (rv == 0)
+        rv = kindex_load_finish(&parts[0].ld, &s->ix);
+    for (int i = 0; i < n; i++)
+        kindex_load_abort(&parts[i].ld); /* what a failure left; nothing otherwise */
+    if (rv != 0)
+        return rv;
+    uint64_t t_end = now_ns();
+    log_info("mvcc",
+             "key index rebuilt: %zu keys, %zu revisions in %.2f s (%d thread%s: scan %.2f s, "
+             "merge, sort and build %.2f s)",
+             nkeys, nrecords, (double)(t_end - t0) / 1e9, n, n == 1 ? "" : "s",
+             (double)(t_scan - t0) / 1e9, (double)(t_end - t_scan) / 1e9);
+    if (top > s->rev)
+        s->rev = top;
+#ifdef __GLIBC__
+    /* the loaders' tables and the entries' trimmed tails are free now: hand
+     * the memory back (without this the member keeps ~2x the index) */
+    malloc_trim(0);
+#endif
+    return 0;
 }
 
 /* load builds the in-memory state (index, revisions) from the last commit. */
@@ -949,13 +1097,6 @@ void mvcc_compact_progress(const mvcc_store *s, struct mvcc_compact_stats *out)
     *out = s->cstats;
     out->rev = s->compacting ? s->compact_target : -1;
     out->next_rev = s->compacting && !s->compact_index ? s->compact_pos : 0;
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static int compact_step(mvcc_store *s, MDB_txn *lt, size_t limit, bool *done);

@@ -196,6 +196,26 @@ struct kindex_loader {
 void kindex_load_begin(struct kindex_loader *ld);
 int kindex_load_add(struct kindex_loader *ld, const uint8_t *key, size_t klen, int64_t main,
                     uint32_t sub, bool tomb);
+/* kindex_load_add_many adds |n| records in order, as kindex_load_add each,
+ * fetching the table's slots and entries of KINDEX_LOAD_GROUP records ahead
+ * of the compares (the keys' memory must stay valid during the call). On an
+ * error the records before the failing one were added. */
+#define KINDEX_LOAD_GROUP 16
+struct kindex_load_rec {
+    const uint8_t *key;
+    size_t klen;
+    int64_t main;
+    uint32_t sub;
+    bool tomb;
+};
+int kindex_load_add_many(struct kindex_loader *ld, const struct kindex_load_rec *recs, size_t n);
+/* kindex_load_merge moves everything |from| holds into |into|, where every
+ * revision in |from| is above every revision of the same key in |into|
+ * (loaders that read consecutive stretches of the history, in order): so
+ * threads can each load a stretch. |from| is left empty. Errors: -ENOMEM,
+ * -EINVAL (revisions out of order); then both still hold what they hold:
+ * abort both. */
+int kindex_load_merge(struct kindex_loader *into, struct kindex_loader *from);
 int kindex_load_finish(struct kindex_loader *ld, struct kindex *ix);
 void kindex_load_abort(struct kindex_loader *ld);
 
