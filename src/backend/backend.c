@@ -537,6 +537,14 @@ static int commit_synced(MDB_txn *wt, MDB_env *dst, int rc)
     return rc;
 }
 
+/* A copy is committed and synced every this many bytes: a copy written in
+ * one transaction left a gigabyte of dirty pages for the kernel to write
+ * at the end, and every fdatasync of the live database meanwhile (one per
+ * batch commit, on the loop) waited behind it on the filesystem's journal
+ * (300 ms and more, seen with ext4). Small synced pieces keep that wait
+ * short. */
+#define COPY_SYNC_BYTES (8u << 20)
+
 /* rewrite copies every database of the snapshot |rt| into |dst| record by
  * record in key order (appending fills every page), and syncs it. */
 static int rewrite(MDB_txn *rt, const MDB_dbi *from, MDB_env *dst)
@@ -545,6 +553,7 @@ static int rewrite(MDB_txn *rt, const MDB_dbi *from, MDB_env *dst)
     int rc = mdb_txn_begin(dst, NULL, 0, &wt);
     if (rc != 0)
         return rc;
+    size_t pending = 0;
     for (int i = 0; i < BACKEND_DB__COUNT && rc == 0; i++) {
         MDB_dbi to;
         MDB_cursor *cur = NULL;
@@ -553,13 +562,25 @@ static int rewrite(MDB_txn *rt, const MDB_dbi *from, MDB_env *dst)
             rc = mdb_cursor_open(rt, from[i], &cur);
         MDB_val k, v;
         int g = rc == 0 ? mdb_cursor_get(cur, &k, &v, MDB_FIRST) : rc;
-        for (; g == 0 && rc == 0; g = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+        for (; g == 0 && rc == 0; g = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
             rc = mdb_put(wt, to, &k, &v, MDB_APPEND);
+            pending += k.mv_size + v.mv_size + 16;
+            if (rc == 0 && pending >= COPY_SYNC_BYTES) {
+                /* the handle |to| stays valid in the next txn */
+                pending = 0;
+                rc = commit_synced(wt, dst, 0);
+                wt = NULL;
+                if (rc == 0)
+                    rc = mdb_txn_begin(dst, NULL, 0, &wt);
+            }
+        }
         if (rc == 0 && g != MDB_NOTFOUND)
             rc = g;
         if (cur != NULL)
             mdb_cursor_close(cur);
     }
+    if (wt == NULL)
+        return rc;
     return commit_synced(wt, dst, rc);
 }
 

@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/crc32c.h"
@@ -314,10 +316,32 @@ struct retired {
     int fd;
 };
 
+/* The file is shrunk a piece at a time before the last close: freeing a
+ * gigabyte of blocks in one go makes one large journal transaction, and
+ * the loop's next fdatasync of the live database waited for it (140 ms
+ * seen on ext4 after a defragmentation of 1.8 GB). */
+#define RETIRE_STEP_BYTES (32 << 20)
+
 static void retired_close(uv_work_t *w)
 {
     struct retired *r = w->data;
-    close(r->fd); /* the file's last reference: its blocks are freed here */
+    struct stat st;
+    if (fstat(r->fd, &st) == 0 && st.st_nlink == 0) { /* unlinked: nobody else sees it */
+        int wfd = -1;
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", r->fd);
+        wfd = open(path, O_WRONLY | O_CLOEXEC); /* |fd| is read-only */
+        for (off_t size = st.st_size; wfd >= 0 && size > 0;) {
+            size = size > RETIRE_STEP_BYTES ? size - RETIRE_STEP_BYTES : 0;
+            if (ftruncate(wfd, size) != 0)
+                break;
+            struct timespec pause = {0, 2000000};
+            nanosleep(&pause, NULL);
+        }
+        if (wfd >= 0)
+            close(wfd);
+    }
+    close(r->fd); /* the file's last reference: what is left is freed here */
 }
 
 static void retired_done(uv_work_t *w, int status)

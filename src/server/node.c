@@ -55,6 +55,9 @@
  * time. */
 #define LOG_KEEP_ENTRIES 5000
 #define LOG_TRIM_STEP 1024
+/* A commit or sync that holds the loop longer than this is logged (as etcd
+ * warns of a slow backend commit). */
+#define SLOW_COMMIT_MS 50
 
 static void defer_msg(struct server *s, const struct raft_msg *m);
 
@@ -696,7 +699,12 @@ static void maybe_compact(struct server *s)
         return;
     uint64_t term = e->term;
     server_flush(s);
+    uint64_t t0 = uv_hrtime();
     int rv = backend_sync(s->be);
+    uint64_t sync_ms = (uv_hrtime() - t0) / 1000000;
+    if (sync_ms >= SLOW_COMMIT_MS)
+        log_warn("raft", "syncing the database for a snapshot took %llu ms",
+                 (unsigned long long)sync_ms);
     if (rv == 0)
         rv = raft_compact(s->raft, NULL, 0);
     struct raft_snapshot snap = {.index = applied, .term = term};
@@ -756,11 +764,16 @@ void server_flush(struct server *s)
 {
     if (backend_batch_txn(s->be) == NULL)
         return;
+    uint64_t t0 = uv_hrtime();
     int rv = mvcc_batch_commit(s->kv);
     if (rv != 0) {
         log_error("server", "committing applied entries failed: %s; stopping", q_strerror(rv));
         abort(); /* memory is ahead of the disk; the restart replays the WAL */
     }
+    uint64_t ms = (uv_hrtime() - t0) / 1000000;
+    if (ms >= SLOW_COMMIT_MS)
+        log_warn("server", "committing the batch (%llu entries) took %llu ms",
+                 (unsigned long long)s->batch_entries, (unsigned long long)ms);
 }
 
 
