@@ -142,6 +142,9 @@ static void usage(void)
            "  --experimental-compaction-batch-limit\n"
            "                                  revisions one compaction step removes "
            "(default 1000)\n"
+           "  --experimental-compaction-sleep-interval\n"
+           "                                  pause between compaction steps (default 0: "
+           "none)\n"
            "  --log-level                     debug | info | warn | error (default info)\n"
            "  --version                       print the version and exit\n");
 }
@@ -298,6 +301,8 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
              0},
             {"experimental-corrupt-check-time", F_DURATION_MS, &c->corrupt_check_ms, 0},
             {"experimental-compaction-batch-limit", F_U64, &c->compaction_batch_limit, 0},
+            {"experimental-compaction-sleep-interval", F_DURATION_MS, &c->compaction_sleep_ms,
+             0},
             /* accepted for etcd compatibility, no effect in quorum */
             {"enable-pprof", F_IGNORED_BOOL, NULL, 0},
             {"logger", F_IGNORED_STR, NULL, 0},

@@ -50,6 +50,10 @@ struct config {
     /* --experimental-compaction-batch-limit: revisions one compaction step
      * removes between requests (0 = etcd's default, 1000) */
     uint64_t compaction_batch_limit;
+    /* --experimental-compaction-sleep-interval (etcd 3.5's): a pause
+     * between compaction steps, to spread its disk writes; 0 = none, a
+     * step each loop iteration */
+    uint64_t compaction_sleep_ms;
     /* --auto-compaction-mode (periodic | revision) and -retention, parsed as
      * etcd 3.4: a bare integer is hours (periodic) or revisions (revision),
      * else a Go duration (periodic only); 0 = off. */

@@ -782,8 +782,9 @@ void server_flush(struct server *s)
  * An applied Compact only schedules the compaction (mvcc_compact: reads
  * below it fail from then on). Its revisions are removed by
  * mvcc_compact_step, --experimental-compaction-batch-limit at a time, one
- * step per loop iteration (an idle handle keeps the loop from sleeping
- * while steps remain), inside the open batch, which commits as it does for
+ * step per loop iteration (a timer of 0 ms, or of
+ * --experimental-compaction-sleep-interval between steps when set),
+ * inside the open batch, which commits as it does for
  * applied entries (each revision removed counts as an entry). Requests and
  * heartbeats are served between steps, and no LMDB transaction holds more
  * than BATCH_MAX_ENTRIES removals. A physical Compact is answered by the
@@ -801,11 +802,10 @@ static void compact_answer_waits(struct server *s)
     }
 }
 
-static void on_compact_idle(uv_idle_t *h)
+static void on_compact_timer(uv_timer_t *h)
 {
     struct server *s = h->data;
     if (!mvcc_compacting(s->kv)) {
-        uv_idle_stop(h);
         server_flush(s); /* the finishing step is durable before the answer */
         compact_answer_waits(s);
         return;
@@ -834,22 +834,23 @@ static void on_compact_idle(uv_idle_t *h)
     if (done || s->batch_entries >= BATCH_MAX_ENTRIES ||
         uv_now(s->loop) - s->batch_opened_ms >= BATCH_INTERVAL_MS)
         server_flush(s);
-    if (done) {
-        uv_idle_stop(h);
+    if (done)
         compact_answer_waits(s);
-    }
+    else
+        uv_timer_start(h, on_compact_timer, s->cfg.compaction_sleep_ms, 0);
 }
 
 void server_compact_kick(struct server *s)
 {
     if (s->closing)
         return;
-    if (s->compact_idle.data == NULL) {
-        uv_idle_init(s->loop, &s->compact_idle);
-        s->compact_idle.data = s;
+    if (s->compact_timer.data == NULL) {
+        uv_timer_init(s->loop, &s->compact_timer);
+        s->compact_timer.data = s;
     }
-    if (mvcc_compacting(s->kv) || s->compact_waits.head != NULL)
-        uv_idle_start(&s->compact_idle, on_compact_idle);
+    if ((mvcc_compacting(s->kv) || s->compact_waits.head != NULL) &&
+        !uv_is_active((uv_handle_t *)&s->compact_timer))
+        uv_timer_start(&s->compact_timer, on_compact_timer, 0, 0);
 }
 
 static struct entry *find_waiting(struct server *s, uint64_t seq)

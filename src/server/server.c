@@ -556,7 +556,7 @@ static void on_grpc_closed(void *arg)
     uv_close((uv_handle_t *)&s->watch_progress, on_handle_closed);
     uv_close((uv_handle_t *)&s->lease_tick, on_handle_closed);
     uv_close((uv_handle_t *)&s->apply_hook, on_handle_closed);
-    uv_close((uv_handle_t *)&s->compact_idle, on_handle_closed);
+    uv_close((uv_handle_t *)&s->compact_timer, on_handle_closed);
     uv_close((uv_handle_t *)&s->sigs[0], on_handle_closed);
     uv_close((uv_handle_t *)&s->sigs[1], on_handle_closed);
 }

@@ -137,7 +137,9 @@ class Compaction(unittest.TestCase):
         self.assertEqual(got["second"], self.want["second"])
 
     def test_reads_and_writes_during_a_compaction(self):
-        with Server("quorum", extra_args=compaction_steps("quorum", 5)) as s:
+        # 20 revisions a step, 2 ms apart: some seconds for the ~90,000
+        with Server("quorum", extra_args=compaction_steps("quorum", 20) +
+                    ["--experimental-compaction-sleep-interval", "2ms"]) as s:
             ch, kv, mt = stubs(s.endpoint)
             marks = history(kv)
             at = marks[1]
@@ -165,15 +167,25 @@ class Compaction(unittest.TestCase):
             ch.close()
 
     def test_physical_compact_answers_when_finished(self):
-        with Server("quorum", extra_args=compaction_steps("quorum", 5)) as s:
+        # 50 revisions a step, 1 ms apart: a few seconds in all
+        with Server("quorum", extra_args=compaction_steps("quorum", 50) +
+                    ["--experimental-compaction-sleep-interval", "1ms"]) as s:
             ch, kv, mt = stubs(s.endpoint)
             marks = history(kv)
+            t0 = time.monotonic()
             kv.Compact(rpc_pb2.CompactionRequest(revision=marks[1], physical=True), timeout=120)
             self.assertIn("compacted at revision %d" % marks[1], s.log_tail(100000))
+            self.assertGreater(time.monotonic() - t0, 1.0, "answered before the steps ran")
+            # a non-physical one is answered at once, before its steps end
+            kv.Compact(rpc_pb2.CompactionRequest(revision=marks[2]), timeout=120)
+            self.assertNotIn("compacted at revision %d" % marks[2], s.log_tail(100000))
+            self.assertTrue(wait_log(s, r"compacted at revision %d" % marks[2], 120))
             ch.close()
 
     def test_kill_during_compaction_resumes_and_hash_is_etcds(self):
-        s = Server("quorum", extra_args=compaction_steps("quorum", 1))
+        # 10 revisions a step, 5 ms apart: ~20 s for the ~40,000 to drop
+        s = Server("quorum", extra_args=compaction_steps("quorum", 10) +
+                   ["--experimental-compaction-sleep-interval", "5ms"])
         try:
             s.start()
             ch, kv, mt = stubs(s.endpoint)
@@ -181,7 +193,7 @@ class Compaction(unittest.TestCase):
             self.assertEqual(marks, self.want["marks"])
             kv.Compact(rpc_pb2.CompactionRequest(revision=marks[0]), timeout=30)
             # let some steps commit (a batch commits every 100 ms), then kill
-            time.sleep(0.3)
+            time.sleep(1.0)
             self.assertNotIn("compacted at revision", s.log_tail(100000),
                              "finished before the kill: the steps are not small")
             ch.close()
@@ -193,6 +205,7 @@ class Compaction(unittest.TestCase):
             pos = meta["quorumCompactNextRev"]
             self.assertGreater(pos, 1, "the position of the last committed step")
             self.assertLess(pos, marks[0])
+            s.extra_args = compaction_steps("quorum", 10)  # no pause now
             s.start()
             self.assertTrue(wait_log(s, r"resuming the compaction at revision %d from revision %d"
                                      % (marks[0], pos), 30))
