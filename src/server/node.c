@@ -782,8 +782,9 @@ void server_flush(struct server *s)
  * An applied Compact only schedules the compaction (mvcc_compact: reads
  * below it fail from then on). Its revisions are removed by
  * mvcc_compact_step, --experimental-compaction-batch-limit at a time, one
- * step per loop iteration (a timer of 0 ms, or of
- * --experimental-compaction-sleep-interval between steps when set),
+ * step per loop iteration (an idle handle keeps the loop from sleeping
+ * while steps remain; or a timer, --experimental-compaction-sleep-interval
+ * between steps, when that is set),
  * inside the open batch, which commits as it does for
  * applied entries (each revision removed counts as an entry). Requests and
  * heartbeats are served between steps, and no LMDB transaction holds more
@@ -802,10 +803,35 @@ static void compact_answer_waits(struct server *s)
     }
 }
 
+static void compact_step(struct server *s);
+
+static void on_compact_idle(uv_idle_t *h)
+{
+    compact_step(h->data);
+}
+
 static void on_compact_timer(uv_timer_t *h)
 {
-    struct server *s = h->data;
+    compact_step(h->data);
+}
+
+/* compact_schedule runs the next step on the next loop iteration (an idle
+ * handle: a timer of 0 ms restarted from its own callback would run again
+ * at once, before any I/O is read), or after the sleep interval. */
+static void compact_schedule(struct server *s)
+{
+    if (s->cfg.compaction_sleep_ms == 0) {
+        uv_idle_start(&s->compact_idle, on_compact_idle);
+    } else {
+        uv_idle_stop(&s->compact_idle);
+        uv_timer_start(&s->compact_timer, on_compact_timer, s->cfg.compaction_sleep_ms, 0);
+    }
+}
+
+static void compact_step(struct server *s)
+{
     if (!mvcc_compacting(s->kv)) {
+        uv_idle_stop(&s->compact_idle);
         server_flush(s); /* the finishing step is durable before the answer */
         compact_answer_waits(s);
         return;
@@ -834,10 +860,12 @@ static void on_compact_timer(uv_timer_t *h)
     if (done || s->batch_entries >= BATCH_MAX_ENTRIES ||
         uv_now(s->loop) - s->batch_opened_ms >= BATCH_INTERVAL_MS)
         server_flush(s);
-    if (done)
+    if (done) {
+        uv_idle_stop(&s->compact_idle);
         compact_answer_waits(s);
-    else
-        uv_timer_start(h, on_compact_timer, s->cfg.compaction_sleep_ms, 0);
+    } else {
+        compact_schedule(s);
+    }
 }
 
 void server_compact_kick(struct server *s)
@@ -847,10 +875,13 @@ void server_compact_kick(struct server *s)
     if (s->compact_timer.data == NULL) {
         uv_timer_init(s->loop, &s->compact_timer);
         s->compact_timer.data = s;
+        uv_idle_init(s->loop, &s->compact_idle);
+        s->compact_idle.data = s;
     }
     if ((mvcc_compacting(s->kv) || s->compact_waits.head != NULL) &&
-        !uv_is_active((uv_handle_t *)&s->compact_timer))
-        uv_timer_start(&s->compact_timer, on_compact_timer, 0, 0);
+        !uv_is_active((uv_handle_t *)&s->compact_timer) &&
+        !uv_is_active((uv_handle_t *)&s->compact_idle))
+        uv_idle_start(&s->compact_idle, on_compact_idle);
 }
 
 static struct entry *find_waiting(struct server *s, uint64_t seq)

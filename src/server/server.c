@@ -548,7 +548,7 @@ static void on_grpc_closed(void *arg)
      * it) */
     server_node_fail_all(s, QERR_STOPPED);
     server_flush(s); /* applied entries reach the store before it closes */
-    s->closing = 10;
+    s->closing = 11;
     server_node_close(s, on_node_closed, s);
     server_corrupt_close(s, on_handle_closed);
     server_autocompact_close(s, on_handle_closed);
@@ -557,6 +557,7 @@ static void on_grpc_closed(void *arg)
     uv_close((uv_handle_t *)&s->lease_tick, on_handle_closed);
     uv_close((uv_handle_t *)&s->apply_hook, on_handle_closed);
     uv_close((uv_handle_t *)&s->compact_timer, on_handle_closed);
+    uv_close((uv_handle_t *)&s->compact_idle, on_handle_closed);
     uv_close((uv_handle_t *)&s->sigs[0], on_handle_closed);
     uv_close((uv_handle_t *)&s->sigs[1], on_handle_closed);
 }

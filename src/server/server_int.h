@@ -197,6 +197,7 @@ struct server {
     uint64_t batch_entries;
     /* a compaction removing revisions in steps, one per loop iteration
      * while it lasts (node.c); physical Compacts wait in compact_waits */
+    uv_idle_t compact_idle;
     uv_timer_t compact_timer;
     struct entry_list compact_waits;
     struct lease_fwd *lease_fwds;   /* lease requests forwarded to the leader */
