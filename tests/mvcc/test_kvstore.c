@@ -160,14 +160,43 @@ static int get1(const char *k, int64_t rev, struct got *g)
     return g->n;
 }
 
-static size_t key_db_entries(void)
+static size_t key_db_entries_of(backend *b)
 {
     MDB_txn *t;
     MDB_stat st;
-    cr_assert_eq(backend_read_begin(be, &t), 0);
-    cr_assert_eq(mdb_stat(t, backend_dbi(be, BACKEND_DB_KEY), &st), 0);
+    cr_assert_eq(backend_read_begin(b, &t), 0);
+    cr_assert_eq(mdb_stat(t, backend_dbi(b, BACKEND_DB_KEY), &st), 0);
     backend_read_end(t);
     return st.ms_entries;
+}
+
+static size_t key_db_entries(void)
+{
+    return key_db_entries_of(be);
+}
+
+/* A second store in a directory of its own, for tests that compare two. */
+struct twin {
+    char dir[64];
+    backend *be;
+    mvcc_store *s;
+};
+
+static void twin_open(struct twin *t)
+{
+    const char *d = tmpdir_make();
+    cr_assert_not_null(d);
+    snprintf(t->dir, sizeof(t->dir), "%s", d);
+    struct backend_options o = {.dir = t->dir, .map_size = 256 << 20, .no_sync = true};
+    cr_assert_eq(backend_open(&o, &t->be), 0);
+    cr_assert_eq(mvcc_open(t->be, &t->s), 0);
+}
+
+static void twin_close(struct twin *t)
+{
+    mvcc_close(t->s);
+    backend_close(t->be);
+    tmpdir_remove(t->dir);
 }
 
 /* ---- tests ---- */
@@ -749,14 +778,9 @@ Test(kvstore, restart_without_compaction_keeps_history)
 
 Test(kvstore, hash_kv_equal_stores_equal_hashes)
 {
-    char d2[64];
-    const char *t2 = tmpdir_make();
-    snprintf(d2, sizeof(d2), "%s", t2);
-    backend *be2;
-    mvcc_store *s2;
-    struct backend_options o = {.dir = d2, .map_size = 64 << 20, .no_sync = true};
-    cr_assert_eq(backend_open(&o, &be2), 0);
-    cr_assert_eq(mvcc_open(be2, &s2), 0);
+    struct twin tw;
+    twin_open(&tw);
+    mvcc_store *s2 = tw.s;
 
     uint32_t h1, h2, h0;
     int64_t c;
@@ -795,9 +819,7 @@ Test(kvstore, hash_kv_equal_stores_equal_hashes)
     cr_assert_eq(mvcc_hash_kv(s, 6, &h4, &c), QERR_COMPACTED);
     cr_assert_eq(mvcc_hash_kv(s, 11, &h4, &c), QERR_FUTURE_REV);
 
-    mvcc_close(s2);
-    backend_close(be2);
-    tmpdir_remove(d2);
+    twin_close(&tw);
 }
 
 /* Many keys, then reopen: the rebuilt index matches a full scan. */
@@ -1283,14 +1305,9 @@ static uint64_t meta(mvcc_store *st, backend *b, const char *name)
  * one piece on a twin store that took the same writes. */
 Test(kvstore, compaction_in_steps_with_writes_between)
 {
-    char d2[64];
-    const char *t2 = tmpdir_make();
-    snprintf(d2, sizeof(d2), "%s", t2);
-    backend *be2;
-    mvcc_store *s2;
-    struct backend_options o = {.dir = d2, .map_size = 256 << 20, .no_sync = true};
-    cr_assert_eq(backend_open(&o, &be2), 0);
-    cr_assert_eq(mvcc_open(be2, &s2), 0);
+    struct twin tw;
+    twin_open(&tw);
+    mvcc_store *s2 = tw.s;
 
     history(s, 400, 6, 300);
     history(s2, 400, 6, 300);
@@ -1345,14 +1362,7 @@ Test(kvstore, compaction_in_steps_with_writes_between)
     cr_assert_eq(digest_at(s, at).crc, d_at.crc);
     cr_assert_eq(digest_at(s, top).crc, d_top.crc);
     cr_assert_eq(digest_at(s, 0).crc, digest_at(s2, 0).crc);
-    cr_assert_eq(key_db_entries(), ({
-                     MDB_txn *t;
-                     MDB_stat st;
-                     cr_assert_eq(backend_read_begin(be2, &t), 0);
-                     cr_assert_eq(mdb_stat(t, backend_dbi(be2, BACKEND_DB_KEY), &st), 0);
-                     backend_read_end(t);
-                     st.ms_entries;
-                 }));
+    cr_assert_eq(key_db_entries(), key_db_entries_of(tw.be));
     uint32_t h1, h2;
     int64_t c1, c2;
     cr_assert_eq(mvcc_hash_kv(s, 0, &h1, &c1), 0);
@@ -1361,9 +1371,7 @@ Test(kvstore, compaction_in_steps_with_writes_between)
     cr_assert_eq(c1, at);
     cr_assert_eq(c2, at);
 
-    mvcc_close(s2);
-    backend_close(be2);
-    tmpdir_remove(d2);
+    twin_close(&tw);
 }
 
 /* A restart in the middle: the scheduled mark is above the finished one,
@@ -1422,22 +1430,15 @@ Test(kvstore, compaction_resumes_after_restart)
     cr_assert_eq(mvcc_hash_kv(s, 0, &got, &c), 0);
     cr_assert_eq(c, at);
     /* a store compacted without interruption has the same hash */
-    char d2[64];
-    const char *t2 = tmpdir_make();
-    snprintf(d2, sizeof(d2), "%s", t2);
-    backend *be2;
-    mvcc_store *s2;
-    struct backend_options o = {.dir = d2, .map_size = 256 << 20, .no_sync = true};
-    cr_assert_eq(backend_open(&o, &be2), 0);
-    cr_assert_eq(mvcc_open(be2, &s2), 0);
+    struct twin tw;
+    twin_open(&tw);
+    mvcc_store *s2 = tw.s;
     history(s2, 300, 5, 200);
     compact(s2, at, 0);
     uint32_t h2;
     cr_assert_eq(mvcc_hash_kv(s2, 0, &h2, &c), 0);
     cr_assert_eq(got, h2);
-    mvcc_close(s2);
-    backend_close(be2);
-    tmpdir_remove(d2);
+    twin_close(&tw);
 }
 
 /* A second compaction while one is under way takes over; the finished mark
