@@ -24,6 +24,12 @@ Each kind gets a fresh single member (tests/integration/harness.py). On it:
             a DeleteRange of every key, killed the same way; the member
             must come back, finish, and answer
 
+  cluster   (--cluster) three members: the same load, then the compaction of
+            half the revisions while a put load on the leader and a read
+            load and a probe on a follower run: leader changes, failures,
+            the probe's longest wait, and whether every member's HashKV
+            agrees afterwards
+
 and it prints every figure side by side with quorum/etcd ratios. The
 targets of the big-data issue are checked at the end (printed, not
 asserted: this is a measurement).
@@ -136,16 +142,21 @@ def start_until_read(srv, timeout):
     srv.log_file = open(srv.log_path, "ab")
     srv.proc = subprocess.Popen(srv.args(), stdout=srv.log_file, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=env)
-    kv = kv_stub(srv)
     while time.monotonic() - t0 < timeout:
         if srv.proc.poll() is not None:
             raise RuntimeError("%s exited %s while starting:\n%s" % (srv.kind, srv.proc.returncode,
                                                                    srv.log_tail()))
+        # a fresh channel each time: a channel whose connect failed waits
+        # out gRPC's reconnect backoff (1 s, then longer) before trying again
+        ch = grpc.insecure_channel(srv.endpoint)
         try:
-            kv.Range(rpc_pb2.RangeRequest(key=b"probe", serializable=True), timeout=1)
+            rpc_pb2_grpc.KVStub(ch).Range(rpc_pb2.RangeRequest(key=b"probe", serializable=True),
+                                          timeout=1)
             return time.monotonic() - t0
         except grpc.RpcError:
             time.sleep(0.05)
+        finally:
+            ch.close()
     raise RuntimeError("%s did not answer within %ds" % (srv.kind, timeout))
 
 
@@ -280,6 +291,66 @@ def run_kind(kind, a):
     return r
 
 
+def run_cluster(kind, a):
+    """Three members (heartbeat 100 ms, election 1 s, as etcd's defaults):
+    the load, then the compaction of half the revisions while a put load on
+    the leader, a read load and a probe on a follower run; leader changes,
+    failures, the probe's longest wait, and whether every member's HashKV
+    agrees afterwards."""
+    import cluster
+    r = {}
+    c = cluster.Cluster(kind, n=3, extra_args=["--quota-backend-bytes", str(16 << 30)],
+                        heartbeat_ms=100, election_ms=1000)
+    try:
+        c.start()
+        lead = c.wait_leader()
+        follower = (lead + 1) % 3
+        ep, fep = c.endpoint(lead), c.endpoint(follower)
+        print("[%s x3] loading %d keys, %d revisions" % (kind, a.keys, a.revisions), flush=True)
+        qbench(ep, "--conns", "10", "--clients", "100", "--total", str(a.keys),
+               "--key-space", str(a.keys), "--sequential-keys", "put")
+        x = qbench(ep, "--conns", "10", "--clients", "100", "--total",
+                   str(a.revisions - a.keys), "--key-space", str(a.keys), "put")
+        r["3 members: load updates (puts/s)"] = x["rps"]
+        term = c.status(lead)["header"]["raft_term"]
+        kv = rpc_pb2_grpc.KVStub(grpc.insecure_channel(ep))
+        rev = kv.Range(rpc_pb2.RangeRequest(key=b"\0", serializable=True),
+                       timeout=60).header.revision
+        puts = Background(ep, "--conns", "2", "--clients", "10", "--key-space", str(a.keys),
+                          "put")
+        reads = Background(fep, "--conns", "2", "--clients", "10", "--key-space", str(a.keys),
+                           "--no-preload", "range", "--consistency", "s")
+        probe = Background(fep, "--conns", "1", "--clients", "1", "--pause-ms", "10",
+                           "--key-space", "1", "--no-preload", "range", "--consistency", "s")
+        time.sleep(2)
+        print("[%s x3] compacting half the revisions under load" % kind, flush=True)
+        t0 = time.monotonic()
+        kv.Compact(rpc_pb2.CompactionRequest(revision=rev // 2, physical=True), timeout=7200)
+        r["3 members: compact half (s)"] = time.monotonic() - t0
+        time.sleep(2)
+        p, rd, pr = puts.stop(), reads.stop(), probe.stop()
+        r["3 members: probe's longest wait (ms)"] = pr["max"]
+        r["3 members: failed requests"] = p["failed"] + rd["failed"] + pr["failed"]
+        r["3 members: leader changes"] = int(c.leader_index() != lead or
+                                             c.status(lead)["header"]["raft_term"] != term)
+        top = kv.Range(rpc_pb2.RangeRequest(key=b"\0"), timeout=60).header.revision
+        hashes = set()
+        for i in range(3):
+            mt = rpc_pb2_grpc.MaintenanceStub(grpc.insecure_channel(c.endpoint(i)))
+            for _ in range(100):  # a member may not have applied |top| yet
+                try:
+                    hashes.add(mt.HashKV(rpc_pb2.HashKVRequest(revision=top), timeout=600).hash)
+                    break
+                except grpc.RpcError as e:
+                    if e.code() != grpc.StatusCode.OUT_OF_RANGE:
+                        raise
+                    time.sleep(0.1)
+        r["3 members: distinct HashKV afterwards"] = len(hashes)
+    finally:
+        c.cleanup()
+    return r
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--keys", type=int, default=1000000)
@@ -287,9 +358,14 @@ def main():
     ap.add_argument("--reads", type=int, default=200000)
     ap.add_argument("--kinds", default="quorum,etcd")
     ap.add_argument("--skip-big", action="store_true", help="leave out the kill -9 cases")
+    ap.add_argument("--cluster", action="store_true",
+                    help="also the compaction case on three members")
     a = ap.parse_args()
     kinds = a.kinds.split(",")
     res = {k: run_kind(k, a) for k in kinds}
+    if a.cluster:
+        for k in kinds:
+            res[k].update(run_cluster(k, a))
     print("\ngrowth-bench: %d keys, %d revisions" % (a.keys, a.revisions))
     names = list(res[kinds[0]].keys())
     print("%-44s %14s %14s %9s" % ("", kinds[0], kinds[1] if len(kinds) > 1 else "", "ratio"))
@@ -309,6 +385,11 @@ def main():
               ("met" if q["failed requests"] == 0 else "NOT MET", q["failed requests"]))
         print("  restart < 5 s                                                %s (%.1f s)" %
               ("met" if q["restart (s)"] < 5 else "NOT MET", q["restart (s)"]))
+        if a.cluster:
+            ok = (q["3 members: failed requests"] == 0 and q["3 members: leader changes"] == 0
+                  and q["3 members: distinct HashKV afterwards"] == 1)
+            print("  3 members: no failure, no leader change, equal HashKV      %s" %
+                  ("met" if ok else "NOT MET"))
 
 
 if __name__ == "__main__":
