@@ -222,6 +222,8 @@ def run_kind(kind, a):
         m = memory(srv.proc.pid)
         r["anon memory after restart (MB)"] = m["anon"] / 1e6
         r["mapped memory after restart (MB)"] = m["mapped"] / 1e6
+        r["anon bytes per key after restart"] = m["anon"] / a.keys
+        r["anon bytes per revision after restart"] = m["anon"] / a.revisions
 
         kv = kv_stub(srv)
         t0 = time.monotonic()
