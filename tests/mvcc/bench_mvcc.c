@@ -2,6 +2,7 @@
  *
  * Usage: bench-mvcc [nkeys] [rounds]   (default 100000 keys, 1 round)
  *        bench-mvcc --open DIR          (time opening an existing store)
+ *        bench-mvcc --delete-all N      (N keys, then one DeleteRange of them all)
  * Puts nkeys 16-byte keys with 64-byte values (1000 txns per batch, no
  * fsync, as the server groups them), overwrites them all |rounds| times
  * (then times a reopen, the index rebuilt from every revision), then times
@@ -82,10 +83,47 @@ static int open_only(const char *dir)
     return 0;
 }
 
+/* --delete-all N: N keys, then one DeleteRange of all of them in one
+ * batch, as one applied entry does: how long it takes, and whether one LMDB
+ * transaction holds it. */
+static int delete_all(long n)
+{
+    const char *dir = tmpdir_make();
+    char d[64];
+    snprintf(d, sizeof(d), "%s", dir);
+    backend *be;
+    mvcc_store *s;
+    struct backend_options o = {.dir = d, .map_size = (size_t)64 << 30, .no_sync = true};
+    int rv = backend_open(&o, &be);
+    if (rv || (rv = mvcc_open(be, &s)) != 0)
+        die("open", rv);
+    do_puts(s, n, "a");
+    double t0 = now();
+    mvcc_txn *t;
+    int64_t deleted = 0;
+    if ((rv = mvcc_batch_begin(s)) != 0 || (rv = mvcc_txn_begin(s, &t)) != 0)
+        die("begin", rv);
+    rv = mvcc_txn_delete_range(t, (const uint8_t *)"", 0, (const uint8_t *)"", 1, NULL, NULL,
+                               &deleted);
+    mvcc_txn_end(t);
+    double t1 = now();
+    int crv = rv == 0 ? mvcc_batch_commit(s) : mvcc_batch_abort(s);
+    printf("bench-mvcc: DeleteRange of %ld keys: %d (%s), %lld deleted in %.3f s, commit %d in "
+           "%.3f s\n",
+           n, rv, rv ? mdb_strerror(backend_last_rc()) : "ok", (long long)deleted, t1 - t0, crv,
+           now() - t1);
+    mvcc_close(s);
+    backend_close(be);
+    tmpdir_remove(d);
+    return rv != 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--open") == 0)
         return open_only(argv[2]);
+    if (argc == 3 && strcmp(argv[1], "--delete-all") == 0)
+        return delete_all(atol(argv[2]));
     long n = argc > 1 ? atol(argv[1]) : 100000;
     long rounds = argc > 2 ? atol(argv[2]) : 1;
     if (n < 200)
