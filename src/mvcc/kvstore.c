@@ -201,8 +201,17 @@ static void *scan_part_run(void *arg)
 #define REBUILD_MAX_THREADS 8
 #define REBUILD_RECORDS_PER_THREAD 500000
 
+static int forced_threads; /* mvcc_set_rebuild_threads, for tests */
+
+void mvcc_set_rebuild_threads(int n)
+{
+    forced_threads = n < 0 ? 0 : n > REBUILD_MAX_THREADS ? REBUILD_MAX_THREADS : n;
+}
+
 static int rebuild_threads(size_t records)
 {
+    if (forced_threads > 0)
+        return (size_t)forced_threads <= records ? forced_threads : 1;
     cpu_set_t set;
     int cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
     size_t by_size = records / REBUILD_RECORDS_PER_THREAD;

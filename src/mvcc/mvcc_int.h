@@ -43,6 +43,11 @@ size_t mvcc_kv_encoded_size(const struct mvcc_kv *kv);
  * skipped. Errors: QERR_CORRUPT for malformed input. */
 int mvcc_kv_decode(const uint8_t *p, size_t n, struct mvcc_kv *kv);
 
+/* mvcc_set_rebuild_threads makes every later rebuild of the index (at
+ * open) use |n| threads whatever the store's size and the CPUs (0: back
+ * to choosing), so tests reach the threaded rebuild with small stores. */
+void mvcc_set_rebuild_threads(int n);
+
 /* ---- key index (kindex.c) --------------------------------------------- */
 
 /* One revision of a key. Revisions of a key are kept in ascending order; a

@@ -347,3 +347,57 @@ Test(kindex, loader_builds_what_appends_build)
     cr_assert_eq(kindex_load_add(&ld, K("x"), 1, 0, false), 0);
     kindex_load_abort(&ld);
 }
+
+/* Two loaders over consecutive stretches of one history, merged, give what
+ * one loader over all of it gives; a merge whose revisions go backwards is
+ * refused. */
+Test(kindex, loaders_merge_in_order)
+{
+    struct kindex_loader one, a, b;
+    kindex_load_begin(&one);
+    kindex_load_begin(&a);
+    kindex_load_begin(&b);
+    char key[32];
+    unsigned seed = 3;
+    for (int64_t main = 1; main <= 20000; main++) {
+        int len = snprintf(key, sizeof(key), "key/%d", (int)(rand_r(&seed) % 3000));
+        bool tomb = rand_r(&seed) % 9 == 0;
+        cr_assert_eq(kindex_load_add(&one, (const uint8_t *)key, (size_t)len, main, 0, tomb), 0);
+        struct kindex_loader *part = main <= 12000 ? &a : &b;
+        cr_assert_eq(kindex_load_add(part, (const uint8_t *)key, (size_t)len, main, 0, tomb), 0);
+    }
+    cr_assert_eq(kindex_load_merge(&a, &b), 0);
+    cr_assert_eq(b.n, 0);
+    struct kindex x, y;
+    cr_assert_eq(kindex_init(&x), 0);
+    cr_assert_eq(kindex_init(&y), 0);
+    cr_assert_eq(kindex_load_finish(&one, &x), 0);
+    cr_assert_eq(kindex_load_finish(&a, &y), 0);
+    cr_assert_eq(x.nkeys, y.nkeys);
+    struct kindex_iter i, j;
+    kindex_seek(&x, NULL, 0, &i);
+    kindex_seek(&y, NULL, 0, &j);
+    for (;; kindex_iter_next(&i), kindex_iter_next(&j)) {
+        struct kindex_entry *p = kindex_iter_get(&i), *q = kindex_iter_get(&j);
+        if (p == NULL || q == NULL) {
+            cr_assert_eq(p, q);
+            break;
+        }
+        cr_assert_eq(p->klen, q->klen);
+        cr_assert_eq(memcmp(p->key, q->key, p->klen), 0);
+        cr_assert_eq(p->nrev, q->nrev);
+        cr_assert_eq(memcmp(kentry_revs(p), kentry_revs(q), p->nrev * sizeof(struct kindex_rev)),
+                     0);
+    }
+    kindex_free(&x);
+    kindex_free(&y);
+
+    /* out of order: the later loader holds an older revision of a key */
+    kindex_load_begin(&a);
+    kindex_load_begin(&b);
+    cr_assert_eq(kindex_load_add(&a, K("k"), 10, 0, false), 0);
+    cr_assert_eq(kindex_load_add(&b, K("k"), 5, 0, false), 0);
+    cr_assert_eq(kindex_load_merge(&a, &b), -EINVAL);
+    kindex_load_abort(&a);
+    kindex_load_abort(&b);
+}
