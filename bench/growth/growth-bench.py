@@ -110,6 +110,33 @@ class Background:
         return parse_qbench(out)
 
 
+def load_history(ep, a):
+    """--keys puts in key order, then random updates up to --revisions:
+    returns the two rates (puts/s)."""
+    x = qbench(ep, "--conns", "10", "--clients", "100", "--total", str(a.keys),
+               "--key-space", str(a.keys), "--sequential-keys", "put")
+    y = qbench(ep, "--conns", "10", "--clients", "100", "--total", str(a.revisions - a.keys),
+               "--key-space", str(a.keys), "put")
+    return x["rps"], y["rps"]
+
+
+class Loads:
+    """A put load on |wep|, and a read load and the one-connection probe on
+    |rep|, until stop(): which returns (puts, reads, probe) results."""
+
+    def __init__(self, wep, rep, keys):
+        self.runs = [
+            Background(wep, "--conns", "2", "--clients", "10", "--key-space", str(keys), "put"),
+            Background(rep, "--conns", "2", "--clients", "10", "--key-space", str(keys),
+                       "--no-preload", "range", "--consistency", "s"),
+            Background(rep, "--conns", "1", "--clients", "1", "--pause-ms", "10",
+                       "--key-space", "1", "--no-preload", "range", "--consistency", "s"),
+        ]
+
+    def stop(self):
+        return tuple(b.stop() for b in self.runs)
+
+
 def disk_bytes(path):
     total = 0
     for d, _, files in os.walk(path):
@@ -202,14 +229,8 @@ def run_kind(kind, a):
     try:
         srv.start()
         ep = srv.endpoint
-        print("[%s] loading %d keys" % (kind, a.keys), flush=True)
-        x = qbench(ep, "--conns", "10", "--clients", "100", "--total", str(a.keys),
-                   "--key-space", str(a.keys), "--sequential-keys", "put")
-        r["load keys (puts/s)"] = x["rps"]
-        print("[%s] updating to %d revisions" % (kind, a.revisions), flush=True)
-        x = qbench(ep, "--conns", "10", "--clients", "100", "--total", str(a.revisions - a.keys),
-                   "--key-space", str(a.keys), "put")
-        r["load updates (puts/s)"] = x["rps"]
+        print("[%s] loading %d keys, %d revisions" % (kind, a.keys, a.revisions), flush=True)
+        r["load keys (puts/s)"], r["load updates (puts/s)"] = load_history(ep, a)
         rev = current_rev(srv)
         r["disk after load (MB)"] = disk_bytes(srv.data_dir) / 1e6
         m = memory(srv.proc.pid)
@@ -239,12 +260,7 @@ def run_kind(kind, a):
 
         print("[%s] compacting half the revisions under load" % kind, flush=True)
         mt = rpc_pb2_grpc.MaintenanceStub(grpc.insecure_channel(ep))
-        puts = Background(ep, "--conns", "2", "--clients", "10", "--key-space", str(a.keys),
-                          "put")
-        reads = Background(ep, "--conns", "2", "--clients", "10", "--key-space", str(a.keys),
-                           "--no-preload", "range", "--consistency", "s")
-        probe = Background(ep, "--conns", "1", "--clients", "1", "--pause-ms", "10",
-                           "--key-space", "1", "--no-preload", "range", "--consistency", "s")
+        loads = Loads(ep, ep, a.keys)
         time.sleep(2)
         t0 = time.monotonic()
         kv.Compact(rpc_pb2.CompactionRequest(revision=rev // 2, physical=True), timeout=7200)
@@ -254,7 +270,7 @@ def run_kind(kind, a):
         mt.Defragment(rpc_pb2.DefragmentRequest(), timeout=7200)
         r["defrag (s)"] = time.monotonic() - t0
         time.sleep(1)
-        p, rd, pr = puts.stop(), reads.stop(), probe.stop()
+        p, rd, pr = loads.stop()
         r["probe's longest wait (ms)"] = pr["max"]
         r["failed requests"] = p["failed"] + rd["failed"] + pr["failed"]
         r["puts meanwhile (req/s)"] = p["rps"]
@@ -309,28 +325,19 @@ def run_cluster(kind, a):
         follower = (lead + 1) % 3
         ep, fep = c.endpoint(lead), c.endpoint(follower)
         print("[%s x3] loading %d keys, %d revisions" % (kind, a.keys, a.revisions), flush=True)
-        qbench(ep, "--conns", "10", "--clients", "100", "--total", str(a.keys),
-               "--key-space", str(a.keys), "--sequential-keys", "put")
-        x = qbench(ep, "--conns", "10", "--clients", "100", "--total",
-                   str(a.revisions - a.keys), "--key-space", str(a.keys), "put")
-        r["3 members: load updates (puts/s)"] = x["rps"]
+        r["3 members: load updates (puts/s)"] = load_history(ep, a)[1]
         term = c.status(lead)["header"]["raft_term"]
         kv = rpc_pb2_grpc.KVStub(grpc.insecure_channel(ep))
         rev = kv.Range(rpc_pb2.RangeRequest(key=b"\0", serializable=True),
                        timeout=60).header.revision
-        puts = Background(ep, "--conns", "2", "--clients", "10", "--key-space", str(a.keys),
-                          "put")
-        reads = Background(fep, "--conns", "2", "--clients", "10", "--key-space", str(a.keys),
-                           "--no-preload", "range", "--consistency", "s")
-        probe = Background(fep, "--conns", "1", "--clients", "1", "--pause-ms", "10",
-                           "--key-space", "1", "--no-preload", "range", "--consistency", "s")
+        loads = Loads(ep, fep, a.keys)
         time.sleep(2)
         print("[%s x3] compacting half the revisions under load" % kind, flush=True)
         t0 = time.monotonic()
         kv.Compact(rpc_pb2.CompactionRequest(revision=rev // 2, physical=True), timeout=7200)
         r["3 members: compact half (s)"] = time.monotonic() - t0
         time.sleep(2)
-        p, rd, pr = puts.stop(), reads.stop(), probe.stop()
+        p, rd, pr = loads.stop()
         r["3 members: probe's longest wait (ms)"] = pr["max"]
         r["3 members: failed requests"] = p["failed"] + rd["failed"] + pr["failed"]
         r["3 members: leader changes"] = int(c.leader_index() != lead or

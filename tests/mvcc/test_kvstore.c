@@ -1470,17 +1470,25 @@ Test(kvstore, compaction_superseded_while_under_way)
  * of 300 puts): steps resume exactly where the last one stopped, inside the
  * revision, so the pass still ends (resuming at the revision's start would
  * visit the same kept records forever). */
-Test(kvstore, compaction_steps_through_a_large_revision)
+/* txn_puts writes keys printf(|fmt|, 0..|n|-1) = |v| in one txn of the
+ * open batch (one revision of |n| records) and returns its revision. */
+static int64_t txn_puts(mvcc_store *st, const char *fmt, int n, const char *v)
 {
     char k[32];
-    cr_assert_eq(mvcc_batch_begin(s), 0);
     mvcc_txn *t;
-    cr_assert_eq(mvcc_txn_begin(s, &t), 0);
-    for (int i = 0; i < 300; i++) {
-        snprintf(k, sizeof(k), "t%03d", i);
-        cr_assert_eq(mvcc_txn_put(t, S(k), S("a"), 0, NULL, NULL), 0);
+    cr_assert_eq(mvcc_txn_begin(st, &t), 0);
+    for (int i = 0; i < n; i++) {
+        snprintf(k, sizeof(k), fmt, i);
+        cr_assert_eq(mvcc_txn_put(t, S(k), S(v), 0, NULL, NULL), 0);
     }
-    int64_t r1 = mvcc_txn_end(t);
+    return mvcc_txn_end(t);
+}
+
+Test(kvstore, compaction_steps_through_a_large_revision)
+{
+    cr_assert_eq(mvcc_batch_begin(s), 0);
+    int64_t r1 = txn_puts(s, "t%03d", 300, "a");
+    mvcc_txn *t;
     cr_assert_eq(mvcc_txn_begin(s, &t), 0);
     cr_assert_eq(mvcc_txn_put(t, S("t299"), S("b"), 0, NULL, NULL), 0);
     int64_t r2 = mvcc_txn_end(t);
@@ -1546,15 +1554,8 @@ Test(kvstore, live_leases_are_the_current_bindings)
 Test(kvstore, threaded_rebuild_equals_single)
 {
     history(s, 500, 7, 200);
-    char k[32];
     cr_assert_eq(mvcc_batch_begin(s), 0);
-    mvcc_txn *t;
-    cr_assert_eq(mvcc_txn_begin(s, &t), 0);
-    for (int i = 0; i < 300; i++) {
-        snprintf(k, sizeof(k), "k%05d", i);
-        cr_assert_eq(mvcc_txn_put(t, S(k), S("big"), 0, NULL, NULL), 0);
-    }
-    mvcc_txn_end(t);
+    txn_puts(s, "k%05d", 300, "big");
     cr_assert_eq(mvcc_batch_commit(s), 0);
     int64_t top = mvcc_rev(s);
     int64_t revs[] = {2, top / 3, top / 2, top - 250, top - 1, top};
