@@ -184,21 +184,23 @@ int mvcc_read_history(mvcc_read *r, int64_t from, int64_t to, mvcc_history_fn fn
  * mvcc_compact only schedules it, inside the open batch: it records |rev|
  * as scheduledCompactRev in BACKEND_DB_META, and from then on reads below
  * |rev| fail QERR_COMPACTED (as etcd answers once a compaction is
- * accepted). A compaction still under way is superseded: the new one takes
- * over from the first key. Errors: -EBUSY (no batch, or a txn open),
+ * accepted). A compaction still under way is superseded: the new one
+ * starts its removal over from the oldest record. Errors: -EBUSY (no batch, or a txn open),
  * QERR_COMPACTED (rev <= current compact rev), QERR_FUTURE_REV
  * (rev > current), storage errors. */
 int mvcc_compact(mvcc_store *s, int64_t rev);
 
 /* mvcc_compact_step removes, inside the open batch, at most |limit|
  * revisions of the scheduled compaction (and looks at a bounded number of
- * keys), so that no write transaction and no step grows with the history
- * (etcd's --experimental-compaction-batch-limit). The step that reaches the
- * end records finishedCompactRev in the same batch and sets *|done|;
+ * records, or of keys in the index's pass), so that no write transaction
+ * and no step grows with the history (etcd's
+ * --experimental-compaction-batch-limit). Each step records where the
+ * next one starts (quorumCompactNextRev/Sub in meta); the step that reaches
+ * the end records finishedCompactRev in the same batch and sets *|done|;
  * *|done| is also set when nothing is scheduled. Reads at or above the
  * compaction revision see the same data before, during and after. A
  * restart (or mvcc_batch_abort) with the scheduled mark above the finished
- * one resumes the removal from the first key. Errors: -EBUSY, -ENOMEM,
+ * one resumes the removal where the last committed step left it. Errors: -EBUSY, -ENOMEM,
  * storage errors (then the batch holds part of a step: abort it). */
 int mvcc_compact_step(mvcc_store *s, size_t limit, bool *done);
 
