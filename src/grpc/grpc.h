@@ -120,6 +120,12 @@ int grpc_server_new(uv_loop_t *loop, const struct grpc_method *methods, size_t n
  * listeners). Errors: libuv's (negative errno), e.g. -EADDRINUSE. */
 int grpc_server_listen(grpc_server *srv, const char *host, int port, int *bound_port);
 
+/* grpc_server_adopt serves connected socket |fd|, accepted elsewhere (a
+ * front loop's share of a listener; server/front.c). On success the server
+ * owns it; on error (-ENOMEM, -ESHUTDOWN when closing, libuv's) the socket
+ * is closed. */
+int grpc_server_adopt(grpc_server *srv, uv_os_sock_t fd);
+
 /* grpc_server_close stops listening, resets every open call (each gets
  * on_close), closes every connection, and calls |cb| when all handles are
  * closed; the server is freed before |cb| runs. |cb| may be NULL. */
@@ -131,6 +137,10 @@ void *grpc_call_server_data(const grpc_call *call);
 /* per-call slot for the server's own state */
 void grpc_call_set_data(grpc_call *call, void *data);
 void *grpc_call_get_data(const grpc_call *call);
+
+/* grpc_call_method returns the entry of the method table the call was
+ * routed to (a pointer into the table given to grpc_server_new). */
+const struct grpc_method *grpc_call_method(const grpc_call *call);
 
 /* grpc_call_path returns the method path; valid for the call's life. */
 const char *grpc_call_path(const grpc_call *call);

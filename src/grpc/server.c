@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <nghttp2/nghttp2.h>
 
@@ -1002,33 +1003,56 @@ static void on_reject_closed(uv_handle_t *h)
     maybe_free_server(srv);
 }
 
+/* conn_start serves a connection: from a listener of ours (|ls|) or a
+ * socket accepted elsewhere (|fd|, when |ls| is NULL). */
+static int conn_start(grpc_server *srv, uv_stream_t *ls, uv_os_sock_t fd)
+{
+    grpc_conn *c = calloc(1, sizeof(*c));
+    int rv = c != NULL ? uv_tcp_init(srv->loop, &c->tcp) : -ENOMEM;
+    if (rv != 0) {
+        free(c);
+        if (ls == NULL)
+            close(fd);
+        return rv;
+    }
+    c->srv = srv;
+    c->tcp.data = c;
+    srv->handles++;
+    rv = ls != NULL ? uv_accept(ls, (uv_stream_t *)&c->tcp) : uv_tcp_open(&c->tcp, fd);
+    if (rv != 0 && ls == NULL)
+        close(fd); /* not the handle's: uv_close would leave it open */
+    else if (rv == 0 && session_new(c) != 0)
+        rv = -ENOMEM;
+    if (rv != 0) {
+        uv_close((uv_handle_t *)&c->tcp, on_reject_closed);
+        return rv;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    conn_link(c);
+    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0) {
+        conn_close(c);
+        return 0;
+    }
+    mark_dirty(c); /* our SETTINGS */
+    return 0;
+}
+
 static void on_connection(uv_stream_t *ls, int status)
 {
     struct listener *l = ls->data;
     grpc_server *srv = l->srv;
     if (status < 0 || srv->closing)
         return;
-    grpc_conn *c = calloc(1, sizeof(*c));
-    if (c == NULL)
-        return;
-    c->srv = srv;
-    if (uv_tcp_init(srv->loop, &c->tcp) != 0) {
-        free(c);
-        return;
+    conn_start(srv, ls, -1);
+}
+
+int grpc_server_adopt(grpc_server *srv, uv_os_sock_t fd)
+{
+    if (srv->closing) {
+        close(fd);
+        return -ESHUTDOWN;
     }
-    c->tcp.data = c;
-    srv->handles++;
-    if (uv_accept(ls, (uv_stream_t *)&c->tcp) != 0 || session_new(c) != 0) {
-        uv_close((uv_handle_t *)&c->tcp, on_reject_closed);
-        return;
-    }
-    uv_tcp_nodelay(&c->tcp, 1);
-    conn_link(c);
-    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0) {
-        conn_close(c);
-        return;
-    }
-    mark_dirty(c); /* our SETTINGS */
+    return conn_start(srv, NULL, fd);
 }
 
 static void on_prepare(uv_prepare_t *p)
@@ -1202,6 +1226,11 @@ void grpc_call_set_data(grpc_call *call, void *data)
 void *grpc_call_get_data(const grpc_call *call)
 {
     return call->data;
+}
+
+const struct grpc_method *grpc_call_method(const grpc_call *call)
+{
+    return call->method;
 }
 
 const char *grpc_call_path(const grpc_call *call)

@@ -215,7 +215,7 @@ static bool copy_bytes(ProtobufCBinaryData *dst, const ProtobufCBinaryData *src)
     return dst->data != NULL;
 }
 
-static void on_campaign(grpc_call *call, const uint8_t *msg, size_t len)
+static void on_campaign(qcall *call, const uint8_t *msg, size_t len)
 {
     struct server *s = server_of(call);
     V3electionpb__CampaignRequest *req = (V3electionpb__CampaignRequest *)server_unpack(
@@ -237,16 +237,16 @@ static void on_campaign(grpc_call *call, const uint8_t *msg, size_t len)
     op->r.free_op = free_camp;
     op->lease = req->lease;
     v3electionpb__campaign_request__free_unpacked(req, NULL);
-    grpc_call_set_data(call, op);
+    qcall_set_data(call, op);
     if (op->lease == 0)
         recipe_grant(&op->r, 60, on_camp_granted);
     else
         camp_send(op);
 }
 
-static void on_campaign_close(grpc_call *call)
+static void on_campaign_close(qcall *call)
 {
-    struct camp_op *op = grpc_call_get_data(call);
+    struct camp_op *op = qcall_get_data(call);
     if (op == NULL)
         return;
     op->r.call = NULL;
@@ -297,12 +297,12 @@ static void on_guarded_done(struct recipe *r, int err, Etcdserverpb__TxnResponse
     }
 }
 
-static void start_guarded(grpc_call *call, const V3electionpb__LeaderKey *lk,
+static void start_guarded(qcall *call, const V3electionpb__LeaderKey *lk,
                           const ProtobufCBinaryData *value, bool proclaim)
 {
     struct server *s = server_of(call);
     if (lk == NULL) {
-        grpc_call_finish(call, GRPC_STATUS_UNKNOWN, ERR_MISSING_LEADER);
+        qcall_finish(call, GRPC_STATUS_UNKNOWN, ERR_MISSING_LEADER);
         return;
     }
     struct simple_op *op = calloc(1, sizeof(*op));
@@ -315,12 +315,12 @@ static void start_guarded(grpc_call *call, const V3electionpb__LeaderKey *lk,
     op->r.refs = 1;
     op->r.free_op = free_simple;
     op->proclaim = proclaim;
-    grpc_call_set_data(call, op);
+    qcall_set_data(call, op);
     guarded_txn(&op->r, lk->key.data, lk->key.len, lk->rev, proclaim, value, lk->lease,
                 on_guarded_done);
 }
 
-static void on_proclaim(grpc_call *call, const uint8_t *msg, size_t len)
+static void on_proclaim(qcall *call, const uint8_t *msg, size_t len)
 {
     V3electionpb__ProclaimRequest *req = (V3electionpb__ProclaimRequest *)server_unpack(
         call, &v3electionpb__proclaim_request__descriptor, msg, len);
@@ -330,7 +330,7 @@ static void on_proclaim(grpc_call *call, const uint8_t *msg, size_t len)
     v3electionpb__proclaim_request__free_unpacked(req, NULL);
 }
 
-static void on_resign(grpc_call *call, const uint8_t *msg, size_t len)
+static void on_resign(qcall *call, const uint8_t *msg, size_t len)
 {
     V3electionpb__ResignRequest *req = (V3electionpb__ResignRequest *)server_unpack(
         call, &v3electionpb__resign_request__descriptor, msg, len);
@@ -340,9 +340,9 @@ static void on_resign(grpc_call *call, const uint8_t *msg, size_t len)
     v3electionpb__resign_request__free_unpacked(req, NULL);
 }
 
-static void on_simple_close(grpc_call *call)
+static void on_simple_close(qcall *call)
 {
-    struct recipe *r = grpc_call_get_data(call);
+    struct recipe *r = qcall_get_data(call);
     if (r == NULL)
         return;
     r->call = NULL;
@@ -351,7 +351,7 @@ static void on_simple_close(grpc_call *call)
 
 /* ---- Leader ---- */
 
-static void send_leader(struct server *s, grpc_call *call, const Etcdserverpb__ResponseHeader *h,
+static void send_leader(struct server *s, qcall *call, const Etcdserverpb__ResponseHeader *h,
                         Mvccpb__KeyValue *kv, bool stream)
 {
     Etcdserverpb__ResponseHeader hdr;
@@ -365,7 +365,7 @@ static void send_leader(struct server *s, grpc_call *call, const Etcdserverpb__R
         server_reply(s, call, &resp.base);
 }
 
-static void on_leader(grpc_call *call, const uint8_t *msg, size_t len)
+static void on_leader(qcall *call, const uint8_t *msg, size_t len)
 {
     struct server *s = server_of(call);
     V3electionpb__LeaderRequest *req = (V3electionpb__LeaderRequest *)server_unpack(
@@ -382,7 +382,7 @@ static void on_leader(grpc_call *call, const uint8_t *msg, size_t len)
     if (rv != 0)
         server_reply_error(call, rv);
     else if (kv == NULL)
-        grpc_call_finish(call, GRPC_STATUS_UNKNOWN, ERR_NO_LEADER);
+        qcall_finish(call, GRPC_STATUS_UNKNOWN, ERR_NO_LEADER);
     else
         send_leader(s, call, h, kv, false);
     arena_free(&a);
@@ -523,7 +523,7 @@ static void obs_round(struct obs_op *op)
     server_watch_kick(op->r.s);
 }
 
-static void on_observe(grpc_call *call, const uint8_t *msg, size_t len)
+static void on_observe(qcall *call, const uint8_t *msg, size_t len)
 {
     struct server *s = server_of(call);
     V3electionpb__LeaderRequest *req = (V3electionpb__LeaderRequest *)server_unpack(
@@ -542,13 +542,13 @@ static void on_observe(grpc_call *call, const uint8_t *msg, size_t len)
     op->r.call = call;
     op->r.refs = 1;
     op->r.free_op = free_obs;
-    grpc_call_set_data(call, op);
+    qcall_set_data(call, op);
     obs_round(op);
 }
 
-static void on_observe_close(grpc_call *call)
+static void on_observe_close(qcall *call)
 {
-    struct obs_op *op = grpc_call_get_data(call);
+    struct obs_op *op = qcall_get_data(call);
     if (op == NULL)
         return;
     op->r.call = NULL;
@@ -556,12 +556,12 @@ static void on_observe_close(grpc_call *call)
     recipe_unref(&op->r);
 }
 
-const struct grpc_method server_election_methods[] = {
-    {"/v3electionpb.Election/Campaign", GRPC_UNARY, on_campaign, NULL, on_campaign_close},
-    {"/v3electionpb.Election/Proclaim", GRPC_UNARY, on_proclaim, NULL, on_simple_close},
-    {"/v3electionpb.Election/Leader", GRPC_UNARY, on_leader, NULL, NULL},
-    {"/v3electionpb.Election/Observe", GRPC_SERVER_STREAMING, on_observe, NULL, on_observe_close},
-    {"/v3electionpb.Election/Resign", GRPC_UNARY, on_resign, NULL, on_simple_close},
+const struct qcall_method server_election_methods[] = {
+    {"/v3electionpb.Election/Campaign", QCALL_UNARY, on_campaign, NULL, on_campaign_close},
+    {"/v3electionpb.Election/Proclaim", QCALL_UNARY, on_proclaim, NULL, on_simple_close},
+    {"/v3electionpb.Election/Leader", QCALL_UNARY, on_leader, NULL, NULL},
+    {"/v3electionpb.Election/Observe", QCALL_SERVER_STREAMING, on_observe, NULL, on_observe_close},
+    {"/v3electionpb.Election/Resign", QCALL_UNARY, on_resign, NULL, on_simple_close},
 };
 const size_t server_election_methods_n =
     sizeof(server_election_methods) / sizeof(server_election_methods[0]);

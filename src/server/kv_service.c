@@ -19,7 +19,7 @@ static bool too_large(struct server *s, size_t len)
     return len + PROPOSAL_OVERHEAD > s->cfg.max_request_bytes;
 }
 
-static void range_read(struct server *s, grpc_call *call, const Etcdserverpb__RangeRequest *r)
+static void range_read(struct server *s, qcall *call, const Etcdserverpb__RangeRequest *r)
 {
     mvcc_read *rd;
     int rv = mvcc_read_begin(s->kv, &rd);
@@ -39,7 +39,7 @@ static void range_read(struct server *s, grpc_call *call, const Etcdserverpb__Ra
     mvcc_read_end(rd);
 }
 
-static void txn_read(struct server *s, grpc_call *call, const Etcdserverpb__TxnRequest *r)
+static void txn_read(struct server *s, qcall *call, const Etcdserverpb__TxnRequest *r)
 {
     mvcc_read *rd;
     int rv = mvcc_read_begin(s->kv, &rd);
@@ -77,7 +77,7 @@ static bool ops_serializable(Etcdserverpb__RequestOp **ops, size_t n)
     return true;
 }
 
-void server_serve_read(struct server *s, grpc_call *call, enum entry_kind kind,
+void server_serve_read(struct server *s, qcall *call, enum entry_kind kind,
                        const ProtobufCMessage *req)
 {
     if (kind == ENTRY_READ_RANGE)
@@ -86,7 +86,7 @@ void server_serve_read(struct server *s, grpc_call *call, enum entry_kind kind,
         txn_read(s, call, (const Etcdserverpb__TxnRequest *)req);
 }
 
-static void on_range(grpc_call *call, const uint8_t *msg, size_t len)
+static void on_range(qcall *call, const uint8_t *msg, size_t len)
 {
     struct server *s = server_of(call);
     Etcdserverpb__RangeRequest *r = (Etcdserverpb__RangeRequest *)server_unpack(
@@ -107,7 +107,7 @@ static void on_range(grpc_call *call, const uint8_t *msg, size_t len)
 
 /* propose_checked answers |rv| (a check's verdict) or, when the request
  * passed, refuses it if too large for the log or proposes it. */
-static void propose_checked(grpc_call *call, enum entry_kind kind, ProtobufCMessage *r, size_t len,
+static void propose_checked(qcall *call, enum entry_kind kind, ProtobufCMessage *r, size_t len,
                             int rv)
 {
     struct server *s = server_of(call);
@@ -121,7 +121,7 @@ static void propose_checked(grpc_call *call, enum entry_kind kind, ProtobufCMess
     server_propose(s, call, kind, r);
 }
 
-static void on_put(grpc_call *call, const uint8_t *msg, size_t len)
+static void on_put(qcall *call, const uint8_t *msg, size_t len)
 {
     Etcdserverpb__PutRequest *r = (Etcdserverpb__PutRequest *)server_unpack(
         call, &etcdserverpb__put_request__descriptor, msg, len);
@@ -129,7 +129,7 @@ static void on_put(grpc_call *call, const uint8_t *msg, size_t len)
         propose_checked(call, ENTRY_PUT, &r->base, len, apply_check_put(r));
 }
 
-static void on_delete_range(grpc_call *call, const uint8_t *msg, size_t len)
+static void on_delete_range(qcall *call, const uint8_t *msg, size_t len)
 {
     Etcdserverpb__DeleteRangeRequest *r = (Etcdserverpb__DeleteRangeRequest *)server_unpack(
         call, &etcdserverpb__delete_range_request__descriptor, msg, len);
@@ -137,7 +137,7 @@ static void on_delete_range(grpc_call *call, const uint8_t *msg, size_t len)
         propose_checked(call, ENTRY_DELETE_RANGE, &r->base, len, apply_check_delete_range(r));
 }
 
-static void on_txn(grpc_call *call, const uint8_t *msg, size_t len)
+static void on_txn(qcall *call, const uint8_t *msg, size_t len)
 {
     struct server *s = server_of(call);
     Etcdserverpb__TxnRequest *r = (Etcdserverpb__TxnRequest *)server_unpack(
@@ -162,7 +162,7 @@ static void on_txn(grpc_call *call, const uint8_t *msg, size_t len)
     propose_checked(call, ENTRY_TXN, &r->base, len, 0);
 }
 
-static void on_compact(grpc_call *call, const uint8_t *msg, size_t len)
+static void on_compact(qcall *call, const uint8_t *msg, size_t len)
 {
     struct server *s = server_of(call);
     Etcdserverpb__CompactionRequest *r = (Etcdserverpb__CompactionRequest *)server_unpack(
@@ -172,11 +172,11 @@ static void on_compact(grpc_call *call, const uint8_t *msg, size_t len)
     server_propose(s, call, ENTRY_COMPACT, &r->base);
 }
 
-const struct grpc_method server_kv_methods[] = {
-    {"/etcdserverpb.KV/Range", GRPC_UNARY, on_range, NULL, NULL},
-    {"/etcdserverpb.KV/Put", GRPC_UNARY, on_put, NULL, NULL},
-    {"/etcdserverpb.KV/DeleteRange", GRPC_UNARY, on_delete_range, NULL, NULL},
-    {"/etcdserverpb.KV/Txn", GRPC_UNARY, on_txn, NULL, NULL},
-    {"/etcdserverpb.KV/Compact", GRPC_UNARY, on_compact, NULL, NULL},
+const struct qcall_method server_kv_methods[] = {
+    {"/etcdserverpb.KV/Range", QCALL_UNARY, on_range, NULL, NULL},
+    {"/etcdserverpb.KV/Put", QCALL_UNARY, on_put, NULL, NULL},
+    {"/etcdserverpb.KV/DeleteRange", QCALL_UNARY, on_delete_range, NULL, NULL},
+    {"/etcdserverpb.KV/Txn", QCALL_UNARY, on_txn, NULL, NULL},
+    {"/etcdserverpb.KV/Compact", QCALL_UNARY, on_compact, NULL, NULL},
 };
 const size_t server_kv_methods_n = sizeof(server_kv_methods) / sizeof(server_kv_methods[0]);

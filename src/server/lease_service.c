@@ -12,7 +12,7 @@
 #include "base/err.h"
 #include "transport/transport.h"
 
-static void on_grant(grpc_call *call, const uint8_t *msg, size_t len)
+static void on_grant(qcall *call, const uint8_t *msg, size_t len)
 {
     struct server *s = server_of(call);
     Etcdserverpb__LeaseGrantRequest *r = (Etcdserverpb__LeaseGrantRequest *)server_unpack(
@@ -25,7 +25,7 @@ static void on_grant(grpc_call *call, const uint8_t *msg, size_t len)
     server_propose(s, call, ENTRY_LEASE_GRANT, &r->base);
 }
 
-static void on_revoke(grpc_call *call, const uint8_t *msg, size_t len)
+static void on_revoke(qcall *call, const uint8_t *msg, size_t len)
 {
     struct server *s = server_of(call);
     ProtobufCMessage *r =
@@ -61,14 +61,14 @@ int server_lease_renew_local(struct server *s, int64_t id, int64_t *ttl)
 struct lease_fwd {
     struct lease_fwd *next;
     uint64_t ctx;
-    grpc_call *call;
+    qcall *call;
     int64_t id;
     bool renew, keys;
     bool finish_call; /* the client half-closed: end the stream after this */
     uint64_t deadline;
 };
 
-static bool call_has_fwd(struct server *s, grpc_call *call)
+static bool call_has_fwd(struct server *s, qcall *call)
 {
     for (struct lease_fwd *f = s->lease_fwds; f != NULL; f = f->next)
         if (f->call == call)
@@ -79,13 +79,13 @@ static bool call_has_fwd(struct server *s, grpc_call *call)
 /* after_fwd ends a keep-alive stream whose client half-closed once its
  * last forwarded request is answered (etcd answers each request before it
  * reads the end of the stream). */
-static void after_fwd(struct server *s, grpc_call *call, bool finish_call)
+static void after_fwd(struct server *s, qcall *call, bool finish_call)
 {
     if (finish_call && !call_has_fwd(s, call))
-        grpc_call_finish(call, GRPC_STATUS_OK, NULL);
+        qcall_finish(call, GRPC_STATUS_OK, NULL);
 }
 
-static int forward(struct server *s, grpc_call *call, int64_t id, bool renew, bool keys)
+static int forward(struct server *s, qcall *call, int64_t id, bool renew, bool keys)
 {
     uint64_t lead = server_leader(s);
     if (lead == 0)
@@ -116,7 +116,7 @@ static int forward(struct server *s, grpc_call *call, int64_t id, bool renew, bo
     return 0;
 }
 
-static void send_keep_alive(struct server *s, grpc_call *call, int64_t id, int64_t ttl)
+static void send_keep_alive(struct server *s, qcall *call, int64_t id, int64_t ttl)
 {
     Etcdserverpb__ResponseHeader h = ETCDSERVERPB__RESPONSE_HEADER__INIT;
     Etcdserverpb__LeaseKeepAliveResponse resp = ETCDSERVERPB__LEASE_KEEP_ALIVE_RESPONSE__INIT;
@@ -129,7 +129,7 @@ static void send_keep_alive(struct server *s, grpc_call *call, int64_t id, int64
         server_reply_error(call, rv);
 }
 
-static void reply_time_to_live(struct server *s, grpc_call *call, int64_t id, bool keys, bool found,
+static void reply_time_to_live(struct server *s, qcall *call, int64_t id, bool keys, bool found,
                                int64_t remaining, int64_t granted);
 
 void server_lease_on_request(struct server *s, const struct raft_msg *m)
@@ -165,7 +165,7 @@ void server_lease_on_response(struct server *s, const struct raft_msg *m)
         else
             reply_time_to_live(s, f->call, f->id, f->keys, !m->reject, (int64_t)m->index,
                                (int64_t)m->commit);
-        grpc_call *call = f->call;
+        qcall *call = f->call;
         bool fin = f->finish_call;
         free(f);
         after_fwd(s, call, fin);
@@ -185,14 +185,14 @@ void server_lease_expire_fwds(struct server *s, uint64_t now)
         /* a lost keep-alive goes unanswered: the client sends the next */
         if (!f->renew)
             server_reply_error(f->call, QERR_TIMEOUT);
-        grpc_call *call = f->call;
+        qcall *call = f->call;
         bool fin = f->renew && f->finish_call;
         free(f);
         after_fwd(s, call, fin);
     }
 }
 
-static void lease_call_closed(grpc_call *call)
+static void lease_call_closed(qcall *call)
 {
     struct server *s = server_of(call);
     for (struct lease_fwd **pp = &s->lease_fwds; *pp != NULL;) {
@@ -206,14 +206,14 @@ static void lease_call_closed(grpc_call *call)
     }
 }
 
-static void on_keep_alive(grpc_call *call, const uint8_t *msg, size_t len)
+static void on_keep_alive(qcall *call, const uint8_t *msg, size_t len)
 {
     struct server *s = server_of(call);
     Etcdserverpb__LeaseKeepAliveRequest *r =
         (Etcdserverpb__LeaseKeepAliveRequest *)protobuf_c_message_unpack(
             &etcdserverpb__lease_keep_alive_request__descriptor, NULL, len, msg);
     if (r == NULL) {
-        grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT,
+        qcall_finish(call, GRPC_STATUS_INVALID_ARGUMENT,
                          "grpc: error unmarshalling request: invalid message");
         return;
     }
@@ -236,7 +236,7 @@ static void on_keep_alive(grpc_call *call, const uint8_t *msg, size_t len)
     send_keep_alive(s, call, id, ttl);
 }
 
-static void on_keep_alive_end(grpc_call *call)
+static void on_keep_alive_end(qcall *call)
 {
     struct server *s = server_of(call);
     for (struct lease_fwd *f = s->lease_fwds; f != NULL; f = f->next)
@@ -256,7 +256,7 @@ static void collect_key(const uint8_t *key, size_t len, void *arg)
     o->keys[o->n++] = (ProtobufCBinaryData){len, (uint8_t *)key};
 }
 
-static void reply_time_to_live(struct server *s, grpc_call *call, int64_t id, bool keys, bool found,
+static void reply_time_to_live(struct server *s, qcall *call, int64_t id, bool keys, bool found,
                                int64_t remaining, int64_t granted)
 {
     Etcdserverpb__ResponseHeader h = ETCDSERVERPB__RESPONSE_HEADER__INIT;
@@ -286,7 +286,7 @@ static void reply_time_to_live(struct server *s, grpc_call *call, int64_t id, bo
     free(ko.keys);
 }
 
-static void on_time_to_live(grpc_call *call, const uint8_t *msg, size_t len)
+static void on_time_to_live(qcall *call, const uint8_t *msg, size_t len)
 {
     struct server *s = server_of(call);
     Etcdserverpb__LeaseTimeToLiveRequest *r = (Etcdserverpb__LeaseTimeToLiveRequest *)server_unpack(
@@ -308,7 +308,7 @@ static void on_time_to_live(grpc_call *call, const uint8_t *msg, size_t len)
     reply_time_to_live(s, call, id, keys, found, remaining, granted);
 }
 
-static void on_leases(grpc_call *call, const uint8_t *msg, size_t len)
+static void on_leases(qcall *call, const uint8_t *msg, size_t len)
 {
     struct server *s = server_of(call);
     ProtobufCMessage *r =
@@ -342,13 +342,13 @@ static void on_leases(grpc_call *call, const uint8_t *msg, size_t len)
     free(ptrs);
 }
 
-const struct grpc_method server_lease_methods[] = {
-    {"/etcdserverpb.Lease/LeaseGrant", GRPC_UNARY, on_grant, NULL, NULL},
-    {"/etcdserverpb.Lease/LeaseRevoke", GRPC_UNARY, on_revoke, NULL, NULL},
-    {"/etcdserverpb.Lease/LeaseKeepAlive", GRPC_BIDI_STREAMING, on_keep_alive, on_keep_alive_end,
+const struct qcall_method server_lease_methods[] = {
+    {"/etcdserverpb.Lease/LeaseGrant", QCALL_UNARY, on_grant, NULL, NULL},
+    {"/etcdserverpb.Lease/LeaseRevoke", QCALL_UNARY, on_revoke, NULL, NULL},
+    {"/etcdserverpb.Lease/LeaseKeepAlive", QCALL_BIDI_STREAMING, on_keep_alive, on_keep_alive_end,
      lease_call_closed},
-    {"/etcdserverpb.Lease/LeaseTimeToLive", GRPC_UNARY, on_time_to_live, NULL, lease_call_closed},
-    {"/etcdserverpb.Lease/LeaseLeases", GRPC_UNARY, on_leases, NULL, NULL},
+    {"/etcdserverpb.Lease/LeaseTimeToLive", QCALL_UNARY, on_time_to_live, NULL, lease_call_closed},
+    {"/etcdserverpb.Lease/LeaseLeases", QCALL_UNARY, on_leases, NULL, NULL},
 };
 const size_t server_lease_methods_n =
     sizeof(server_lease_methods) / sizeof(server_lease_methods[0]);

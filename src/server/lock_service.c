@@ -148,7 +148,7 @@ static void on_granted(struct recipe *r, int err, int64_t id)
         send_txn(op);
 }
 
-static void on_lock(grpc_call *call, const uint8_t *msg, size_t len)
+static void on_lock(qcall *call, const uint8_t *msg, size_t len)
 {
     struct server *s = server_of(call);
     V3lockpb__LockRequest *req =
@@ -174,16 +174,16 @@ static void on_lock(grpc_call *call, const uint8_t *msg, size_t len)
     op->pfx_len = req->name.len + 1;
     op->lease = req->lease;
     v3lockpb__lock_request__free_unpacked(req, NULL);
-    grpc_call_set_data(call, op);
+    qcall_set_data(call, op);
     if (op->lease == 0)
         recipe_grant(&op->r, 60, on_granted);
     else
         send_txn(op);
 }
 
-static void on_lock_close(grpc_call *call)
+static void on_lock_close(qcall *call)
 {
-    struct lock_op *op = grpc_call_get_data(call);
+    struct lock_op *op = qcall_get_data(call);
     if (op == NULL)
         return;
     op->r.call = NULL;
@@ -226,7 +226,7 @@ static void free_plain(struct recipe *r)
     free(r);
 }
 
-static void on_unlock(grpc_call *call, const uint8_t *msg, size_t len)
+static void on_unlock(qcall *call, const uint8_t *msg, size_t len)
 {
     struct server *s = server_of(call);
     V3lockpb__UnlockRequest *req = (V3lockpb__UnlockRequest *)server_unpack(
@@ -238,7 +238,7 @@ static void on_unlock(grpc_call *call, const uint8_t *msg, size_t len)
     int rv = apply_check_delete_range(&d);
     if (rv != 0) {
         v3lockpb__unlock_request__free_unpacked(req, NULL);
-        grpc_call_finish(call, GRPC_STATUS_UNKNOWN, q_strerror(rv)); /* as etcd */
+        qcall_finish(call, GRPC_STATUS_UNKNOWN, q_strerror(rv)); /* as etcd */
         return;
     }
     struct recipe *r = calloc(1, sizeof(*r));
@@ -251,22 +251,22 @@ static void on_unlock(grpc_call *call, const uint8_t *msg, size_t len)
     r->call = call;
     r->refs = 2; /* the call and the proposal */
     r->free_op = free_plain;
-    grpc_call_set_data(call, r);
+    qcall_set_data(call, r);
     server_propose_cb(s, ENTRY_DELETE_RANGE, &d.base, on_unlocked, r);
     v3lockpb__unlock_request__free_unpacked(req, NULL);
 }
 
-static void on_plain_close(grpc_call *call)
+static void on_plain_close(qcall *call)
 {
-    struct recipe *r = grpc_call_get_data(call);
+    struct recipe *r = qcall_get_data(call);
     if (r == NULL)
         return;
     r->call = NULL;
     recipe_unref(r);
 }
 
-const struct grpc_method server_lock_methods[] = {
-    {"/v3lockpb.Lock/Lock", GRPC_UNARY, on_lock, NULL, on_lock_close},
-    {"/v3lockpb.Lock/Unlock", GRPC_UNARY, on_unlock, NULL, on_plain_close},
+const struct qcall_method server_lock_methods[] = {
+    {"/v3lockpb.Lock/Lock", QCALL_UNARY, on_lock, NULL, on_lock_close},
+    {"/v3lockpb.Lock/Unlock", QCALL_UNARY, on_unlock, NULL, on_plain_close},
 };
 const size_t server_lock_methods_n = sizeof(server_lock_methods) / sizeof(server_lock_methods[0]);

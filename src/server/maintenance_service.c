@@ -62,7 +62,7 @@ void server_snapshot_copies_wait(void)
     pthread_mutex_unlock(&copy_mu);
 }
 
-static void on_status(grpc_call *call, const uint8_t *msg, size_t len)
+static void on_status(qcall *call, const uint8_t *msg, size_t len)
 {
     struct server *s = server_of(call);
     ProtobufCMessage *req =
@@ -94,7 +94,7 @@ static void on_status(grpc_call *call, const uint8_t *msg, size_t len)
     server_reply(s, call, &r.base);
 }
 
-static void on_hash_kv(grpc_call *call, const uint8_t *msg, size_t len)
+static void on_hash_kv(qcall *call, const uint8_t *msg, size_t len)
 {
     struct server *s = server_of(call);
     Etcdserverpb__HashKVRequest *req = (Etcdserverpb__HashKVRequest *)server_unpack(
@@ -176,7 +176,7 @@ static int hash_db(struct server *s, uint32_t *out)
     return rv;
 }
 
-static void on_hash(grpc_call *call, const uint8_t *msg, size_t len)
+static void on_hash(qcall *call, const uint8_t *msg, size_t len)
 {
     struct server *s = server_of(call);
     ProtobufCMessage *req = server_unpack(call, &etcdserverpb__hash_request__descriptor, msg, len);
@@ -200,7 +200,7 @@ static void on_hash(grpc_call *call, const uint8_t *msg, size_t len)
 
 /* ---- Alarm ---- */
 
-static void on_alarm(grpc_call *call, const uint8_t *msg, size_t len)
+static void on_alarm(qcall *call, const uint8_t *msg, size_t len)
 {
     struct server *s = server_of(call);
     ProtobufCMessage *req = server_unpack(call, &etcdserverpb__alarm_request__descriptor, msg, len);
@@ -228,7 +228,7 @@ static void on_alarm(grpc_call *call, const uint8_t *msg, size_t len)
 #define DEFRAG_RESTARTS 3
 
 struct defrag_call {
-    grpc_call *call;
+    qcall *call;
     struct defrag_call *next;
 };
 
@@ -296,7 +296,7 @@ static void defrag_end(struct defrag *d, int rv)
     struct defrag_call *c;
     while ((c = d->calls) != NULL) {
         d->calls = c->next;
-        grpc_call_set_data(c->call, NULL);
+        qcall_set_data(c->call, NULL);
         if (rv != 0) {
             server_reply_error(c->call, rv);
         } else {
@@ -436,7 +436,7 @@ static void defrag_after(uv_work_t *w, int status)
     defrag_end(d, defrag_swap(d));
 }
 
-static void on_defragment(grpc_call *call, const uint8_t *msg, size_t len)
+static void on_defragment(qcall *call, const uint8_t *msg, size_t len)
 {
     struct server *s = server_of(call);
     ProtobufCMessage *req =
@@ -476,12 +476,12 @@ static void on_defragment(grpc_call *call, const uint8_t *msg, size_t len)
      * asked for (a compact file) is what that one makes */
     c->next = d->calls;
     d->calls = c;
-    grpc_call_set_data(call, c);
+    qcall_set_data(call, c);
 }
 
-static void on_defragment_close(grpc_call *call)
+static void on_defragment_close(qcall *call)
 {
-    struct defrag_call *c = grpc_call_get_data(call);
+    struct defrag_call *c = qcall_get_data(call);
     struct server *s = server_of(call);
     if (c == NULL || s->defrag == NULL)
         return;
@@ -510,7 +510,7 @@ void server_defrag_detach(struct server *s)
 /* ---- Snapshot ---- */
 
 struct snap {
-    grpc_call *call; /* NULL once the client went away */
+    qcall *call; /* NULL once the client went away */
     struct server *s;
     MDB_env *env;
     uv_work_t work;
@@ -554,7 +554,7 @@ static bool send_some(struct snap *st)
 {
     uint8_t buf[SNAPSHOT_CHUNK];
     while (st->sent < st->total) {
-        if (grpc_call_pending_bytes(st->call) >= SNAPSHOT_MAX_PENDING)
+        if (qcall_pending_bytes(st->call) >= SNAPSHOT_MAX_PENDING)
             return false;
         size_t want = st->total - st->sent < SNAPSHOT_CHUNK ? st->total - st->sent : SNAPSHOT_CHUNK;
         ssize_t n = pread(st->fd, buf, want, (off_t)st->sent);
@@ -592,7 +592,7 @@ static void snap_pump(uv_timer_t *t)
     struct snap *st = t->data;
     if (st->call == NULL || send_some(st)) {
         if (st->call != NULL)
-            grpc_call_set_data(st->call, NULL);
+            qcall_set_data(st->call, NULL);
         uv_timer_stop(t);
         snap_free(st);
     }
@@ -611,7 +611,7 @@ static void snap_copied(uv_work_t *w, int status)
         log_error("maintenance", "snapshot: copying the database failed: %s",
                   st->err ? mdb_strerror(st->err) : strerror(errno));
         server_reply_error(st->call, QERR_STORAGE);
-        grpc_call_set_data(st->call, NULL);
+        qcall_set_data(st->call, NULL);
         snap_free(st);
         return;
     }
@@ -625,7 +625,7 @@ static void snap_copied(uv_work_t *w, int status)
     uv_timer_start(&st->timer, snap_pump, 0, 2);
 }
 
-static void on_snapshot(grpc_call *call, const uint8_t *msg, size_t len)
+static void on_snapshot(qcall *call, const uint8_t *msg, size_t len)
 {
     struct server *s = server_of(call);
     ProtobufCMessage *req =
@@ -664,29 +664,29 @@ static void on_snapshot(grpc_call *call, const uint8_t *msg, size_t len)
         return;
     }
     st->working = true;
-    grpc_call_set_data(call, st);
+    qcall_set_data(call, st);
 }
 
-static void on_snapshot_close(grpc_call *call)
+static void on_snapshot_close(qcall *call)
 {
-    struct snap *st = grpc_call_get_data(call);
+    struct snap *st = qcall_get_data(call);
     if (st == NULL)
         return;
-    grpc_call_set_data(call, NULL);
+    qcall_set_data(call, NULL);
     st->call = NULL;
     /* a copy in flight frees |st| when it completes; a stream in progress
      * does on its next timer tick */
 }
 
-const struct grpc_method server_maintenance_methods[] = {
-    {"/etcdserverpb.Maintenance/Status", GRPC_UNARY, on_status, NULL, NULL},
-    {"/etcdserverpb.Maintenance/MoveLeader", GRPC_UNARY, server_on_move_leader, NULL, NULL},
-    {"/etcdserverpb.Maintenance/HashKV", GRPC_UNARY, on_hash_kv, NULL, NULL},
-    {"/etcdserverpb.Maintenance/Hash", GRPC_UNARY, on_hash, NULL, NULL},
-    {"/etcdserverpb.Maintenance/Alarm", GRPC_UNARY, on_alarm, NULL, NULL},
-    {"/etcdserverpb.Maintenance/Defragment", GRPC_UNARY, on_defragment, NULL,
+const struct qcall_method server_maintenance_methods[] = {
+    {"/etcdserverpb.Maintenance/Status", QCALL_UNARY, on_status, NULL, NULL},
+    {"/etcdserverpb.Maintenance/MoveLeader", QCALL_UNARY, server_on_move_leader, NULL, NULL},
+    {"/etcdserverpb.Maintenance/HashKV", QCALL_UNARY, on_hash_kv, NULL, NULL},
+    {"/etcdserverpb.Maintenance/Hash", QCALL_UNARY, on_hash, NULL, NULL},
+    {"/etcdserverpb.Maintenance/Alarm", QCALL_UNARY, on_alarm, NULL, NULL},
+    {"/etcdserverpb.Maintenance/Defragment", QCALL_UNARY, on_defragment, NULL,
      on_defragment_close},
-    {"/etcdserverpb.Maintenance/Snapshot", GRPC_SERVER_STREAMING, on_snapshot, NULL,
+    {"/etcdserverpb.Maintenance/Snapshot", QCALL_SERVER_STREAMING, on_snapshot, NULL,
      on_snapshot_close},
 };
 const size_t server_maintenance_methods_n =

@@ -38,7 +38,7 @@ enum conf_op { OP_ADD, OP_REMOVE, OP_PROMOTE, OP_UPDATE, OP_MOVE_LEADER };
 struct conf_wait {
     struct conf_wait *next;
     struct server *s;
-    grpc_call *call; /* NULL once the client went away */
+    qcall *call; /* NULL once the client went away */
     enum conf_op op;
     uint64_t id;
     bool learner;
@@ -296,7 +296,7 @@ static void cluster_header(struct server *s, Etcdserverpb__ResponseHeader *h)
 /* reply_members answers |op| for |w| with the current member list. */
 static void reply_members(struct server *s, struct conf_wait *w)
 {
-    grpc_call *call = w->call;
+    qcall *call = w->call;
     if (call == NULL)
         return;
     arena_reset(&s->arena);
@@ -360,12 +360,12 @@ static void reply_members(struct server *s, struct conf_wait *w)
         break;
     }
     }
-    grpc_call_set_data(call, NULL);
+    qcall_set_data(call, NULL);
 }
 
 /* ---- requests in flight ---- */
 
-static struct conf_wait *new_wait(struct server *s, grpc_call *call, enum conf_op op, uint64_t id)
+static struct conf_wait *new_wait(struct server *s, qcall *call, enum conf_op op, uint64_t id)
 {
     struct conf_wait *w = calloc(1, sizeof(*w));
     if (w == NULL)
@@ -442,7 +442,7 @@ void server_members_fail_waits(struct server *s, int err, bool expired_only)
     }
 }
 
-static void member_call_closed(grpc_call *call)
+static void member_call_closed(qcall *call)
 {
     struct server *s = server_of(call);
     for (struct conf_wait *w = s->conf_waits; w != NULL; w = w->next)
@@ -541,7 +541,7 @@ static void propose_attrs(struct server *s, struct conf_wait *w, const char *nam
     server_propose_cb(s, ENTRY_MEMBER, &m.base, on_attrs_applied, w);
 }
 
-static void on_member_add(grpc_call *call, const uint8_t *msg, size_t len)
+static void on_member_add(qcall *call, const uint8_t *msg, size_t len)
 {
     struct server *s = server_of(call);
     Etcdserverpb__MemberAddRequest *r = (Etcdserverpb__MemberAddRequest *)server_unpack(
@@ -579,7 +579,7 @@ static void on_member_add(grpc_call *call, const uint8_t *msg, size_t len)
     propose_attrs(s, w, "", NULL, 0);
 }
 
-static void on_member_remove(grpc_call *call, const uint8_t *msg, size_t len)
+static void on_member_remove(qcall *call, const uint8_t *msg, size_t len)
 {
     struct server *s = server_of(call);
     Etcdserverpb__MemberRemoveRequest *r = (Etcdserverpb__MemberRemoveRequest *)server_unpack(
@@ -609,7 +609,7 @@ static void on_member_remove(grpc_call *call, const uint8_t *msg, size_t len)
         server_reply_error(call, rv);
 }
 
-static void on_member_update(grpc_call *call, const uint8_t *msg, size_t len)
+static void on_member_update(qcall *call, const uint8_t *msg, size_t len)
 {
     struct server *s = server_of(call);
     Etcdserverpb__MemberUpdateRequest *r = (Etcdserverpb__MemberUpdateRequest *)server_unpack(
@@ -634,7 +634,7 @@ static void on_member_update(grpc_call *call, const uint8_t *msg, size_t len)
     propose_attrs(s, w, "", NULL, 0);
 }
 
-static void on_member_promote(grpc_call *call, const uint8_t *msg, size_t len)
+static void on_member_promote(qcall *call, const uint8_t *msg, size_t len)
 {
     struct server *s = server_of(call);
     Etcdserverpb__MemberPromoteRequest *r = (Etcdserverpb__MemberPromoteRequest *)server_unpack(
@@ -666,7 +666,7 @@ static void on_member_promote(grpc_call *call, const uint8_t *msg, size_t len)
         server_reply_error(call, rv);
 }
 
-static void on_member_list(grpc_call *call, const uint8_t *msg, size_t len)
+static void on_member_list(qcall *call, const uint8_t *msg, size_t len)
 {
     struct server *s = server_of(call);
     ProtobufCMessage *req =
@@ -686,7 +686,7 @@ static void on_member_list(grpc_call *call, const uint8_t *msg, size_t len)
         server_reply(s, call, &r.base);
 }
 
-void server_on_move_leader(grpc_call *call, const uint8_t *msg, size_t len)
+void server_on_move_leader(qcall *call, const uint8_t *msg, size_t len)
 {
     struct server *s = server_of(call);
     Etcdserverpb__MoveLeaderRequest *r = (Etcdserverpb__MoveLeaderRequest *)server_unpack(
@@ -754,12 +754,12 @@ void server_members_publish(struct server *s)
     server_propose_cb(s, ENTRY_MEMBER, &m.base, on_published, NULL);
 }
 
-const struct grpc_method server_cluster_methods[] = {
-    {"/etcdserverpb.Cluster/MemberAdd", GRPC_UNARY, on_member_add, NULL, member_call_closed},
-    {"/etcdserverpb.Cluster/MemberRemove", GRPC_UNARY, on_member_remove, NULL, member_call_closed},
-    {"/etcdserverpb.Cluster/MemberUpdate", GRPC_UNARY, on_member_update, NULL, member_call_closed},
-    {"/etcdserverpb.Cluster/MemberList", GRPC_UNARY, on_member_list, NULL, NULL},
-    {"/etcdserverpb.Cluster/MemberPromote", GRPC_UNARY, on_member_promote, NULL,
+const struct qcall_method server_cluster_methods[] = {
+    {"/etcdserverpb.Cluster/MemberAdd", QCALL_UNARY, on_member_add, NULL, member_call_closed},
+    {"/etcdserverpb.Cluster/MemberRemove", QCALL_UNARY, on_member_remove, NULL, member_call_closed},
+    {"/etcdserverpb.Cluster/MemberUpdate", QCALL_UNARY, on_member_update, NULL, member_call_closed},
+    {"/etcdserverpb.Cluster/MemberList", QCALL_UNARY, on_member_list, NULL, NULL},
+    {"/etcdserverpb.Cluster/MemberPromote", QCALL_UNARY, on_member_promote, NULL,
      member_call_closed},
 };
 const size_t server_cluster_methods_n =

@@ -116,12 +116,12 @@ static void finish(struct server *s, struct entry *e)
     if (e->done != NULL)
         e->done(s, e->err, e->out.data, e->out.len, e->done_arg);
     if (e->call != NULL) {
-        grpc_call_set_data(e->call, NULL);
+        qcall_set_data(e->call, NULL);
         if (e->err != 0) {
             server_reply_error(e->call, e->err);
         } else {
-            grpc_call_send(e->call, e->out.data, e->out.len);
-            grpc_call_finish(e->call, GRPC_STATUS_OK, NULL);
+            qcall_send(e->call, e->out.data, e->out.len);
+            qcall_finish(e->call, GRPC_STATUS_OK, NULL);
         }
     }
     free_entry(e);
@@ -180,7 +180,7 @@ static const ProtobufCMessageDescriptor *entry_desc(unsigned kind)
 }
 
 /* queue_write encodes |msg| as a log entry and queues it for this pass. */
-static int queue_write(struct server *s, grpc_call *call, enum entry_kind kind,
+static int queue_write(struct server *s, qcall *call, enum entry_kind kind,
                        const ProtobufCMessage *msg, server_done_fn done, void *arg, bool internal)
 {
     struct entry *e = calloc(1, sizeof(*e));
@@ -215,12 +215,12 @@ static int queue_write(struct server *s, grpc_call *call, enum entry_kind kind,
     e->done_arg = arg;
     e->deadline = uv_now(s->loop) + s->request_timeout_ms;
     if (call != NULL)
-        grpc_call_set_data(call, e);
+        qcall_set_data(call, e);
     list_push(&s->queued, e);
     return 0;
 }
 
-void server_propose(struct server *s, grpc_call *call, enum entry_kind kind, ProtobufCMessage *req)
+void server_propose(struct server *s, qcall *call, enum entry_kind kind, ProtobufCMessage *req)
 {
     int rv = queue_write(s, call, kind, req, NULL, NULL, false);
     protobuf_c_message_free_unpacked(req, NULL);
@@ -342,7 +342,7 @@ int server_propose_conf(struct server *s, const struct raft_membership *next)
 
 /* ---- linearizable reads ---- */
 
-void server_read(struct server *s, grpc_call *call, enum entry_kind kind, ProtobufCMessage *req)
+void server_read(struct server *s, qcall *call, enum entry_kind kind, ProtobufCMessage *req)
 {
     struct entry *e = calloc(1, sizeof(*e));
     if (e == NULL) {
@@ -354,7 +354,7 @@ void server_read(struct server *s, grpc_call *call, enum entry_kind kind, Protob
     e->kind = kind;
     e->req = req;
     e->deadline = uv_now(s->loop) + s->request_timeout_ms;
-    grpc_call_set_data(call, e);
+    qcall_set_data(call, e);
     list_push(&s->reads, e);
 }
 
@@ -384,7 +384,7 @@ static void serve_reads(struct server *s)
             continue;
         list_remove(&s->reads, e);
         if (e->call != NULL) {
-            grpc_call_set_data(e->call, NULL);
+            qcall_set_data(e->call, NULL);
             server_serve_read(s, e->call, e->kind, e->req);
         }
         free_entry(e);

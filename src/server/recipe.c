@@ -282,5 +282,5 @@ void recipe_finish(struct recipe *r, int err, const char *text)
     /* etcd's Lock and Election servers return their internal client's
      * errors as plain Go errors: gRPC status UNKNOWN with the text */
     if (r->call != NULL)
-        grpc_call_finish(r->call, GRPC_STATUS_UNKNOWN, text ? text : q_strerror(err));
+        qcall_finish(r->call, GRPC_STATUS_UNKNOWN, text ? text : q_strerror(err));
 }

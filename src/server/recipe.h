@@ -20,7 +20,7 @@ typedef void (*recipe_hdr_fn)(struct recipe *r, int err, const Etcdserverpb__Res
  * |free_op| when it drops to zero. */
 struct recipe {
     struct server *s;
-    grpc_call *call; /* NULL once the client left */
+    qcall *call; /* NULL once the client left */
     int refs;
     watcher *w;
     recipe_fn on_deleted; /* wait_delete's continuation */

@@ -15,11 +15,6 @@
 #include "transport/transport.h"
 #include "wal/wal.h"
 
-struct server *server_of(grpc_call *call)
-{
-    return grpc_call_server_data(call);
-}
-
 /* ---- ids, as etcd derives them ---- */
 
 static int cmp_str(const void *a, const void *b)
@@ -96,22 +91,22 @@ static int pack(struct buf *b, const ProtobufCMessage *msg)
     return 0;
 }
 
-int server_send(struct server *s, grpc_call *call, const ProtobufCMessage *msg)
+int server_send(struct server *s, qcall *call, const ProtobufCMessage *msg)
 {
     int rv = pack(&s->scratch, msg);
     if (rv == 0)
-        rv = grpc_call_send(call, s->scratch.data, s->scratch.len);
+        rv = qcall_send(call, s->scratch.data, s->scratch.len);
     return rv;
 }
 
-void server_reply(struct server *s, grpc_call *call, const ProtobufCMessage *msg)
+void server_reply(struct server *s, qcall *call, const ProtobufCMessage *msg)
 {
     int rv = server_send(s, call, msg);
     if (rv != 0 && rv != -EPIPE) {
         server_reply_error(call, rv);
         return;
     }
-    grpc_call_finish(call, GRPC_STATUS_OK, NULL);
+    qcall_finish(call, GRPC_STATUS_OK, NULL);
 }
 
 void server_kv_to_pb(Mvccpb__KeyValue *o, const struct mvcc_kv *kv)
@@ -125,29 +120,22 @@ void server_kv_to_pb(Mvccpb__KeyValue *o, const struct mvcc_kv *kv)
     o->lease = kv->lease;
 }
 
-void server_reply_error(grpc_call *call, int code)
+void server_reply_error(qcall *call, int code)
 {
-    grpc_call_finish(call, q_err_grpc_status(code), q_strerror(code));
+    qcall_finish(call, q_err_grpc_status(code), q_strerror(code));
 }
 
-ProtobufCMessage *server_unpack(grpc_call *call, const ProtobufCMessageDescriptor *d,
+ProtobufCMessage *server_unpack(qcall *call, const ProtobufCMessageDescriptor *d,
                                 const uint8_t *msg, size_t len)
 {
     ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, len, msg);
     if (m == NULL)
-        grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT,
+        qcall_finish(call, GRPC_STATUS_INVALID_ARGUMENT,
                          "grpc: error unmarshalling request: invalid message");
     return m;
 }
 
 /* ---- applying one entry ---- */
-
-static void entry_call_closed(grpc_call *call)
-{
-    struct entry *e = grpc_call_get_data(call);
-    if (e != NULL)
-        e->call = NULL;
-}
 
 uint64_t server_next_id(struct server *s)
 {
@@ -356,39 +344,6 @@ static void on_signal(uv_signal_t *h, int signum)
     server_stop(s, NULL, NULL);
 }
 
-/* Every call of every service: entries of a closed call must be forgotten. */
-static struct grpc_method *build_methods(size_t *n)
-{
-    const struct grpc_method *tables[] = {server_kv_methods,      server_maintenance_methods,
-                                          server_cluster_methods, server_lease_methods,
-                                          server_watch_methods,   server_lock_methods,
-                                          server_election_methods};
-    size_t counts[] = {server_kv_methods_n,      server_maintenance_methods_n,
-                       server_cluster_methods_n, server_lease_methods_n,
-                       server_watch_methods_n,   server_lock_methods_n,
-                       server_election_methods_n};
-    const size_t ntables = sizeof(tables) / sizeof(tables[0]);
-    size_t total = 0;
-    for (size_t i = 0; i < ntables; i++)
-        total += counts[i];
-    struct grpc_method *m = calloc(total, sizeof(*m));
-    if (m == NULL)
-        return NULL;
-    size_t k = 0;
-    for (size_t i = 0; i < ntables; i++)
-        for (size_t j = 0; j < counts[i]; j++) {
-            m[k] = tables[i][j];
-            if (m[k].on_close == NULL)
-                m[k].on_close = entry_call_closed;
-            k++;
-        }
-    *n = total;
-    return m;
-}
-
-static struct grpc_method *methods;
-static size_t n_methods;
-
 static void on_pass(uv_check_t *h);
 
 int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
@@ -434,12 +389,10 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
     s->id_prefix = (s->member_id & 0xffff) << 48; /* the lease id generator */
 
     what = "start the gRPC server";
-    if (methods == NULL)
-        methods = build_methods(&n_methods);
     struct grpc_server_options go = {
         .max_recv_msg_size = cfg->max_request_bytes + 512 * 1024,
     };
-    rv = methods ? grpc_server_new(loop, methods, n_methods, &go, s, &s->grpc) : -ENOMEM;
+    rv = server_grpc_core_new(s, &go, &s->grpc);
     if (rv != 0)
         goto fail;
     for (size_t i = 0; i < cfg->n_listen_client; i++) {

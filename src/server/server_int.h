@@ -15,6 +15,7 @@
 #include "rpc.pb-c.h"
 #include "raft/raft.h"
 #include "server/alarm.h"
+#include "server/call.h"
 #include "server/server.h"
 #include "watch/watch.h"
 
@@ -90,7 +91,7 @@ struct entry {
     struct entry *next, *prev;
     server_done_fn done; /* for the server's own writes, or NULL */
     void *done_arg;
-    grpc_call *call; /* NULL once the client went away, or for the server's own */
+    qcall *call; /* NULL once the client went away, or for the server's own */
     enum entry_kind kind;
     bool internal;         /* the server's own write (no client) */
     ProtobufCMessage *req; /* the unpacked request (reads; writes while applied) */
@@ -216,19 +217,19 @@ struct server {
 
 /* The service method tables (kv_service.c, maintenance_service.c,
  * cluster_service.c). */
-extern const struct grpc_method server_kv_methods[];
+extern const struct qcall_method server_kv_methods[];
 extern const size_t server_kv_methods_n;
-extern const struct grpc_method server_maintenance_methods[];
+extern const struct qcall_method server_maintenance_methods[];
 extern const size_t server_maintenance_methods_n;
-extern const struct grpc_method server_cluster_methods[];
+extern const struct qcall_method server_cluster_methods[];
 extern const size_t server_cluster_methods_n;
-extern const struct grpc_method server_lease_methods[];
+extern const struct qcall_method server_lease_methods[];
 extern const size_t server_lease_methods_n;
-extern const struct grpc_method server_watch_methods[];
+extern const struct qcall_method server_watch_methods[];
 extern const size_t server_watch_methods_n;
-extern const struct grpc_method server_lock_methods[];
+extern const struct qcall_method server_lock_methods[];
 extern const size_t server_lock_methods_n;
-extern const struct grpc_method server_election_methods[];
+extern const struct qcall_method server_election_methods[];
 extern const size_t server_election_methods_n;
 
 /* server_snapshot_copies_wait blocks until no Snapshot copy runs on a
@@ -264,7 +265,16 @@ void server_propose_cb(struct server *s, enum entry_kind kind, const ProtobufCMe
                        server_done_fn done, void *arg);
 
 /* server_of returns the server behind a call. */
-struct server *server_of(grpc_call *call);
+struct server *server_of(qcall *call);
+
+/* server_grpc_methods makes a gRPC method table mirroring server_methods
+ * (same order), every entry with the given callbacks (call.c). */
+struct grpc_method *server_grpc_methods(void (*on_message)(grpc_call *, const uint8_t *, size_t),
+                                        void (*on_half_close)(grpc_call *),
+                                        void (*on_close)(grpc_call *));
+/* server_grpc_core_new serves the methods on the core loop itself. */
+int server_grpc_core_new(struct server *s, const struct grpc_server_options *go,
+                         grpc_server **out);
 
 /* server_fill_header sets cluster_id, member_id and raft_term of a
  * top-level header, and the revision when it is 0 (as etcd's header.fill). */
@@ -273,9 +283,9 @@ void server_fill_header(struct server *s, Etcdserverpb__ResponseHeader *h);
 /* server_send packs |msg| and sends it as one response message (streams);
  * server_reply does that and finishes the call OK; server_reply_error
  * finishes it with |code|'s status and text. */
-int server_send(struct server *s, grpc_call *call, const ProtobufCMessage *msg);
-void server_reply(struct server *s, grpc_call *call, const ProtobufCMessage *msg);
-void server_reply_error(grpc_call *call, int code);
+int server_send(struct server *s, qcall *call, const ProtobufCMessage *msg);
+void server_reply(struct server *s, qcall *call, const ProtobufCMessage *msg);
+void server_reply_error(qcall *call, int code);
 
 /* server_kv_to_pb points |o| at |kv|'s fields (no copy: valid as long as
  * |kv|'s pointers are). */
@@ -283,7 +293,7 @@ void server_kv_to_pb(Mvccpb__KeyValue *o, const struct mvcc_kv *kv);
 
 /* server_unpack decodes a request; on failure it answers INVALID_ARGUMENT
  * and returns NULL. Free with protobuf_c_message_free_unpacked. */
-ProtobufCMessage *server_unpack(grpc_call *call, const ProtobufCMessageDescriptor *d,
+ProtobufCMessage *server_unpack(qcall *call, const ProtobufCMessageDescriptor *d,
                                 const uint8_t *msg, size_t len);
 
 /* ---- node.c: the Raft member ---- */
@@ -303,9 +313,9 @@ uint64_t server_leader(const struct server *s);
 uint64_t server_term(const struct server *s);
 /* server_read queues a linearizable read (taking |req|), answered once the
  * member has applied up to a read index. */
-void server_read(struct server *s, grpc_call *call, enum entry_kind kind, ProtobufCMessage *req);
+void server_read(struct server *s, qcall *call, enum entry_kind kind, ProtobufCMessage *req);
 /* server_serve_read answers a read (range or read-only txn) from the store. */
-void server_serve_read(struct server *s, grpc_call *call, enum entry_kind kind,
+void server_serve_read(struct server *s, qcall *call, enum entry_kind kind,
                        const ProtobufCMessage *req);
 /* server_apply_entry applies one decoded log entry inside the open batch
  * (server.c): |e| is the waiter (or a temporary). */
@@ -357,10 +367,10 @@ void server_members_fail_waits(struct server *s, int err, bool expired_only);
  * does not have them yet. */
 void server_members_publish(struct server *s);
 /* Maintenance/MoveLeader (members.c). */
-void server_on_move_leader(grpc_call *call, const uint8_t *msg, size_t len);
+void server_on_move_leader(qcall *call, const uint8_t *msg, size_t len);
 
 /* server_propose queues a write entry (taking |req|) for the apply hook;
  * the call is answered after the batch that applies it is durable. */
-void server_propose(struct server *s, grpc_call *call, enum entry_kind kind, ProtobufCMessage *req);
+void server_propose(struct server *s, qcall *call, enum entry_kind kind, ProtobufCMessage *req);
 
 #endif

@@ -34,7 +34,7 @@ struct wctx {
 
 struct wstream {
     struct server *s;
-    grpc_call *call;
+    qcall *call;
     struct wctx *watchers;
     int64_t next_id;
     struct wstream *prev, *next; /* in s->wstreams */
@@ -114,14 +114,14 @@ static size_t stream_share(const struct server *s)
 
 static bool stream_full(const struct wstream *st)
 {
-    return grpc_call_pending_bytes(st->call) >= stream_share(st->s);
+    return qcall_pending_bytes(st->call) >= stream_share(st->s);
 }
 
 static size_t on_room(watcher *w, void *arg)
 {
     struct wctx *c = arg;
     (void)w;
-    size_t share = stream_share(c->st->s), pending = grpc_call_pending_bytes(c->st->call);
+    size_t share = stream_share(c->st->s), pending = qcall_pending_bytes(c->st->call);
     return pending >= share ? 0 : share - pending;
 }
 
@@ -290,7 +290,7 @@ static int on_deliver(watcher *w, const struct watch_event *evs, size_t n, int64
     buf_reset(b);
     if (buf_append(b, pre, pl) != 0 || buf_append(b, cache->bytes.data, cache->bytes.len) != 0)
         return -EAGAIN;
-    grpc_call_send(st->call, b->data, b->len);
+    qcall_send(st->call, b->data, b->len);
     return 0;
 }
 
@@ -393,9 +393,9 @@ static void create_watch(struct wstream *st, const Etcdserverpb__WatchCreateRequ
     server_watch_kick(s);
 }
 
-static void on_watch_message(grpc_call *call, const uint8_t *msg, size_t len)
+static void on_watch_message(qcall *call, const uint8_t *msg, size_t len)
 {
-    struct wstream *st = grpc_call_get_data(call);
+    struct wstream *st = qcall_get_data(call);
     struct server *s = server_of(call);
     if (st == NULL) {
         st = calloc(1, sizeof(*st));
@@ -410,12 +410,12 @@ static void on_watch_message(grpc_call *call, const uint8_t *msg, size_t len)
             s->wstreams->prev = st;
         s->wstreams = st;
         s->n_wstreams++;
-        grpc_call_set_data(call, st);
+        qcall_set_data(call, st);
     }
     Etcdserverpb__WatchRequest *r = (Etcdserverpb__WatchRequest *)protobuf_c_message_unpack(
         &etcdserverpb__watch_request__descriptor, NULL, len, msg);
     if (r == NULL) {
-        grpc_call_finish(call, GRPC_STATUS_INVALID_ARGUMENT,
+        qcall_finish(call, GRPC_STATUS_INVALID_ARGUMENT,
                          "grpc: error unmarshalling request: invalid message");
         return;
     }
@@ -442,9 +442,9 @@ static void on_watch_message(grpc_call *call, const uint8_t *msg, size_t len)
     protobuf_c_message_free_unpacked(&r->base, NULL);
 }
 
-static void on_watch_close(grpc_call *call)
+static void on_watch_close(qcall *call)
 {
-    struct wstream *st = grpc_call_get_data(call);
+    struct wstream *st = qcall_get_data(call);
     if (st == NULL)
         return;
     struct server *s = st->s;
@@ -473,8 +473,8 @@ void server_watch_progress(struct server *s)
                 send_ctrl(st, c->id, false, false, NULL, rev);
 }
 
-const struct grpc_method server_watch_methods[] = {
-    {"/etcdserverpb.Watch/Watch", GRPC_BIDI_STREAMING, on_watch_message, NULL, on_watch_close},
+const struct qcall_method server_watch_methods[] = {
+    {"/etcdserverpb.Watch/Watch", QCALL_BIDI_STREAMING, on_watch_message, NULL, on_watch_close},
 };
 const size_t server_watch_methods_n =
     sizeof(server_watch_methods) / sizeof(server_watch_methods[0]);
