@@ -227,7 +227,7 @@ static int range_view(struct view *v, const Etcdserverpb__RangeRequest *r, struc
 int apply_range(const struct apply_env *env, mvcc_read *rd, const Etcdserverpb__RangeRequest *r,
                 struct arena *a, Etcdserverpb__RangeResponse **out)
 {
-    struct view v = {.env = env, .rd = rd, .begin_rev = mvcc_rev(env->kv)};
+    struct view v = {.env = env, .rd = rd, .begin_rev = mvcc_read_rev(rd)};
     return range_view(&v, r, a, out);
 }
 
@@ -587,7 +587,7 @@ static int txn_view(struct view *v, const Etcdserverpb__TxnRequest *r, bool writ
 int apply_txn_read(const struct apply_env *env, mvcc_read *rd, const Etcdserverpb__TxnRequest *r,
                    struct arena *a, Etcdserverpb__TxnResponse **out)
 {
-    struct view v = {.env = env, .rd = rd, .begin_rev = mvcc_rev(env->kv)};
+    struct view v = {.env = env, .rd = rd, .begin_rev = mvcc_read_rev(rd)};
     int rv = txn_view(&v, r, false, a, out);
     if (rv == 0)
         (*out)->header->revision = view_rev(&v);

@@ -54,7 +54,11 @@ struct mvcc_read {
     int64_t rev;
     struct rd_chunk *chunks;
     bool borrowed; /* txn is the open batch's */
+    bool shared;   /* begun by mvcc_read_begin_shared: holds the read lock */
+    bool cached;   /* shared: kept by its thread for the next read (registered) */
 };
+
+#define SHARED_READERS 128 /* cached read txns of other threads, at most */
 
 struct mvcc_store {
     backend *be;
@@ -82,7 +86,148 @@ struct mvcc_store {
      * allocation and reader-slot setup of a fresh mdb_txn_begin. */
     mvcc_read *spare[READ_SPARES];
     int nspare;
+    /* Reads from other threads (mvcc_share): the owner takes |lock| for
+     * writing around every change of the index and of the revision marks
+     * (|excl| counts its nesting); other threads read under it, at the
+     * published revisions (__atomic), through read txns each thread keeps
+     * (registered in |reg| so the owner can free them when the file is
+     * replaced; |gen| tells a thread its cached one is gone). */
+    bool shared;
+    int excl;
+    pthread_rwlock_t lock;
+    int64_t pub_rev;       /* s->rev as of the last change */
+    int64_t pub_committed; /* committed_rev as of the last commit */
+    uint64_t gen;
+    pthread_mutex_t reg_mu;
+    mvcc_read *reg[SHARED_READERS];
+    int nreg;
 };
+
+/* ---- sharing reads with other threads ------------------------------------ */
+
+static uint64_t gen_counter; /* store generations, unique in the process */
+
+static __thread struct {
+    uint64_t gen;
+    mvcc_read *r;
+} tl_read;
+
+static void wlock(mvcc_store *s)
+{
+    if (s->shared && s->excl++ == 0)
+        pthread_rwlock_wrlock(&s->lock);
+}
+
+static void wunlock(mvcc_store *s)
+{
+    if (s->shared && --s->excl == 0)
+        pthread_rwlock_unlock(&s->lock);
+}
+
+static void publish(mvcc_store *s)
+{
+    __atomic_store_n(&s->pub_rev, s->rev, __ATOMIC_RELEASE);
+    __atomic_store_n(&s->pub_committed, s->committed_rev, __ATOMIC_RELEASE);
+}
+
+int mvcc_share(mvcc_store *s)
+{
+    if (s->shared)
+        return 0;
+    pthread_rwlockattr_t at;
+    pthread_rwlockattr_init(&at);
+    /* apply must not starve behind a stream of readers */
+    pthread_rwlockattr_setkind_np(&at, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    int rv = pthread_rwlock_init(&s->lock, &at);
+    pthread_rwlockattr_destroy(&at);
+    if (rv != 0)
+        return -rv;
+    pthread_mutex_init(&s->reg_mu, NULL);
+    s->gen = __atomic_add_fetch(&gen_counter, 1, __ATOMIC_RELAXED);
+    publish(s);
+    s->shared = true;
+    return 0;
+}
+
+/* release_shared frees the read txns other threads keep (under the write
+ * lock: none is in use). */
+static void release_shared(mvcc_store *s)
+{
+    if (!s->shared)
+        return;
+    pthread_mutex_lock(&s->reg_mu);
+    for (int i = 0; i < s->nreg; i++) {
+        mdb_txn_abort(s->reg[i]->txn);
+        free(s->reg[i]);
+    }
+    s->nreg = 0;
+    __atomic_store_n(&s->gen, __atomic_add_fetch(&gen_counter, 1, __ATOMIC_RELAXED),
+                     __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&s->reg_mu);
+}
+
+void mvcc_exclusive_begin(mvcc_store *s)
+{
+    wlock(s);
+}
+
+void mvcc_exclusive_end(mvcc_store *s)
+{
+    wunlock(s);
+}
+
+int mvcc_read_begin_shared(mvcc_store *s, mvcc_read **out)
+{
+    *out = NULL;
+    if (!s->shared)
+        return -EAGAIN;
+    if (pthread_rwlock_tryrdlock(&s->lock) != 0)
+        return -EAGAIN; /* the owner is changing the index: it answers */
+    /* Only a read that sees everything the owner has answered: its
+     * revision committed, so an LMDB read txn begun now holds it. */
+    int64_t rev = __atomic_load_n(&s->pub_rev, __ATOMIC_ACQUIRE);
+    int64_t committed = __atomic_load_n(&s->pub_committed, __ATOMIC_ACQUIRE);
+    if (committed < rev) {
+        pthread_rwlock_unlock(&s->lock);
+        return -EAGAIN;
+    }
+    mvcc_read *r = NULL;
+    uint64_t gen = __atomic_load_n(&s->gen, __ATOMIC_RELAXED);
+    if (tl_read.r != NULL && tl_read.gen == gen && tl_read.r->s == s) {
+        r = tl_read.r;
+        if (mdb_txn_renew(r->txn) != 0)
+            r = NULL; /* stays registered; freed with the others */
+    }
+    if (r == NULL) {
+        r = calloc(1, sizeof(*r));
+        int rv = r != NULL ? backend_read_begin(s->be, &r->txn) : -ENOMEM;
+        if (rv != 0) {
+            free(r);
+            pthread_rwlock_unlock(&s->lock);
+            return rv;
+        }
+        r->s = s;
+        r->shared = true;
+        pthread_mutex_lock(&s->reg_mu);
+        if (s->nreg < SHARED_READERS) {
+            s->reg[s->nreg++] = r;
+            r->cached = true;
+            tl_read.r = r;
+            tl_read.gen = gen;
+        }
+        pthread_mutex_unlock(&s->reg_mu);
+    }
+    /* a compaction scheduled above |committed| may have removed, in a
+     * commit this txn sees, revisions a read at |committed| needs */
+    if (__atomic_load_n(&s->compact_rev, __ATOMIC_ACQUIRE) > committed) {
+        mvcc_read_end(r);
+        return -EAGAIN;
+    }
+    r->rev = committed;
+    *out = r;
+    return 0;
+}
+
 
 static uint64_t now_ns(void)
 {
@@ -371,6 +516,7 @@ static int load(mvcc_store *s)
     if (s->rev < s->compact_rev)
         s->rev = s->compact_rev;
     s->committed_rev = s->rev;
+    publish(s);
     return 0;
 }
 
@@ -394,14 +540,20 @@ int mvcc_open(backend *be, mvcc_store **out)
 
 int mvcc_reload(mvcc_store *s)
 {
+    wlock(s);
     mvcc_release_reads(s);
     kindex_free(&s->ix);
     memset(&s->ix, 0, sizeof(s->ix));
-    return load(s);
+    int rv = load(s);
+    wunlock(s);
+    return rv;
 }
 
 void mvcc_release_reads(mvcc_store *s)
 {
+    wlock(s);
+    release_shared(s);
+    wunlock(s);
     while (s->nspare > 0) {
         mvcc_read *r = s->spare[--s->nspare];
         mdb_txn_abort(r->txn);
@@ -414,6 +566,10 @@ void mvcc_close(mvcc_store *s)
     if (s == NULL)
         return;
     mvcc_release_reads(s);
+    if (s->shared) {
+        pthread_rwlock_destroy(&s->lock);
+        pthread_mutex_destroy(&s->reg_mu);
+    }
     kindex_free(&s->ix);
     buf_free(&s->enc);
     buf_free(&s->prev);
@@ -448,11 +604,15 @@ int mvcc_batch_begin(mvcc_store *s)
 int mvcc_batch_abort(mvcc_store *s)
 {
     backend_batch_abort(s->be);
+    if (s->txn.open)
+        wunlock(s); /* the txn's */
     s->txn.open = false;
     s->txn.changes = 0;
     /* The index has no undo log: rebuild it from what LMDB has. */
+    wlock(s);
     kindex_free(&s->ix);
     int rv = load(s);
+    wunlock(s);
     if (rv != 0)
         log_error("mvcc", "reload after abort failed: %s", q_strerror(rv));
     return rv;
@@ -465,11 +625,14 @@ int mvcc_batch_commit(mvcc_store *s)
     int rv = backend_batch_commit(s->be);
     if (rv == 0) {
         s->committed_rev = s->rev;
+        __atomic_store_n(&s->pub_committed, s->committed_rev, __ATOMIC_RELEASE);
         return 0;
     }
     /* The batch is gone: bring memory back to what the disk has. */
+    wlock(s);
     kindex_free(&s->ix);
     int rv2 = load(s);
+    wunlock(s);
     if (rv2 != 0)
         log_error("mvcc", "reload after failed commit failed: %s", q_strerror(rv2));
     return rv;
@@ -530,7 +693,7 @@ static int do_range(mvcc_store *s, MDB_txn *lt, int64_t cur, const uint8_t *key,
         return QERR_FUTURE_REV;
     if (rev <= 0)
         rev = cur;
-    if (rev < s->compact_rev)
+    if (rev < __atomic_load_n(&s->compact_rev, __ATOMIC_ACQUIRE))
         return QERR_COMPACTED;
     res->rev = rev;
     if (end == NULL)
@@ -579,6 +742,7 @@ int mvcc_txn_begin(mvcc_store *s, mvcc_txn **out)
     *out = NULL;
     if (backend_batch_txn(s->be) == NULL || s->txn.open)
         return -EBUSY;
+    wlock(s); /* until mvcc_txn_end: the txn changes the index */
     s->txn.begin_rev = s->rev;
     s->txn.changes = 0;
     s->txn.open = true;
@@ -761,8 +925,12 @@ int mvcc_txn_delete_range(mvcc_txn *t, const uint8_t *key, size_t key_len, const
 int64_t mvcc_txn_end(mvcc_txn *t)
 {
     mvcc_store *s = t->s;
-    if (t->open && t->changes > 0)
+    if (t->open && t->changes > 0) {
         s->rev = t->begin_rev + 1;
+        __atomic_store_n(&s->pub_rev, s->rev, __ATOMIC_RELEASE);
+    }
+    if (t->open)
+        wunlock(s);
     t->open = false;
     t->changes = 0;
     return s->rev;
@@ -833,6 +1001,16 @@ void mvcc_read_end(mvcc_read *r)
     mvcc_store *s = r->s;
     if (r->borrowed) {
         free(r);
+        return;
+    }
+    if (r->shared) {
+        if (r->cached) {
+            mdb_txn_reset(r->txn);
+        } else {
+            mdb_txn_abort(r->txn);
+            free(r);
+        }
+        pthread_rwlock_unlock(&s->lock);
         return;
     }
     if (s->nspare < READ_SPARES) {
@@ -1085,7 +1263,9 @@ int mvcc_compact(mvcc_store *s, int64_t rev)
     if (s->compacting)
         log_info("mvcc", "compaction at revision %lld superseded by one at %lld",
                  (long long)s->compact_target, (long long)rev);
-    s->compact_rev = rev;
+    wlock(s);
+    __atomic_store_n(&s->compact_rev, rev, __ATOMIC_RELEASE);
+    wunlock(s);
     s->compacting = true;
     s->compact_target = rev;
     s->compact_pos = 1;
@@ -1122,7 +1302,9 @@ int mvcc_compact_step(mvcc_store *s, size_t limit, bool *done)
         limit = 1;
     s->cstats.steps++;
     uint64_t t0 = now_ns();
+    wlock(s);
     int rv = compact_step(s, lt, limit, done);
+    wunlock(s);
     uint64_t took = now_ns() - t0;
     if (took > s->cstats.max_step_ns)
         s->cstats.max_step_ns = took;

@@ -11,7 +11,14 @@
  *
  * A fresh store is at revision 1 (as etcd): the first change takes 2.
  *
- * Threading: one thread (the loop) owns the store.
+ * Threading: one thread (the core loop, "the owner") owns the store: it
+ * alone writes, compacts and reads through the open batch. Once
+ * mvcc_share is called, other threads may read too, with
+ * mvcc_read_begin_shared: a reader never waits (it is told to leave the
+ * read to the owner instead), and the owner waits only for reads under
+ * way (the index is guarded by a writer-preferring RW lock, taken by the
+ * owner around each write txn and compaction step; see
+ * docs/architecture.md).
  *
  * Failure model: an error from LMDB inside a batch leaves the in-memory
  * index ahead of the disk; the caller must stop the process (etcd panics in
@@ -88,8 +95,8 @@ void mvcc_close(mvcc_store *s);
  * Errors: as mvcc_open (then the store is unusable: close it). */
 int mvcc_reload(mvcc_store *s);
 /* mvcc_release_reads frees the ended read txns the store keeps for reuse,
- * before the backend's environment is replaced (backend_replace_file).
- * No read may be open. */
+ * its own and other threads', before the backend's environment is
+ * replaced (backend_replace_file). No read may be open. */
 void mvcc_release_reads(mvcc_store *s);
 
 int64_t mvcc_rev(const mvcc_store *s); /* current revision */
@@ -160,6 +167,27 @@ int mvcc_read_range(mvcc_read *r, const uint8_t *key, size_t key_len, const uint
                     size_t end_len, const struct mvcc_range_opts *opts, mvcc_kv_fn fn, void *arg,
                     struct mvcc_range_result *res);
 void mvcc_read_end(mvcc_read *r);
+
+/* mvcc_share lets other threads read (mvcc_read_begin_shared) from now
+ * on; the owner pays a lock per write txn. Errors: negative errno. */
+int mvcc_share(mvcc_store *s);
+
+/* mvcc_read_begin_shared begins a read on a thread other than the owner's:
+ * at the last committed revision, and only when that is the store's
+ * current revision (so it sees everything the owner has answered, as a
+ * read on the owner's thread would). -EAGAIN when it cannot be done now
+ * without waiting (uncommitted changes, a write txn or compaction step
+ * under way, the file being replaced, or the store not shared): the
+ * owner must serve the read. Each thread keeps one read txn for reuse.
+ * End it with mvcc_read_end, soon: the owner's next change waits for it.
+ * Other errors: -ENOMEM, storage errors. */
+int mvcc_read_begin_shared(mvcc_store *s, mvcc_read **out);
+
+/* mvcc_exclusive_begin waits for shared reads under way and keeps new ones
+ * out until mvcc_exclusive_end (nestable, owner only): around replacing
+ * the backend's file (with mvcc_release_reads and mvcc_reload). */
+void mvcc_exclusive_begin(mvcc_store *s);
+void mvcc_exclusive_end(mvcc_store *s);
 
 /* mvcc_read_rev is the revision |r| reads at (the last committed one when
  * it began): history beyond it is not in its snapshot, so a caller walking

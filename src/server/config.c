@@ -145,11 +145,15 @@ static void usage(void)
            "  --experimental-compaction-sleep-interval\n"
            "                                  pause between compaction steps (default 0: "
            "none)\n"
+           "  --front-loops                   threads owning client connections: auto (the\n"
+           "                                  CPUs allowed, less one for the core; 0 on one\n"
+           "                                  CPU) or a number, 0 = the core serves clients\n"
+           "  --pin-threads                   pin the core and each front loop to a CPU\n"
            "  --log-level                     debug | info | warn | error (default info)\n"
            "  --version                       print the version and exit\n");
 }
 
-enum ftype { F_STR, F_U64, F_DURATION_MS, F_URLS, F_CLUSTER, F_IGNORED_BOOL, F_IGNORED_STR };
+enum ftype { F_STR, F_U64, F_DURATION_MS, F_URLS, F_CLUSTER, F_BOOL, F_IGNORED_BOOL, F_IGNORED_STR };
 
 /* parse_duration reads a Go duration ("10m", "1.5s", "300ms", "1h30m") in
  * milliseconds; -EINVAL if malformed. */
@@ -245,6 +249,7 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
     c->watch_progress_ms = 10 * 60 * 1000;
     c->compaction_batch_limit = 1000;
     char ac_mode[16] = "periodic", ac_retention[64] = "0";
+    char fronts[16] = "auto";
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -303,6 +308,8 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
             {"experimental-compaction-batch-limit", F_U64, &c->compaction_batch_limit, 0},
             {"experimental-compaction-sleep-interval", F_DURATION_MS, &c->compaction_sleep_ms,
              0},
+            {"front-loops", F_STR, fronts, sizeof(fronts)},
+            {"pin-threads", F_BOOL, &c->pin_threads, 0},
             /* accepted for etcd compatibility, no effect in quorum */
             {"enable-pprof", F_IGNORED_BOOL, NULL, 0},
             {"logger", F_IGNORED_STR, NULL, 0},
@@ -318,6 +325,18 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
         }
         if (flags[k].t == F_IGNORED_BOOL)
             continue;
+        if (flags[k].t == F_BOOL) {
+            /* Go's boolean flags: -f alone is true; a value only after = */
+            if (val == NULL || strcmp(val, "true") == 0 || strcmp(val, "1") == 0) {
+                *(bool *)flags[k].dst = true;
+            } else if (strcmp(val, "false") == 0 || strcmp(val, "0") == 0) {
+                *(bool *)flags[k].dst = false;
+            } else {
+                snprintf(err, errlen, "invalid boolean value \"%s\" for -%s", val, name);
+                return -EINVAL;
+            }
+            continue;
+        }
         if (val == NULL) {
             if (i + 1 >= argc) {
                 snprintf(err, errlen, "flag needs an argument: -%s", name);
@@ -361,6 +380,19 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
     }
     if (parse_auto_compaction(c, ac_mode, ac_retention, err, errlen) != 0)
         return -EINVAL;
+    if (strcmp(fronts, "auto") == 0) {
+        c->front_loops = CONFIG_FRONT_AUTO;
+    } else {
+        char *end;
+        errno = 0;
+        unsigned long v = strtoul(fronts, &end, 10);
+        if (errno || *end || fronts[0] == '-' || fronts[0] == '\0' || v > CONFIG_MAX_FRONTS) {
+            snprintf(err, errlen, "invalid value \"%s\" for flag -front-loops (auto or 0-%d)",
+                     fronts, CONFIG_MAX_FRONTS);
+            return -EINVAL;
+        }
+        c->front_loops = (unsigned)v;
+    }
     if (c->data_dir[0] == '\0')
         snprintf(c->data_dir, sizeof(c->data_dir), "%s.quorum", c->name);
     if (strcmp(c->initial_cluster_state, "new") != 0 &&

@@ -63,7 +63,17 @@ struct config {
      * revision mode checks; 0 = etcd's 5 minutes */
     uint64_t auto_compaction_check_ms;
     char log_level[16];
+    /* --front-loops: threads that own client connections (front.c); 0 =
+     * none, the core loop serves clients itself; CONFIG_FRONT_AUTO = the
+     * CPUs the process may run on less one (none on one CPU, two on two) */
+    unsigned front_loops;
+    /* --pin-threads: pin the core to the first allowed CPU and each front
+     * loop to the next ones */
+    bool pin_threads;
 };
+
+#define CONFIG_FRONT_AUTO (~0u)
+#define CONFIG_MAX_FRONTS 64
 
 /* config_parse fills |c| from argv (Go flag syntax: -flag v, --flag v,
  * --flag=v). On a bad flag it writes a one-line reason to |err| and returns

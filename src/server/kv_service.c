@@ -172,6 +172,76 @@ static void on_compact(qcall *call, const uint8_t *msg, size_t len)
     server_propose(s, call, ENTRY_COMPACT, &r->base);
 }
 
+/* ---- on a front loop ---- */
+
+/* local_header fills a header from what the core published (the front
+ * loop must not read the core's Raft state). */
+static void local_header(struct server *s, Etcdserverpb__ResponseHeader *h)
+{
+    h->cluster_id = __atomic_load_n(&s->pub_cluster_id, __ATOMIC_RELAXED);
+    h->member_id = s->member_id;
+    h->raft_term = __atomic_load_n(&s->pub_term, __ATOMIC_RELAXED);
+}
+
+static int pack_into(struct buf *out, const ProtobufCMessage *m)
+{
+    size_t n = protobuf_c_message_get_packed_size(m);
+    buf_reset(out);
+    int rv = buf_reserve(out, n ? n : 1);
+    if (rv == 0)
+        out->len = protobuf_c_message_pack(m, out->data);
+    return rv;
+}
+
+int server_kv_serve_local(struct server *s, const struct qcall_method *m, const uint8_t *msg,
+                          size_t len, struct arena *a, struct buf *out)
+{
+    bool range = m->on_message == on_range;
+    if (!range && m->on_message != on_txn)
+        return 0;
+    const ProtobufCMessageDescriptor *d =
+        range ? &etcdserverpb__range_request__descriptor : &etcdserverpb__txn_request__descriptor;
+    ProtobufCMessage *req = protobuf_c_message_unpack(d, NULL, len, msg);
+    if (req == NULL)
+        return 0; /* the core answers it, with the error it always gives */
+    int rv = 0;
+    if (range) {
+        const Etcdserverpb__RangeRequest *r = (const Etcdserverpb__RangeRequest *)req;
+        if (!r->serializable || apply_check_range(r) != 0)
+            goto forward;
+    } else {
+        const Etcdserverpb__TxnRequest *r = (const Etcdserverpb__TxnRequest *)req;
+        if (apply_check_txn(r, s->cfg.max_txn_ops) != 0 || !apply_txn_is_read_only(r) ||
+            !txn_serializable(r))
+            goto forward;
+    }
+    mvcc_read *rd;
+    if (mvcc_read_begin_shared(s->kv, &rd) != 0)
+        goto forward;
+    arena_reset(a);
+    if (range) {
+        Etcdserverpb__RangeResponse *resp = NULL;
+        rv = apply_range(&s->env, rd, (const Etcdserverpb__RangeRequest *)req, a, &resp);
+        if (rv == 0) {
+            local_header(s, resp->header);
+            rv = pack_into(out, &resp->base);
+        }
+    } else {
+        Etcdserverpb__TxnResponse *resp = NULL;
+        rv = apply_txn_read(&s->env, rd, (const Etcdserverpb__TxnRequest *)req, a, &resp);
+        if (rv == 0) {
+            local_header(s, resp->header);
+            rv = pack_into(out, &resp->base);
+        }
+    }
+    mvcc_read_end(rd);
+    protobuf_c_message_free_unpacked(req, NULL);
+    return rv == 0 ? 1 : rv;
+forward:
+    protobuf_c_message_free_unpacked(req, NULL);
+    return 0;
+}
+
 const struct qcall_method server_kv_methods[] = {
     {"/etcdserverpb.KV/Range", QCALL_UNARY, on_range, NULL, NULL},
     {"/etcdserverpb.KV/Put", QCALL_UNARY, on_put, NULL, NULL},

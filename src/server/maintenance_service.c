@@ -373,8 +373,10 @@ static int defrag_swap(struct defrag *d)
     uint64_t t = uv_hrtime();
     size_t rest = backend_defrag_pending(d->job);
     server_snapshot_copies_wait(); /* the old file goes */
+    mvcc_exclusive_begin(s->kv);   /* front loops' reads of it end first */
     mvcc_release_reads(s->kv);     /* its spare read txns too */
     int rv = backend_defrag_finish(d->job);
+    mvcc_exclusive_end(s->kv);
     d->job = NULL;
     if (rv != 0 && backend_env(s->be) == NULL) {
         /* neither file could be reopened: nothing can be served (etcd

@@ -658,12 +658,14 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
         return;
     }
     server_snapshot_copies_wait();
+    mvcc_exclusive_begin(s->kv); /* front loops read from the old file until here */
     mvcc_release_reads(s->kv);
     int rv = backend_replace_file(s->be, s->recv_path);
     if (rv == 0) {
         server_close_retired(s);
         rv = mvcc_reload(s->kv);
     }
+    mvcc_exclusive_end(s->kv);
     if (rv == 0)
         rv = server_leases_reload(s);
     if (rv == 0)

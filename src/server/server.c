@@ -12,6 +12,7 @@
 #include "base/fs.h"
 #include "base/log.h"
 #include "base/sha1.h"
+#include "server/front.h"
 #include "transport/transport.h"
 #include "wal/wal.h"
 
@@ -346,6 +347,14 @@ static void on_signal(uv_signal_t *h, int signum)
 
 static void on_pass(uv_check_t *h);
 
+/* publish_state stores what front loops put in the headers of the reads
+ * they answer themselves. */
+static void publish_state(struct server *s)
+{
+    __atomic_store_n(&s->pub_term, server_term(s), __ATOMIC_RELAXED);
+    __atomic_store_n(&s->pub_cluster_id, s->cluster_id, __ATOMIC_RELAXED);
+}
+
 int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
 {
     struct server *s = calloc(1, sizeof(*s));
@@ -392,10 +401,20 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
     struct grpc_server_options go = {
         .max_recv_msg_size = cfg->max_request_bytes + 512 * 1024,
     };
-    rv = server_grpc_core_new(s, &go, &s->grpc);
-    if (rv != 0)
+    unsigned nf = cfg->front_loops == CONFIG_FRONT_AUTO ? fronts_count_auto() : cfg->front_loops;
+    if (nf > 0) {
+        publish_state(s);
+        what = "share the store with the front loops";
+        if ((rv = mvcc_share(s->kv)) != 0)
+            goto fail;
+        what = "listen";
+        rv = fronts_start(s, nf, cfg->pin_threads, &go, &s->fronts);
+        if (rv != 0)
+            goto fail;
+    } else if ((rv = server_grpc_core_new(s, &go, &s->grpc)) != 0) {
         goto fail;
-    for (size_t i = 0; i < cfg->n_listen_client; i++) {
+    }
+    for (size_t i = 0; nf == 0 && i < cfg->n_listen_client; i++) {
         rv = grpc_server_listen(s->grpc, cfg->listen_client[i].host, cfg->listen_client[i].port,
                                 NULL);
         if (rv != 0) {
@@ -431,6 +450,11 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
     log_info("server", "%s (member %016llx, cluster %016llx) at revision %lld, applied index %llu",
              cfg->name, (unsigned long long)s->member_id, (unsigned long long)s->cluster_id,
              (long long)mvcc_rev(s->kv), (unsigned long long)s->applied_index);
+    if (nf > 0)
+        log_info("server", "serving clients on %u front loops beside the core loop%s", nf,
+                 cfg->pin_threads ? ", each thread pinned to a CPU" : "");
+    else
+        log_info("server", "serving clients on the core loop (no front loops)");
     for (size_t i = 0; i < cfg->n_listen_client; i++)
         log_info("server", "ready to serve client requests on %s", cfg->listen_client[i].text);
     *out = s;
@@ -464,6 +488,7 @@ static void on_pass(uv_check_t *h)
     struct server *s = h->data;
     if (!s->closing)
         server_node_pass(s);
+    publish_state(s);
 }
 
 static void on_handle_closed(uv_handle_t *h)
@@ -522,5 +547,8 @@ void server_stop(struct server *s, void (*cb)(void *arg), void *arg)
     s->stop_cb = cb;
     s->stop_arg = arg;
     s->closing = -1;
-    grpc_server_close(s->grpc, on_grpc_closed, s);
+    if (s->fronts != NULL)
+        fronts_close(s->fronts, on_grpc_closed, s);
+    else
+        grpc_server_close(s->grpc, on_grpc_closed, s);
 }

@@ -132,7 +132,10 @@ struct server {
     struct config cfg;
     backend *be;
     mvcc_store *kv;
-    grpc_server *grpc;
+    grpc_server *grpc;      /* the core loop's own, without front loops */
+    struct fronts *fronts; /* the front loops (front.h), or NULL */
+    /* for the front loops, stored by the core each pass (__atomic) */
+    uint64_t pub_term, pub_cluster_id;
     struct apply_env env;
     lessor *leases;
     watch_hub *watches;
@@ -263,6 +266,15 @@ void server_propose_internal(struct server *s, enum entry_kind kind, const Proto
 /* server_propose_cb is server_propose_internal with a completion. */
 void server_propose_cb(struct server *s, enum entry_kind kind, const ProtobufCMessage *msg,
                        server_done_fn done, void *arg);
+
+/* server_kv_serve_local answers, on a front loop's thread, a request of
+ * method |m| that needs nothing of the core: a serializable Range, or a
+ * Txn of serializable Ranges only, when the store can be read from there
+ * now (mvcc_read_begin_shared). Returns 1 with the packed response in
+ * |out|, a negative error to answer (enum q_err), or 0: the core must
+ * answer it (forward the request unchanged). |a| is the thread's arena. */
+int server_kv_serve_local(struct server *s, const struct qcall_method *m, const uint8_t *msg,
+                          size_t len, struct arena *a, struct buf *out);
 
 /* server_of returns the server behind a call. */
 struct server *server_of(qcall *call);

@@ -83,7 +83,8 @@ class Member:
                 "--initial-cluster-state", self.state,
                 "--initial-cluster-token", self.token,
                 "--heartbeat-interval", str(c.heartbeat_ms),
-                "--election-timeout", str(c.election_ms)] + c.extra_args + self.extra_args
+                "--election-timeout", str(c.election_ms)] + c.extra_args + self.extra_args + (
+                    harness.quorum_args() if c.kind == "quorum" else [])
 
     def running(self):
         return self.proc is not None and self.proc.poll() is None

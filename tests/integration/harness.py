@@ -27,6 +27,13 @@ def quorum_binary():
     return b
 
 
+def quorum_args():
+    """Flags every quorum process of a test gets, from $QUORUM_ARGS (split
+    on spaces): how meson runs a suite again in another configuration, e.g.
+    QUORUM_ARGS=--front-loops=0 (the core loop serves clients itself)."""
+    return os.environ.get("QUORUM_ARGS", "").split()
+
+
 def built_binary(env, *path):
     """Another binary of the build: $env, else |path| in the build dir
     quorum_binary() comes from."""
@@ -108,7 +115,8 @@ class Server:
         return [binary, "--name", self.name, "--data-dir", self.data_dir,
                 "--listen-client-urls", curl, "--advertise-client-urls", curl,
                 "--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl,
-                "--initial-cluster", "%s=%s" % (self.name, purl)] + self.extra_args
+                "--initial-cluster", "%s=%s" % (self.name, purl)] + self.extra_args + (
+                    quorum_args() if self.kind == "quorum" else [])
 
     def start(self, timeout=20.0):
         env = dict(os.environ)
@@ -156,20 +164,29 @@ class Server:
         return etcd3.client(host="127.0.0.1", port=self.client_port, timeout=10)
 
     def kill(self, sig=signal.SIGKILL):
-        """Kill by PID (SIGKILL by default) and reap."""
+        """Kill by PID (SIGKILL by default) and reap. Returns False if the
+        process had to be killed because |sig| did not end it in 20 s."""
+        ended = True
         if self.proc and self.proc.poll() is None:
             os.kill(self.proc.pid, sig)
             try:
                 self.proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
+                ended = False
                 os.kill(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
         if getattr(self, "log_file", None):
             self.log_file.close()
             self.log_file = None
+        return ended
 
     def stop(self):
-        self.kill(signal.SIGTERM)
+        """SIGTERM: the member must shut down cleanly (exit 0) within 20 s."""
+        running = self.proc is not None and self.proc.poll() is None
+        if not self.kill(signal.SIGTERM):
+            raise RuntimeError("%s did not stop within 20 s of SIGTERM" % self.name)
+        if running and self.kind == "quorum" and self.proc.returncode != 0:
+            raise RuntimeError("%s exited %d on SIGTERM" % (self.name, self.proc.returncode))
 
     def rss_kib(self):
         """Current resident set size (KiB) of the running process."""

@@ -1,0 +1,687 @@
+/* server/front.c: front loops (front.h). */
+#define _LGPL_SOURCE /* liburcu's queue functions inline */
+#include "server/front.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <urcu/wfcqueue.h>
+
+#include "base/err.h"
+#include "base/log.h"
+#include "server/server_int.h"
+
+/* What crosses between a front loop and the core. Front to core: MSG (one
+ * request message), HALF (the client ended its side), CLOSE (the stream is
+ * gone). Core to front: SEND (one response message), FINISH (status and
+ * text), RELEASE (the core forgot the call: the front frees its record).
+ * Front to front: ADOPT (serve the accepted socket in |status|). */
+enum xop { XM_MSG, XM_HALF, XM_CLOSE, XM_SEND, XM_FINISH, XM_RELEASE, XM_ADOPT };
+
+struct fcall;
+
+struct xmsg {
+    struct cds_wfcq_node node;
+    enum xop op;
+    int status;
+    struct fcall *fc;
+    size_t len;
+    uint8_t data[]; /* MSG/SEND: the message; FINISH: the text, NUL-terminated */
+};
+
+struct front;
+
+/* A call forwarded to the core: shared by the two threads, each field
+ * written by one side only (noted), the queues ordering the rest. */
+struct fcall {
+    struct front *fr;
+    uint32_t method;
+    grpc_call *gc;   /* front: NULL once grpc closed the stream */
+    bool forwarded;  /* front: the core has seen it (it will RELEASE it) */
+    bool in_plist;   /* front: on fr->plist */
+    struct fcall *pnext, *pprev;
+    qcall *qc;        /* core: the call the services see */
+    size_t core_sent; /* core: response bytes posted */
+    _Atomic size_t front_sent;   /* front: of those, handed to grpc */
+    _Atomic size_t grpc_pending; /* front: grpc_call_pending_bytes, refreshed per pass */
+};
+
+struct mailbox {
+    struct cds_wfcq_head head;
+    struct cds_wfcq_tail tail;
+    uv_async_t async;
+};
+
+struct front {
+    struct fronts *all;
+    unsigned idx;
+    int cpu; /* -1: not pinned */
+    uv_loop_t loop;
+    uv_thread_t thread;
+    grpc_server *grpc;
+    struct mailbox in; /* from the core */
+    uv_prepare_t prep; /* once per pass: wake the core, refresh pending bytes */
+    uv_poll_t polls[CONFIG_MAX_URLS];
+    size_t npolls;
+    struct arena arena; /* reads answered here */
+    struct buf out;
+    bool wake_core;    /* something was posted to the core this pass */
+    atomic_bool stop_accept; /* set by the core: close the listeners' polls */
+    bool polls_closed;
+    atomic_bool stop;  /* set by the core once no loop accepts any more */
+    bool stopped;      /* front_stop ran */
+    struct fcall *plist; /* calls whose output grpc has not written yet */
+};
+
+struct fronts {
+    struct server *s;
+    unsigned n;
+    struct front *f;
+    struct mailbox in; /* to the core */
+    uv_prepare_t prep; /* the core's: wake the fronts it posted to */
+    bool wake[CONFIG_MAX_FRONTS];
+    int lfd[CONFIG_MAX_URLS];
+    size_t nl;
+    bool stopping;
+    int closing;
+    unsigned next_accept; /* __atomic: round-robin of accepted connections */
+    unsigned quiet;       /* __atomic: loops that stopped accepting */
+    void (*cb)(void *);
+    void *arg;
+};
+
+static struct grpc_method *front_methods;
+
+/* ---- messages ---- */
+
+static struct xmsg *xmsg_new(enum xop op, struct fcall *fc, int status, const void *p, size_t len)
+{
+    struct xmsg *m = malloc(sizeof(*m) + len);
+    if (m == NULL)
+        return NULL;
+    cds_wfcq_node_init(&m->node);
+    m->op = op;
+    m->status = status;
+    m->fc = fc;
+    m->len = len;
+    if (len)
+        memcpy(m->data, p, len);
+    return m;
+}
+
+static void mailbox_init(struct mailbox *mb)
+{
+    cds_wfcq_init(&mb->head, &mb->tail);
+}
+
+/* take_all moves everything queued in |mb| to |h|/|t| (one consumer). */
+static void take_all(struct mailbox *mb, struct cds_wfcq_head *h, struct cds_wfcq_tail *t)
+{
+    cds_wfcq_init(h, t);
+    __cds_wfcq_splice_blocking(h, t, &mb->head, &mb->tail);
+}
+
+static struct xmsg *next_msg(struct cds_wfcq_head *h, struct cds_wfcq_tail *t)
+{
+    struct cds_wfcq_node *n = __cds_wfcq_dequeue_blocking(h, t);
+    return n ? caa_container_of(n, struct xmsg, node) : NULL;
+}
+
+/* to_core posts from a front loop; the core is woken at the end of the pass. */
+static void to_core(struct front *fr, enum xop op, struct fcall *fc, const void *p, size_t len)
+{
+    struct xmsg *m = xmsg_new(op, fc, 0, p, len);
+    if (m == NULL) {
+        log_error("front", "out of memory passing a request to the core");
+        abort(); /* the call could never be answered or released */
+    }
+    cds_wfcq_enqueue(&fr->all->in.head, &fr->all->in.tail, &m->node);
+    fr->wake_core = true;
+}
+
+/* to_front posts from the core to |fc|'s front loop. */
+static int to_front(struct fcall *fc, enum xop op, int status, const void *p, size_t len)
+{
+    struct front *fr = fc->fr;
+    struct xmsg *m = xmsg_new(op, fc, status, p, len);
+    if (m == NULL) {
+        if (op == XM_RELEASE) {
+            log_error("front", "out of memory releasing a call");
+            abort();
+        }
+        return -ENOMEM;
+    }
+    cds_wfcq_enqueue(&fr->in.head, &fr->in.tail, &m->node);
+    fr->all->wake[fr->idx] = true;
+    return 0;
+}
+
+/* ---- the core's side ---- */
+
+static int r_send(qcall *c, const uint8_t *msg, size_t len)
+{
+    struct fcall *fc = c->face_ctx;
+    int rv = to_front(fc, XM_SEND, 0, msg, len);
+    if (rv == 0)
+        fc->core_sent += len;
+    return rv;
+}
+
+static int r_finish(qcall *c, int status, const char *message)
+{
+    if (message == NULL)
+        message = "";
+    return to_front(c->face_ctx, XM_FINISH, status, message, strlen(message) + 1);
+}
+
+static size_t r_pending(const qcall *c)
+{
+    const struct fcall *fc = c->face_ctx;
+    size_t handed = atomic_load_explicit(&fc->front_sent, memory_order_acquire);
+    return fc->core_sent - handed +
+           atomic_load_explicit(&fc->grpc_pending, memory_order_relaxed);
+}
+
+static const struct qcall_face remote_face = {r_send, r_finish, r_pending};
+
+static void core_close_call(struct fcall *fc)
+{
+    qcall *c = fc->qc;
+    if (c != NULL) {
+        c->finished = true;
+        c->m->on_close(c);
+        qcall_free(c);
+        fc->qc = NULL;
+    }
+}
+
+static void core_handle(struct fronts *all, struct xmsg *m)
+{
+    struct fcall *fc = m->fc;
+    if (all->stopping) {
+        /* the front loops are gone: only the services' close matters */
+        if (m->op == XM_CLOSE) {
+            core_close_call(fc);
+            free(fc);
+        }
+        return;
+    }
+    switch (m->op) {
+    case XM_MSG:
+    case XM_HALF:
+        if (fc->qc == NULL) {
+            fc->qc = qcall_new(all->s, server_methods[fc->method], &remote_face, fc);
+            if (fc->qc == NULL) {
+                r_finish(&(qcall){.face_ctx = fc}, GRPC_STATUS_RESOURCE_EXHAUSTED,
+                         "out of memory");
+                break;
+            }
+        }
+        if (m->op == XM_MSG)
+            fc->qc->m->on_message(fc->qc, m->data, m->len);
+        else if (fc->qc->m->on_half_close != NULL)
+            fc->qc->m->on_half_close(fc->qc);
+        break;
+    case XM_CLOSE:
+        core_close_call(fc);
+        to_front(fc, XM_RELEASE, 0, NULL, 0);
+        break;
+    default:
+        break;
+    }
+}
+
+static void core_drain(struct fronts *all)
+{
+    struct cds_wfcq_head h;
+    struct cds_wfcq_tail t;
+    take_all(&all->in, &h, &t);
+    struct xmsg *m;
+    while ((m = next_msg(&h, &t)) != NULL) {
+        core_handle(all, m);
+        free(m);
+    }
+}
+
+static void on_core_async(uv_async_t *a)
+{
+    core_drain(a->data);
+}
+
+/* once per core pass: wake the front loops that were posted to */
+static void on_core_prepare(uv_prepare_t *p)
+{
+    struct fronts *all = p->data;
+    for (unsigned i = 0; i < all->n; i++)
+        if (all->wake[i]) {
+            all->wake[i] = false;
+            uv_async_send(&all->f[i].in.async);
+        }
+}
+
+/* ---- a front loop's side ---- */
+
+static void plist_add(struct front *fr, struct fcall *fc)
+{
+    if (fc->in_plist)
+        return;
+    fc->in_plist = true;
+    fc->pprev = NULL;
+    fc->pnext = fr->plist;
+    if (fr->plist)
+        fr->plist->pprev = fc;
+    fr->plist = fc;
+}
+
+static void plist_remove(struct front *fr, struct fcall *fc)
+{
+    if (!fc->in_plist)
+        return;
+    fc->in_plist = false;
+    if (fc->pprev)
+        fc->pprev->pnext = fc->pnext;
+    else
+        fr->plist = fc->pnext;
+    if (fc->pnext)
+        fc->pnext->pprev = fc->pprev;
+}
+
+static struct fcall *fcall_of(grpc_call *gc)
+{
+    struct fcall *fc = grpc_call_get_data(gc);
+    if (fc == NULL) {
+        fc = calloc(1, sizeof(*fc));
+        if (fc == NULL) {
+            grpc_call_finish(gc, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+            return NULL;
+        }
+        fc->fr = grpc_call_server_data(gc);
+        fc->gc = gc;
+        fc->method = (uint32_t)(grpc_call_method(gc) - front_methods);
+        grpc_call_set_data(gc, fc);
+    }
+    return fc;
+}
+
+static void f_on_message(grpc_call *gc, const uint8_t *msg, size_t len)
+{
+    struct fcall *fc = fcall_of(gc);
+    if (fc == NULL)
+        return;
+    if (!fc->forwarded) {
+        struct front *fr = fc->fr;
+        int rv = server_kv_serve_local(fr->all->s, server_methods[fc->method], msg, len,
+                                       &fr->arena, &fr->out);
+        if (rv > 0) {
+            int sr = grpc_call_send(gc, fr->out.data, fr->out.len);
+            if (sr == 0 || sr == -EPIPE)
+                grpc_call_finish(gc, GRPC_STATUS_OK, NULL);
+            else
+                grpc_call_finish(gc, q_err_grpc_status(sr), q_strerror(sr));
+            return;
+        }
+        if (rv < 0) {
+            grpc_call_finish(gc, q_err_grpc_status(rv), q_strerror(rv));
+            return;
+        }
+    }
+    fc->forwarded = true;
+    to_core(fc->fr, XM_MSG, fc, msg, len);
+}
+
+static void f_on_half_close(grpc_call *gc)
+{
+    struct fcall *fc = fcall_of(gc);
+    if (fc == NULL)
+        return;
+    fc->forwarded = true;
+    to_core(fc->fr, XM_HALF, fc, NULL, 0);
+}
+
+static void f_on_close(grpc_call *gc)
+{
+    struct fcall *fc = grpc_call_get_data(gc);
+    if (fc == NULL)
+        return;
+    fc->gc = NULL;
+    plist_remove(fc->fr, fc);
+    if (fc->forwarded)
+        to_core(fc->fr, XM_CLOSE, fc, NULL, 0);
+    else
+        free(fc);
+}
+
+static void front_handle(struct front *fr, struct xmsg *m)
+{
+    struct fcall *fc = m->fc;
+    switch (m->op) {
+    case XM_SEND:
+        if (fc->gc != NULL) {
+            grpc_call_send(fc->gc, m->data, m->len);
+            size_t p = grpc_call_pending_bytes(fc->gc);
+            atomic_store_explicit(&fc->grpc_pending, p, memory_order_relaxed);
+            if (p > 0)
+                plist_add(fr, fc);
+        }
+        atomic_fetch_add_explicit(&fc->front_sent, m->len, memory_order_release);
+        break;
+    case XM_FINISH:
+        if (fc->gc != NULL)
+            grpc_call_finish(fc->gc, m->status, m->data[0] ? (const char *)m->data : NULL);
+        break;
+    case XM_RELEASE:
+        free(fc);
+        break;
+    case XM_ADOPT:
+        if (fr->grpc != NULL)
+            grpc_server_adopt(fr->grpc, m->status);
+        else
+            close(m->status);
+        break;
+    default:
+        break;
+    }
+}
+
+static void front_stop(struct front *fr);
+static void on_front_handle_closed(uv_handle_t *h);
+
+static void on_front_async(uv_async_t *a)
+{
+    struct front *fr = a->data;
+    struct cds_wfcq_head h;
+    struct cds_wfcq_tail t;
+    take_all(&fr->in, &h, &t);
+    struct xmsg *m;
+    while ((m = next_msg(&h, &t)) != NULL) {
+        front_handle(fr, m);
+        free(m);
+    }
+    if (atomic_load(&fr->stop_accept) && !fr->polls_closed) {
+        fr->polls_closed = true;
+        for (size_t i = 0; i < fr->npolls; i++)
+            uv_close((uv_handle_t *)&fr->polls[i], on_front_handle_closed);
+        __atomic_add_fetch(&fr->all->quiet, 1, __ATOMIC_RELEASE);
+    }
+    if (atomic_load(&fr->stop))
+        front_stop(fr);
+}
+
+static void on_front_prepare(uv_prepare_t *p)
+{
+    struct front *fr = p->data;
+    for (struct fcall *fc = fr->plist, *next; fc != NULL; fc = next) {
+        next = fc->pnext;
+        size_t n = grpc_call_pending_bytes(fc->gc);
+        atomic_store_explicit(&fc->grpc_pending, n, memory_order_relaxed);
+        if (n == 0)
+            plist_remove(fr, fc);
+    }
+    if (fr->wake_core) {
+        fr->wake_core = false;
+        uv_async_send(&fr->all->in.async);
+    }
+}
+
+static void on_poll(uv_poll_t *h, int status, int events)
+{
+    struct front *fr = h->data;
+    (void)events;
+    if (status < 0 || fr->grpc == NULL)
+        return;
+    int fd;
+    uv_fileno((uv_handle_t *)h, &fd);
+    /* whichever loop wakes first accepts; the connections go round the
+     * loops in turn (a burst of them would otherwise all land on the loop
+     * that happened to be awake) */
+    int c = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (c < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNABORTED && errno != EINTR)
+            log_warn("front", "accept: %s", strerror(errno));
+        return;
+    }
+    struct fronts *all = fr->all;
+    unsigned to = __atomic_fetch_add(&all->next_accept, 1, __ATOMIC_RELAXED) % all->n;
+    struct xmsg *m = to == fr->idx ? NULL : xmsg_new(XM_ADOPT, NULL, c, NULL, 0);
+    if (m == NULL) {
+        grpc_server_adopt(fr->grpc, c);
+        return;
+    }
+    cds_wfcq_enqueue(&all->f[to].in.head, &all->f[to].in.tail, &m->node);
+    uv_async_send(&all->f[to].in.async);
+}
+
+static void on_front_handle_closed(uv_handle_t *h)
+{
+    (void)h; /* the loop ends when the last handle is closed */
+}
+
+static void on_front_grpc_closed(void *arg)
+{
+    struct front *fr = arg;
+    fr->grpc = NULL;
+    arena_free(&fr->arena);
+    buf_free(&fr->out);
+    /* the resets above posted CLOSEs: the core learns of them when it
+     * drains after the join */
+    uv_close((uv_handle_t *)&fr->in.async, on_front_handle_closed);
+    uv_close((uv_handle_t *)&fr->prep, on_front_handle_closed);
+}
+
+static void front_stop(struct front *fr)
+{
+    if (fr->stopped)
+        return;
+    fr->stopped = true;
+    grpc_server_close(fr->grpc, on_front_grpc_closed, fr);
+}
+
+static void pin_to(int cpu)
+{
+    if (cpu < 0)
+        return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    int rv = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+    if (rv != 0)
+        log_warn("front", "pinning to CPU %d: %s", cpu, strerror(rv));
+}
+
+static void front_run(void *arg)
+{
+    struct front *fr = arg;
+    pin_to(fr->cpu);
+    /* the prepare handle must not keep a loop alive by itself: the loop
+     * ends when every handle is closed */
+    uv_run(&fr->loop, UV_RUN_DEFAULT);
+}
+
+/* ---- start and stop ---- */
+
+unsigned fronts_count_auto(void)
+{
+    cpu_set_t set;
+    int n = 1;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0)
+        n = CPU_COUNT(&set);
+    if (n <= 1)
+        return 0;
+    if (n == 2)
+        return 2;
+    return n - 1 > CONFIG_MAX_FRONTS ? CONFIG_MAX_FRONTS : (unsigned)(n - 1);
+}
+
+static int listen_fd(const struct url *u, int *out)
+{
+    struct sockaddr_storage ss;
+    int rv = uv_ip4_addr(u->host, u->port, (struct sockaddr_in *)&ss);
+    if (rv != 0)
+        rv = uv_ip6_addr(u->host, u->port, (struct sockaddr_in6 *)&ss);
+    if (rv != 0)
+        return rv;
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    socklen_t len = ss.ss_family == AF_INET ? sizeof(struct sockaddr_in)
+                                            : sizeof(struct sockaddr_in6);
+    if (bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, 511) != 0) {
+        rv = -errno;
+        close(fd);
+        return rv;
+    }
+    *out = fd;
+    return 0;
+}
+
+static int allowed_cpus(int *cpus, int max)
+{
+    cpu_set_t set;
+    int n = 0;
+    if (sched_getaffinity(0, sizeof(set), &set) != 0)
+        return 0;
+    for (int c = 0; c < CPU_SETSIZE && n < max; c++)
+        if (CPU_ISSET(c, &set))
+            cpus[n++] = c;
+    return n;
+}
+
+static void fronts_free(struct fronts *all)
+{
+    for (size_t i = 0; i < all->nl; i++)
+        close(all->lfd[i]);
+    free(all->f);
+    free(all);
+}
+
+int fronts_start(struct server *s, unsigned n, bool pin, const struct grpc_server_options *go,
+                 struct fronts **out)
+{
+    if (front_methods == NULL)
+        front_methods = server_grpc_methods(f_on_message, f_on_half_close, f_on_close);
+    struct fronts *all = calloc(1, sizeof(*all));
+    if (front_methods == NULL || all == NULL) {
+        free(all);
+        return -ENOMEM;
+    }
+    all->s = s;
+    all->f = calloc(n, sizeof(*all->f));
+    if (all->f == NULL) {
+        free(all);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < s->cfg.n_listen_client; i++) {
+        int rv = listen_fd(&s->cfg.listen_client[i], &all->lfd[i]);
+        if (rv != 0) {
+            log_error("server", "cannot listen on %s: %s", s->cfg.listen_client[i].text,
+                      uv_strerror(rv));
+            fronts_free(all);
+            return rv;
+        }
+        all->nl++;
+    }
+    int cpus[CPU_SETSIZE];
+    int ncpu = pin ? allowed_cpus(cpus, CPU_SETSIZE) : 0;
+    if (ncpu > 0)
+        pin_to(cpus[0]);
+    mailbox_init(&all->in);
+    uv_async_init(s->loop, &all->in.async, on_core_async);
+    all->in.async.data = all;
+    uv_prepare_init(s->loop, &all->prep);
+    all->prep.data = all;
+    uv_prepare_start(&all->prep, on_core_prepare);
+    uv_unref((uv_handle_t *)&all->prep);
+    for (unsigned i = 0; i < n; i++) {
+        struct front *fr = &all->f[i];
+        fr->all = all;
+        fr->idx = i;
+        fr->cpu = ncpu > 0 ? cpus[(i + 1) % (unsigned)ncpu] : -1;
+        mailbox_init(&fr->in);
+        int rv = uv_loop_init(&fr->loop);
+        if (rv == 0)
+            rv = grpc_server_new(&fr->loop, front_methods, server_methods_n, go, fr, &fr->grpc);
+        if (rv != 0) {
+            log_error("server", "starting front loop %u: %s", i, uv_strerror(rv));
+            abort(); /* at start, with nothing served yet */
+        }
+        uv_async_init(&fr->loop, &fr->in.async, on_front_async);
+        fr->in.async.data = fr;
+        uv_prepare_init(&fr->loop, &fr->prep);
+        fr->prep.data = fr;
+        uv_prepare_start(&fr->prep, on_front_prepare);
+        for (size_t k = 0; k < all->nl; k++) {
+            uv_poll_init(&fr->loop, &fr->polls[k], all->lfd[k]);
+            fr->polls[k].data = fr;
+            uv_poll_start(&fr->polls[k], UV_READABLE, on_poll);
+            fr->npolls++;
+        }
+        rv = uv_thread_create(&fr->thread, front_run, fr);
+        if (rv != 0) {
+            log_error("server", "starting front loop %u: %s", i, uv_strerror(rv));
+            abort();
+        }
+        all->n++;
+    }
+    *out = all;
+    return 0;
+}
+
+static void on_core_handle_closed(uv_handle_t *h)
+{
+    struct fronts *all = h->data;
+    if (--all->closing > 0)
+        return;
+    void (*cb)(void *) = all->cb;
+    void *arg = all->arg;
+    fronts_free(all);
+    if (cb)
+        cb(arg);
+}
+
+void fronts_close(struct fronts *all, void (*cb)(void *arg), void *arg)
+{
+    all->cb = cb;
+    all->arg = arg;
+    /* first no loop accepts (so none hands a socket to a loop that is
+     * closing), then they close */
+    for (unsigned i = 0; i < all->n; i++) {
+        atomic_store(&all->f[i].stop_accept, true);
+        uv_async_send(&all->f[i].in.async);
+    }
+    while (__atomic_load_n(&all->quiet, __ATOMIC_ACQUIRE) < all->n)
+        usleep(200);
+    for (unsigned i = 0; i < all->n; i++) {
+        atomic_store(&all->f[i].stop, true);
+        uv_async_send(&all->f[i].in.async);
+    }
+    for (unsigned i = 0; i < all->n; i++) {
+        uv_thread_join(&all->f[i].thread);
+        uv_loop_close(&all->f[i].loop);
+    }
+    /* what the front loops posted last, then what they never read */
+    all->stopping = true;
+    core_drain(all);
+    for (unsigned i = 0; i < all->n; i++) {
+        struct cds_wfcq_head h;
+        struct cds_wfcq_tail t;
+        take_all(&all->f[i].in, &h, &t);
+        struct xmsg *m;
+        while ((m = next_msg(&h, &t)) != NULL) {
+            if (m->op == XM_RELEASE)
+                free(m->fc);
+            else if (m->op == XM_ADOPT)
+                close(m->status);
+            free(m);
+        }
+    }
+    all->closing = 2;
+    uv_close((uv_handle_t *)&all->in.async, on_core_handle_closed);
+    uv_close((uv_handle_t *)&all->prep, on_core_handle_closed);
+}

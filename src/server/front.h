@@ -1,0 +1,46 @@
+/* server/front.h: front loops, the threads that own client connections.
+ *
+ * Each front loop is a libuv loop on a thread of its own with its own gRPC
+ * server (grpc/): it accepts its share of the client connections (every
+ * front loop polls every client listener; whichever wakes first accepts
+ * one connection per wake-up, so a busy loop takes fewer) and does their
+ * HTTP/2, gRPC framing and buffering. Calls are handed to the core loop
+ * (the one that owns Raft, apply and the services) in messages on
+ * wait-free queues (liburcu's wfcqueue), and their output comes back the
+ * same way; each side wakes the other with one uv_async_send per loop pass
+ * at most, not per message. On the core, a forwarded call is an ordinary
+ * qcall (call.h) whose face posts to its front loop, so the services do
+ * not know where the client is. Per call, output leaves in the order the
+ * core produced it (one FIFO queue per front loop).
+ *
+ * A front loop answers some requests itself, never reaching the core:
+ * see front_serve_local in front.c.
+ */
+#ifndef QUORUM_SERVER_FRONT_H
+#define QUORUM_SERVER_FRONT_H
+
+#include <stdbool.h>
+
+struct server;
+struct grpc_server_options;
+struct fronts;
+
+/* fronts_count_auto is what --front-loops=auto means on this machine: the
+ * CPUs the process may run on less one for the core, two on two CPUs (the
+ * core's share of a read load is small), none on one. */
+unsigned fronts_count_auto(void);
+
+/* fronts_start listens on every client URL of |s|'s configuration and
+ * starts |n| (>= 1) front loops serving them; with |pin|, the calling
+ * (core) thread is pinned to the first allowed CPU and front loop i to the
+ * (i+1)-th, wrapping. Errors: negative errno (listen failures are logged
+ * with the URL). */
+int fronts_start(struct server *s, unsigned n, bool pin, const struct grpc_server_options *go,
+                 struct fronts **out);
+
+/* fronts_close stops accepting, resets every call (the services get
+ * on_close for each), stops and joins the threads, and calls |cb| once
+ * the core's own handles are closed; |f| is freed then. */
+void fronts_close(struct fronts *f, void (*cb)(void *arg), void *arg);
+
+#endif
