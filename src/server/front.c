@@ -1,5 +1,4 @@
 /* server/front.c: front loops (front.h). */
-#define _LGPL_SOURCE /* liburcu's queue functions inline */
 #include "server/front.h"
 
 #include <errno.h>
@@ -13,6 +12,7 @@
 #include <urcu/wfcqueue.h>
 
 #include "base/err.h"
+#include "base/tsan.h"
 #include "base/log.h"
 #include "server/server_int.h"
 
@@ -129,7 +129,17 @@ static void take_all(struct mailbox *mb, struct cds_wfcq_head *h, struct cds_wfc
 static struct xmsg *next_msg(struct cds_wfcq_head *h, struct cds_wfcq_tail *t)
 {
     struct cds_wfcq_node *n = __cds_wfcq_dequeue_blocking(h, t);
-    return n ? caa_container_of(n, struct xmsg, node) : NULL;
+    if (n == NULL)
+        return NULL;
+    struct xmsg *m = caa_container_of(n, struct xmsg, node);
+    tsan_acquire(m); /* the queue (in liburcu, not instrumented) ordered it */
+    return m;
+}
+
+static void post(struct mailbox *mb, struct xmsg *m)
+{
+    tsan_release(m);
+    cds_wfcq_enqueue(&mb->head, &mb->tail, &m->node);
 }
 
 /* to_core posts from a front loop; the core is woken at the end of the pass. */
@@ -140,7 +150,7 @@ static void to_core(struct front *fr, enum xop op, struct fcall *fc, const void 
         log_error("front", "out of memory passing a request to the core");
         abort(); /* the call could never be answered or released */
     }
-    cds_wfcq_enqueue(&fr->all->in.head, &fr->all->in.tail, &m->node);
+    post(&fr->all->in, m);
     fr->wake_core = true;
 }
 
@@ -156,7 +166,7 @@ static int to_front(struct fcall *fc, enum xop op, int status, const void *p, si
         }
         return -ENOMEM;
     }
-    cds_wfcq_enqueue(&fr->in.head, &fr->in.tail, &m->node);
+    post(&fr->in, m);
     fr->all->wake[fr->idx] = true;
     return 0;
 }
@@ -452,7 +462,7 @@ static void on_poll(uv_poll_t *h, int status, int events)
         grpc_server_adopt(fr->grpc, c);
         return;
     }
-    cds_wfcq_enqueue(&all->f[to].in.head, &all->f[to].in.tail, &m->node);
+    post(&all->f[to].in, m);
     uv_async_send(&all->f[to].in.async);
 }
 
@@ -622,12 +632,14 @@ int fronts_start(struct server *s, unsigned n, bool pin, const struct grpc_serve
             uv_poll_start(&fr->polls[k], UV_READABLE, on_poll);
             fr->npolls++;
         }
-        rv = uv_thread_create(&fr->thread, front_run, fr);
+    }
+    all->n = n; /* before any thread runs: they read it */
+    for (unsigned i = 0; i < n; i++) {
+        int rv = uv_thread_create(&all->f[i].thread, front_run, &all->f[i]);
         if (rv != 0) {
             log_error("server", "starting front loop %u: %s", i, uv_strerror(rv));
             abort();
         }
-        all->n++;
     }
     *out = all;
     return 0;
