@@ -44,7 +44,7 @@ def built_binary(env, *path):
 
 
 def etcd_binary():
-    b = shutil.which("etcd") or "/usr/bin/etcd"
+    b = os.environ.get("ETCD_BIN") or shutil.which("etcd") or "/usr/bin/etcd"
     if not os.path.exists(b):
         raise RuntimeError("etcd not installed (apt-get install etcd-server)")
     return b
