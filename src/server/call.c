@@ -4,15 +4,23 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/err.h"
+
+/* Freed calls kept for the next ones (a call per request: no malloc on
+ * the way). Calls live on the core loop's thread only. */
+#define SPARE_CALLS 256
+static qcall *spare[SPARE_CALLS];
+static int nspare;
 
 qcall *qcall_new(struct server *s, const struct qcall_method *m, const struct qcall_face *face,
                  void *face_ctx)
 {
-    qcall *c = calloc(1, sizeof(*c));
+    qcall *c = nspare > 0 ? spare[--nspare] : malloc(sizeof(*c));
     if (c == NULL)
         return NULL;
+    memset(c, 0, sizeof(*c));
     c->m = m;
     c->s = s;
     c->face = face;
@@ -22,7 +30,10 @@ qcall *qcall_new(struct server *s, const struct qcall_method *m, const struct qc
 
 void qcall_free(qcall *call)
 {
-    free(call);
+    if (nspare < SPARE_CALLS)
+        spare[nspare++] = call;
+    else
+        free(call);
 }
 
 int qcall_send(qcall *call, const uint8_t *msg, size_t len)
