@@ -176,7 +176,7 @@ void mvcc_exclusive_end(mvcc_store *s)
     wunlock(s);
 }
 
-int mvcc_read_begin_shared(mvcc_store *s, mvcc_read **out)
+int mvcc_read_begin_shared(mvcc_store *s, int64_t min_rev, mvcc_read **out)
 {
     *out = NULL;
     if (!s->shared)
@@ -185,7 +185,7 @@ int mvcc_read_begin_shared(mvcc_store *s, mvcc_read **out)
         return -EAGAIN; /* the owner is changing the index: it answers */
     /* Only a read that sees everything the owner has answered: its
      * revision committed, so an LMDB read txn begun now holds it. */
-    int64_t rev = __atomic_load_n(&s->pub_rev, __ATOMIC_ACQUIRE);
+    int64_t rev = min_rev > 0 ? min_rev : __atomic_load_n(&s->pub_rev, __ATOMIC_ACQUIRE);
     int64_t committed = __atomic_load_n(&s->pub_committed, __ATOMIC_ACQUIRE);
     if (committed < rev) {
         pthread_rwlock_unlock(&s->lock);

@@ -173,15 +173,16 @@ void mvcc_read_end(mvcc_read *r);
 int mvcc_share(mvcc_store *s);
 
 /* mvcc_read_begin_shared begins a read on a thread other than the owner's:
- * at the last committed revision, and only when that is the store's
- * current revision (so it sees everything the owner has answered, as a
- * read on the owner's thread would). -EAGAIN when it cannot be done now
+ * at the last committed revision, and only when that is at least
+ * |min_rev|, or, for |min_rev| <= 0, the store's current revision (so it
+ * sees everything the owner has answered, as a read on the owner's thread
+ * would). -EAGAIN when it cannot be done now
  * without waiting (uncommitted changes, a write txn or compaction step
  * under way, the file being replaced, or the store not shared): the
  * owner must serve the read. Each thread keeps one read txn for reuse.
  * End it with mvcc_read_end, soon: the owner's next change waits for it.
  * Other errors: -ENOMEM, storage errors. */
-int mvcc_read_begin_shared(mvcc_store *s, mvcc_read **out);
+int mvcc_read_begin_shared(mvcc_store *s, int64_t min_rev, mvcc_read **out);
 
 /* mvcc_exclusive_begin waits for shared reads under way and keeps new ones
  * out until mvcc_exclusive_end (nestable, owner only): around replacing

@@ -20,8 +20,22 @@
  * request message), HALF (the client ended its side), CLOSE (the stream is
  * gone). Core to front: SEND (one response message), FINISH (status and
  * text), RELEASE (the core forgot the call: the front frees its record).
- * Front to front: ADOPT (serve the accepted socket in |status|). */
-enum xop { XM_MSG, XM_HALF, XM_CLOSE, XM_SEND, XM_FINISH, XM_RELEASE, XM_ADOPT };
+ * Front to front: ADOPT (serve the accepted socket in |status|).
+ * A linearizable read whose read index the core reached goes to the front
+ * as READ (the request packed, |status| its entry kind, |rev| the
+ * revision it must see); a front that cannot read that revision yet hands
+ * it back (READ_BACK) and the core serves it. */
+enum xop {
+    XM_MSG,
+    XM_HALF,
+    XM_CLOSE,
+    XM_READ_BACK,
+    XM_SEND,
+    XM_FINISH,
+    XM_RELEASE,
+    XM_READ,
+    XM_ADOPT
+};
 
 struct fcall;
 
@@ -30,8 +44,9 @@ struct xmsg {
     enum xop op;
     int status;
     struct fcall *fc;
+    int64_t rev;
     size_t len;
-    uint8_t data[]; /* MSG/SEND: the message; FINISH: the text, NUL-terminated */
+    uint8_t data[]; /* MSG/SEND/READ: the message; FINISH: the text, NUL-terminated */
 };
 
 struct front;
@@ -108,8 +123,9 @@ static struct xmsg *xmsg_new(enum xop op, struct fcall *fc, int status, const vo
     m->op = op;
     m->status = status;
     m->fc = fc;
+    m->rev = 0;
     m->len = len;
-    if (len)
+    if (len && p != NULL) /* NULL: the caller fills the bytes */
         memcpy(m->data, p, len);
     return m;
 }
@@ -241,21 +257,65 @@ static void core_handle(struct fronts *all, struct xmsg *m)
         core_close_call(fc);
         to_front(fc, XM_RELEASE, 0, NULL, 0);
         break;
+    case XM_READ_BACK: {
+        /* its read index was reached before it went out: serve it now */
+        const ProtobufCMessageDescriptor *d = m->status == ENTRY_READ_RANGE
+                                                  ? &etcdserverpb__range_request__descriptor
+                                                  : &etcdserverpb__txn_request__descriptor;
+        ProtobufCMessage *req = protobuf_c_message_unpack(d, NULL, m->len, m->data);
+        if (fc->qc == NULL || req == NULL) {
+            if (fc->qc != NULL)
+                qcall_finish(fc->qc, GRPC_STATUS_INTERNAL, "out of memory");
+        } else {
+            server_serve_read(all->s, fc->qc, (enum entry_kind)m->status, req);
+        }
+        if (req != NULL)
+            protobuf_c_message_free_unpacked(req, NULL);
+        break;
+    }
     default:
         break;
     }
 }
 
-static void core_drain(struct fronts *all)
+bool fronts_read_elsewhere(qcall *call, int kind, const void *request, int64_t rev)
+{
+    if (call->face != &remote_face)
+        return false;
+    struct fcall *fc = call->face_ctx;
+    const ProtobufCMessage *req = request;
+    size_t n = protobuf_c_message_get_packed_size(req);
+    struct xmsg *m = xmsg_new(XM_READ, fc, kind, NULL, n);
+    if (m == NULL)
+        return false;
+    protobuf_c_message_pack(req, m->data);
+    m->rev = rev;
+    post(&fc->fr->in, m);
+    fc->fr->all->wake[fc->fr->idx] = true;
+    return true;
+}
+
+/* drain hands everything queued in |mb| to |fn|, in order, and frees it. */
+static void drain(struct mailbox *mb, void (*fn)(void *arg, struct xmsg *m), void *arg)
 {
     struct cds_wfcq_head h;
     struct cds_wfcq_tail t;
-    take_all(&all->in, &h, &t);
+    take_all(mb, &h, &t);
     struct xmsg *m;
     while ((m = next_msg(&h, &t)) != NULL) {
-        core_handle(all, m);
+        fn(arg, m);
         free(m);
     }
+}
+
+static void core_handle_fn(void *all, struct xmsg *m)
+{
+    core_handle(all, m);
+}
+
+static void core_drain(struct fronts *all)
+{
+    drain(&all->in, core_handle_fn, all);
 }
 
 static void on_core_async(uv_async_t *a)
@@ -301,6 +361,21 @@ static void plist_remove(struct front *fr, struct fcall *fc)
         fc->pnext->pprev = fc->pprev;
 }
 
+/* answer_local finishes |gc| with what a front loop read (|rv| 1: the
+ * response in |out|; negative: the error), as server_reply does. */
+static void answer_local(grpc_call *gc, int rv, const struct buf *out)
+{
+    if (rv > 0) {
+        rv = grpc_call_send(gc, out->data, out->len);
+        if (rv == -EPIPE)
+            rv = 0;
+    }
+    if (rv < 0)
+        grpc_call_finish(gc, q_err_grpc_status(rv), q_strerror(rv));
+    else
+        grpc_call_finish(gc, GRPC_STATUS_OK, NULL);
+}
+
 static struct fcall *fcall_of(grpc_call *gc)
 {
     struct fcall *fc = grpc_call_get_data(gc);
@@ -327,16 +402,8 @@ static void f_on_message(grpc_call *gc, const uint8_t *msg, size_t len)
         struct front *fr = fc->fr;
         int rv = server_kv_serve_local(fr->all->s, server_methods[fc->method], msg, len,
                                        &fr->arena, &fr->out);
-        if (rv > 0) {
-            int sr = grpc_call_send(gc, fr->out.data, fr->out.len);
-            if (sr == 0 || sr == -EPIPE)
-                grpc_call_finish(gc, GRPC_STATUS_OK, NULL);
-            else
-                grpc_call_finish(gc, q_err_grpc_status(sr), q_strerror(sr));
-            return;
-        }
-        if (rv < 0) {
-            grpc_call_finish(gc, q_err_grpc_status(rv), q_strerror(rv));
+        if (rv != 0) {
+            answer_local(gc, rv, &fr->out);
             return;
         }
     }
@@ -387,6 +454,24 @@ static void front_handle(struct front *fr, struct xmsg *m)
     case XM_RELEASE:
         free(fc);
         break;
+    case XM_READ: {
+        if (fc->gc == NULL)
+            break; /* gone: its CLOSE is on the way to the core */
+        int rv = server_kv_serve_read_local(fr->all->s, (enum entry_kind)m->status, m->data,
+                                            m->len, m->rev, &fr->arena, &fr->out);
+        if (rv != 0) {
+            answer_local(fc->gc, rv, &fr->out);
+        } else {
+            struct xmsg *back = xmsg_new(XM_READ_BACK, fc, m->status, m->data, m->len);
+            if (back == NULL) {
+                grpc_call_finish(fc->gc, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+                break;
+            }
+            post(&fr->all->in, back);
+            fr->wake_core = true;
+        }
+        break;
+    }
     case XM_ADOPT:
         if (fr->grpc != NULL)
             grpc_server_adopt(fr->grpc, m->status);
@@ -401,17 +486,15 @@ static void front_handle(struct front *fr, struct xmsg *m)
 static void front_stop(struct front *fr);
 static void on_front_handle_closed(uv_handle_t *h);
 
+static void front_handle_fn(void *fr, struct xmsg *m)
+{
+    front_handle(fr, m);
+}
+
 static void on_front_async(uv_async_t *a)
 {
     struct front *fr = a->data;
-    struct cds_wfcq_head h;
-    struct cds_wfcq_tail t;
-    take_all(&fr->in, &h, &t);
-    struct xmsg *m;
-    while ((m = next_msg(&h, &t)) != NULL) {
-        front_handle(fr, m);
-        free(m);
-    }
+    drain(&fr->in, front_handle_fn, fr);
     if (atomic_load(&fr->stop_accept) && !fr->polls_closed) {
         fr->polls_closed = true;
         for (size_t i = 0; i < fr->npolls; i++)

@@ -20,6 +20,7 @@
 #define QUORUM_SERVER_FRONT_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 struct server;
 struct grpc_server_options;
@@ -37,6 +38,15 @@ unsigned fronts_count_auto(void);
  * with the URL). */
 int fronts_start(struct server *s, unsigned n, bool pin, const struct grpc_server_options *go,
                  struct fronts **out);
+
+/* fronts_read_elsewhere hands a linearizable read whose read index was
+ * reached (the applied revision is |rev|) to the front loop of |call|, to
+ * be read there (server_kv_serve_read_local) or handed back when that
+ * loop cannot read |rev| yet. |request| is the decoded RangeRequest or
+ * TxnRequest (|kind| ENTRY_READ_RANGE or _TXN), packed again here. False
+ * when the call is not a front loop's (the caller serves it). */
+struct qcall;
+bool fronts_read_elsewhere(struct qcall *call, int kind, const void *request, int64_t rev);
 
 /* fronts_close stops accepting, resets every call (the services get
  * on_close for each), stops and joins the threads, and calls |cb| once

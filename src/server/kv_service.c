@@ -183,14 +183,34 @@ static void local_header(struct server *s, Etcdserverpb__ResponseHeader *h)
     h->raft_term = __atomic_load_n(&s->pub_term, __ATOMIC_RELAXED);
 }
 
-static int pack_into(struct buf *out, const ProtobufCMessage *m)
+/* serve_shared answers |req| (a Range or a read-only Txn) from a shared
+ * read at |min_rev| or later (mvcc_read_begin_shared): 1 with the packed
+ * response in |out|, 0 when it cannot be read from here now, or an error. */
+static int serve_shared(struct server *s, bool range, const ProtobufCMessage *req, int64_t min_rev,
+                        struct arena *a, struct buf *out)
 {
-    size_t n = protobuf_c_message_get_packed_size(m);
-    buf_reset(out);
-    int rv = buf_reserve(out, n ? n : 1);
-    if (rv == 0)
-        out->len = protobuf_c_message_pack(m, out->data);
-    return rv;
+    mvcc_read *rd;
+    if (mvcc_read_begin_shared(s->kv, min_rev, &rd) != 0)
+        return 0;
+    arena_reset(a);
+    int rv;
+    if (range) {
+        Etcdserverpb__RangeResponse *resp = NULL;
+        rv = apply_range(&s->env, rd, (const Etcdserverpb__RangeRequest *)req, a, &resp);
+        if (rv == 0) {
+            local_header(s, resp->header);
+            rv = server_pack(out, &resp->base);
+        }
+    } else {
+        Etcdserverpb__TxnResponse *resp = NULL;
+        rv = apply_txn_read(&s->env, rd, (const Etcdserverpb__TxnRequest *)req, a, &resp);
+        if (rv == 0) {
+            local_header(s, resp->header);
+            rv = server_pack(out, &resp->base);
+        }
+    }
+    mvcc_read_end(rd);
+    return rv == 0 ? 1 : rv;
 }
 
 int server_kv_serve_local(struct server *s, const struct qcall_method *m, const uint8_t *msg,
@@ -207,39 +227,30 @@ int server_kv_serve_local(struct server *s, const struct qcall_method *m, const 
     int rv = 0;
     if (range) {
         const Etcdserverpb__RangeRequest *r = (const Etcdserverpb__RangeRequest *)req;
-        if (!r->serializable || apply_check_range(r) != 0)
-            goto forward;
+        if (r->serializable && apply_check_range(r) == 0)
+            rv = serve_shared(s, true, req, 0, a, out);
     } else {
         const Etcdserverpb__TxnRequest *r = (const Etcdserverpb__TxnRequest *)req;
-        if (apply_check_txn(r, s->cfg.max_txn_ops) != 0 || !apply_txn_is_read_only(r) ||
-            !txn_serializable(r))
-            goto forward;
+        if (apply_check_txn(r, s->cfg.max_txn_ops) == 0 && apply_txn_is_read_only(r) &&
+            txn_serializable(r))
+            rv = serve_shared(s, false, req, 0, a, out);
     }
-    mvcc_read *rd;
-    if (mvcc_read_begin_shared(s->kv, &rd) != 0)
-        goto forward;
-    arena_reset(a);
-    if (range) {
-        Etcdserverpb__RangeResponse *resp = NULL;
-        rv = apply_range(&s->env, rd, (const Etcdserverpb__RangeRequest *)req, a, &resp);
-        if (rv == 0) {
-            local_header(s, resp->header);
-            rv = pack_into(out, &resp->base);
-        }
-    } else {
-        Etcdserverpb__TxnResponse *resp = NULL;
-        rv = apply_txn_read(&s->env, rd, (const Etcdserverpb__TxnRequest *)req, a, &resp);
-        if (rv == 0) {
-            local_header(s, resp->header);
-            rv = pack_into(out, &resp->base);
-        }
-    }
-    mvcc_read_end(rd);
     protobuf_c_message_free_unpacked(req, NULL);
-    return rv == 0 ? 1 : rv;
-forward:
+    return rv;
+}
+
+int server_kv_serve_read_local(struct server *s, enum entry_kind kind, const uint8_t *msg,
+                               size_t len, int64_t min_rev, struct arena *a, struct buf *out)
+{
+    bool range = kind == ENTRY_READ_RANGE;
+    const ProtobufCMessageDescriptor *d =
+        range ? &etcdserverpb__range_request__descriptor : &etcdserverpb__txn_request__descriptor;
+    ProtobufCMessage *req = protobuf_c_message_unpack(d, NULL, len, msg);
+    if (req == NULL)
+        return 0;
+    int rv = serve_shared(s, range, req, min_rev, a, out);
     protobuf_c_message_free_unpacked(req, NULL);
-    return 0;
+    return rv;
 }
 
 const struct qcall_method server_kv_methods[] = {

@@ -31,6 +31,7 @@
  * committed entry at or below the copy's consistent index, so entries
  * between the snapshot's index and A are not applied twice. */
 #include "server/server_int.h"
+#include "server/front.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -385,7 +386,9 @@ static void serve_reads(struct server *s)
         list_remove(&s->reads, e);
         if (e->call != NULL) {
             qcall_set_data(e->call, NULL);
-            server_serve_read(s, e->call, e->kind, e->req);
+            /* a front loop's client is read on its loop when it can */
+            if (!fronts_read_elsewhere(e->call, e->kind, e->req, mvcc_rev(s->kv)))
+                server_serve_read(s, e->call, e->kind, e->req);
         }
         free_entry(e);
     }

@@ -81,7 +81,7 @@ void server_fill_header(struct server *s, Etcdserverpb__ResponseHeader *h)
         h->revision = mvcc_rev(s->kv);
 }
 
-static int pack(struct buf *b, const ProtobufCMessage *msg)
+int server_pack(struct buf *b, const ProtobufCMessage *msg)
 {
     size_t n = protobuf_c_message_get_packed_size(msg);
     buf_reset(b);
@@ -94,7 +94,7 @@ static int pack(struct buf *b, const ProtobufCMessage *msg)
 
 int server_send(struct server *s, qcall *call, const ProtobufCMessage *msg)
 {
-    int rv = pack(&s->scratch, msg);
+    int rv = server_pack(&s->scratch, msg);
     if (rv == 0)
         rv = qcall_send(call, s->scratch.data, s->scratch.len);
     return rv;
@@ -207,7 +207,7 @@ int server_apply_entry(struct server *s, struct entry *e)
     if (e->call == NULL && e->done == NULL)
         return 0; /* nobody to answer */
     server_fill_header(s, h);
-    return pack(&e->out, resp);
+    return server_pack(&e->out, resp);
 }
 
 /* ---- leases ---- */

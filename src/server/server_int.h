@@ -276,6 +276,14 @@ void server_propose_cb(struct server *s, enum entry_kind kind, const ProtobufCMe
 int server_kv_serve_local(struct server *s, const struct qcall_method *m, const uint8_t *msg,
                           size_t len, struct arena *a, struct buf *out);
 
+/* server_kv_serve_read_local answers, on a front loop's thread, a
+ * linearizable read (|kind| ENTRY_READ_RANGE or _TXN, its request packed
+ * in |msg|) whose read index the core has reached at revision |min_rev|:
+ * from a shared read at |min_rev| or later. Returns as
+ * server_kv_serve_local (0: the core must serve it). */
+int server_kv_serve_read_local(struct server *s, enum entry_kind kind, const uint8_t *msg,
+                               size_t len, int64_t min_rev, struct arena *a, struct buf *out);
+
 /* server_of returns the server behind a call. */
 struct server *server_of(qcall *call);
 
@@ -291,6 +299,9 @@ int server_grpc_core_new(struct server *s, const struct grpc_server_options *go,
 /* server_fill_header sets cluster_id, member_id and raft_term of a
  * top-level header, and the revision when it is 0 (as etcd's header.fill). */
 void server_fill_header(struct server *s, Etcdserverpb__ResponseHeader *h);
+
+/* server_pack packs |msg| into |b| (reset first). Errors: -ENOMEM. */
+int server_pack(struct buf *b, const ProtobufCMessage *msg);
 
 /* server_send packs |msg| and sends it as one response message (streams);
  * server_reply does that and finishes the call OK; server_reply_error

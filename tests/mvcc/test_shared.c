@@ -96,18 +96,18 @@ static int visit(const struct mvcc_kv *kv, void *arg)
 Test(shared, refused_until_shared_and_committed)
 {
     mvcc_read *r;
-    cr_assert_eq(mvcc_read_begin_shared(s, &r), -EAGAIN, "not shared yet");
+    cr_assert_eq(mvcc_read_begin_shared(s, 0, &r), -EAGAIN, "not shared yet");
     cr_assert_eq(mvcc_share(s), 0);
-    cr_assert_eq(mvcc_read_begin_shared(s, &r), 0);
+    cr_assert_eq(mvcc_read_begin_shared(s, 0, &r), 0);
     cr_assert_eq(mvcc_read_rev(r), 1);
     mvcc_read_end(r);
 
     cr_assert_eq(mvcc_batch_begin(s), 0);
     int64_t rev = put_all("a");
     /* applied, not committed: only the owner can read it */
-    cr_assert_eq(mvcc_read_begin_shared(s, &r), -EAGAIN);
+    cr_assert_eq(mvcc_read_begin_shared(s, 0, &r), -EAGAIN);
     cr_assert_eq(mvcc_batch_commit(s), 0);
-    cr_assert_eq(mvcc_read_begin_shared(s, &r), 0);
+    cr_assert_eq(mvcc_read_begin_shared(s, 0, &r), 0);
     cr_assert_eq(mvcc_read_rev(r), rev);
     struct seen w = {0};
     cr_assert_eq(mvcc_read_range(r, S("k"), S("l"), NULL, visit, &w, NULL), 0);
@@ -128,7 +128,7 @@ Test(shared, compacted_revision_refused)
         cr_assert_eq(mvcc_compact_step(s, 3, &done), 0);
     cr_assert_eq(mvcc_batch_commit(s), 0);
     mvcc_read *r;
-    cr_assert_eq(mvcc_read_begin_shared(s, &r), 0);
+    cr_assert_eq(mvcc_read_begin_shared(s, 0, &r), 0);
     struct mvcc_range_opts o = {.rev = r1};
     cr_assert_eq(mvcc_read_range(r, S("k"), S("l"), &o, visit, &(struct seen){0}, NULL),
                  QERR_COMPACTED);
@@ -167,7 +167,7 @@ static void *reader(void *arg)
     int64_t last = 0;
     while (!atomic_load(&stop)) {
         mvcc_read *r;
-        int rv = mvcc_read_begin_shared(s, &r);
+        int rv = mvcc_read_begin_shared(s, 0, &r);
         if (rv == -EAGAIN) {
             atomic_fetch_add(&refused, 1);
             continue;
