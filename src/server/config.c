@@ -149,6 +149,19 @@ static void usage(void)
            "                                  CPUs allowed, less one for the core; 0 on one\n"
            "                                  CPU) or a number, 0 = the core serves clients\n"
            "  --pin-threads                   pin the core and each front loop to a CPU\n"
+           "  --auth-token                    simple | jwt,pub-key=F,priv-key=F,sign-method=M,"
+           "ttl=D\n"
+           "  --auth-token-ttl                seconds a simple token lives unused (default 300)\n"
+           "  --bcrypt-cost                   cost of password hashes (default 10)\n"
+           "  --cert-file, --key-file         the client port's certificate and key (TLS)\n"
+           "  --trusted-ca-file               CA that signs client certificates\n"
+           "  --client-cert-auth              require a client certificate signed by it\n"
+           "  --client-crl-file               revoked client certificates\n"
+           "  --auto-tls                      a self-signed certificate for the client port\n"
+           "  --peer-cert-file, --peer-key-file, --peer-trusted-ca-file, --peer-crl-file,\n"
+           "  --peer-client-cert-auth, --peer-auto-tls   the same for the peer port and links\n"
+           "  --peer-cert-allowed-cn           common name a peer's certificate must have\n"
+           "  --cipher-suites                 TLS 1.2 cipher suites (Go's names), comma-separated\n"
            "  --log-level                     debug | info | warn | error (default info)\n"
            "  --version                       print the version and exit\n");
 }
@@ -248,6 +261,9 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
     c->snapshot_count = 100000;
     c->watch_progress_ms = 10 * 60 * 1000;
     c->compaction_batch_limit = 1000;
+    snprintf(c->auth_token, sizeof(c->auth_token), "simple");
+    c->auth_token_ttl_s = 300;
+    c->bcrypt_cost = 10;
     char ac_mode[16] = "periodic", ac_retention[64] = "0";
     char fronts[16] = "auto";
 
@@ -310,6 +326,26 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
              0},
             {"front-loops", F_STR, fronts, sizeof(fronts)},
             {"pin-threads", F_BOOL, &c->pin_threads, 0},
+            {"auth-token", F_STR, c->auth_token, sizeof(c->auth_token)},
+            {"auth-token-ttl", F_U64, &c->auth_token_ttl_s, 0},
+            {"bcrypt-cost", F_U64, &c->bcrypt_cost, 0},
+            {"cert-file", F_STR, c->client_tls.cert_file, sizeof(c->client_tls.cert_file)},
+            {"key-file", F_STR, c->client_tls.key_file, sizeof(c->client_tls.key_file)},
+            {"trusted-ca-file", F_STR, c->client_tls.trusted_ca_file,
+             sizeof(c->client_tls.trusted_ca_file)},
+            {"client-crl-file", F_STR, c->client_tls.crl_file, sizeof(c->client_tls.crl_file)},
+            {"client-cert-auth", F_BOOL, &c->client_tls.client_cert_auth, 0},
+            {"auto-tls", F_BOOL, &c->client_tls.auto_tls, 0},
+            {"peer-cert-file", F_STR, c->peer_tls.cert_file, sizeof(c->peer_tls.cert_file)},
+            {"peer-key-file", F_STR, c->peer_tls.key_file, sizeof(c->peer_tls.key_file)},
+            {"peer-trusted-ca-file", F_STR, c->peer_tls.trusted_ca_file,
+             sizeof(c->peer_tls.trusted_ca_file)},
+            {"peer-crl-file", F_STR, c->peer_tls.crl_file, sizeof(c->peer_tls.crl_file)},
+            {"peer-client-cert-auth", F_BOOL, &c->peer_tls.client_cert_auth, 0},
+            {"peer-auto-tls", F_BOOL, &c->peer_tls.auto_tls, 0},
+            {"peer-cert-allowed-cn", F_STR, c->peer_cert_allowed_cn,
+             sizeof(c->peer_cert_allowed_cn)},
+            {"cipher-suites", F_STR, c->cipher_suites, sizeof(c->cipher_suites)},
             /* accepted for etcd compatibility, no effect in quorum */
             {"enable-pprof", F_IGNORED_BOOL, NULL, 0},
             {"logger", F_IGNORED_STR, NULL, 0},

@@ -70,6 +70,26 @@ struct config {
     /* --pin-threads: pin the core to the first allowed CPU and each front
      * loop to the next ones */
     bool pin_threads;
+
+    /* ---- security (docs/security.md) ---- */
+    /* --auth-token: "simple" (etcd's default) or "jwt,pub-key=F,priv-key=F,
+     * sign-method=RS256|ES256|...,ttl=5m", as given */
+    char auth_token[2048];
+    uint64_t auth_token_ttl_s; /* --auth-token-ttl: simple tokens, idle seconds (300) */
+    uint64_t bcrypt_cost;      /* --bcrypt-cost (10, bcrypt.DefaultCost) */
+    /* TLS on the client (client_tls) and peer (peer_tls) links:
+     * --cert-file, --key-file, --trusted-ca-file, --client-cert-auth,
+     * --auto-tls, --client-crl-file and their --peer-* twins */
+    struct tls_cfg {
+        char cert_file[1024];
+        char key_file[1024];
+        char trusted_ca_file[1024];
+        char crl_file[1024];
+        bool client_cert_auth;
+        bool auto_tls;
+    } client_tls, peer_tls;
+    char peer_cert_allowed_cn[256]; /* --peer-cert-allowed-cn */
+    char cipher_suites[2048];       /* --cipher-suites, etcd's (Go) names, comma-separated */
 };
 
 #define CONFIG_FRONT_AUTO (~0u)
