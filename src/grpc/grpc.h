@@ -150,6 +150,10 @@ const char *grpc_call_path(const grpc_call *call);
  * Valid for the call's life. */
 const char *grpc_call_metadata(const grpc_call *call, const char *name, size_t *len);
 
+/* grpc_call_tls_common_name is the common name of the verified client
+ * certificate of the call's connection, or NULL (no TLS, no certificate). */
+const char *grpc_call_tls_common_name(const grpc_call *call);
+
 /* grpc_call_send queues one response message (the bytes are copied; the
  * 5-byte prefix is added here). The first send also sends the response
  * HEADERS. Output is written before the loop next blocks for I/O; all frames

@@ -344,6 +344,19 @@ static void create_watch(struct wstream *st, const Etcdserverpb__WatchCreateRequ
         key_len = 1;
     }
     int64_t wsrev = mvcc_rev(s->kv);
+    if (s->auth != NULL && auth_enabled(s->auth)) {
+        /* etcd checks read permission on the range when a watch is created
+         * (not on its events later): refused as created and canceled */
+        Etcdserverpb__RangeRequest rr = ETCDSERVERPB__RANGE_REQUEST__INIT;
+        rr.key = cr->key;
+        rr.range_end = cr->range_end;
+        if (server_auth_check_call_read(s, st->call, true, &rr.base) != 0) {
+            send_ctrl(st, cr->watch_id, true, true,
+                      "rpc error: code = PermissionDenied desc = etcdserver: permission denied",
+                      wsrev);
+            return;
+        }
+    }
     int64_t start = cr->start_revision ? cr->start_revision : wsrev + 1;
     const char *err = NULL;
     int64_t id = cr->watch_id;
