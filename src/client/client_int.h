@@ -113,6 +113,8 @@ struct qc_client {
     struct qc_stream *dirty;
     nghttp2_session_callbacks *cbs;
     nghttp2_option *h2opt;
+    /* qc_authenticate: the credentials, and the token every call carries */
+    char *user, *password, *token;
 };
 
 /* qc__stream_peak_buffered returns the most bytes of received, untaken
