@@ -60,9 +60,9 @@ void ctl_login(struct ctl *ctl, qc_client *c)
     }
     struct qc_status st;
     int rc = qc_authenticate(c, name, pw, &st);
-    if (rc < 0) {
+    if (rc < 0) { /* etcdctl: the client could not be made */
         ctl_fail(rc, &st);
-        exit(CTL_EXIT_ERROR);
+        exit(CTL_EXIT_BAD_CONNECTION);
     }
 }
 
@@ -111,9 +111,47 @@ int cmd_auth(struct ctl *ctl, int argc, char **argv)
             usage_err(en ? "auth enable command does not accept any arguments"
                          : "auth disable command does not accept any arguments");
         if (en) {
-            Etcdserverpb__AuthEnableRequest r = ETCDSERVERPB__AUTH_ENABLE_REQUEST__INIT;
-            done(call(ctl, "/etcdserverpb.Auth/AuthEnable", &r.base,
-                      &etcdserverpb__auth_enable_response__descriptor));
+            /* etcdctl's: when root lacks the root role, add the role (if
+             * needed), grant it and try again */
+            qc_client *c = ctl_connect(ctl);
+            struct qc_status st;
+            int rc;
+            for (;;) {
+                Etcdserverpb__AuthEnableRequest r = ETCDSERVERPB__AUTH_ENABLE_REQUEST__INIT;
+                ProtobufCMessage *resp = NULL;
+                rc = qc_unary_timeout(c, "/etcdserverpb.Auth/AuthEnable", &r.base,
+                                      &etcdserverpb__auth_enable_response__descriptor, &resp,
+                                      (int)ctl->command_timeout_ms, &st);
+                if (resp != NULL)
+                    done(resp);
+                if (rc == 0 || strcmp(st.message, "etcdserver: root user does not have root role"))
+                    break;
+                Etcdserverpb__AuthRoleAddRequest ra = ETCDSERVERPB__AUTH_ROLE_ADD_REQUEST__INIT;
+                ra.name = (char *)"root";
+                rc = qc_unary_timeout(c, "/etcdserverpb.Auth/RoleAdd", &ra.base,
+                                      &etcdserverpb__auth_role_add_response__descriptor, &resp,
+                                      (int)ctl->command_timeout_ms, &st);
+                if (resp != NULL)
+                    done(resp);
+                if (rc != 0)
+                    break;
+                Etcdserverpb__AuthUserGrantRoleRequest g =
+                    ETCDSERVERPB__AUTH_USER_GRANT_ROLE_REQUEST__INIT;
+                g.user = (char *)"root";
+                g.role = (char *)"root";
+                rc = qc_unary_timeout(c, "/etcdserverpb.Auth/UserGrantRole", &g.base,
+                                      &etcdserverpb__auth_user_grant_role_response__descriptor,
+                                      &resp, (int)ctl->command_timeout_ms, &st);
+                if (resp != NULL)
+                    done(resp);
+                if (rc != 0)
+                    break;
+            }
+            qc_close(c);
+            if (rc < 0) {
+                ctl_fail(rc, &st);
+                return CTL_EXIT_ERROR;
+            }
             printf("Authentication Enabled\n");
         } else {
             Etcdserverpb__AuthDisableRequest r = ETCDSERVERPB__AUTH_DISABLE_REQUEST__INIT;
@@ -438,7 +476,7 @@ int cmd_role(struct ctl *ctl, int argc, char **argv)
         else if (strcmp(pos[1], "readwrite") == 0)
             p.permtype = AUTHPB__PERMISSION__TYPE__READWRITE;
         else
-            ctl_die(CTL_EXIT_BAD_ARGS, "invalid permission type %s", pos[1]);
+            ctl_die(CTL_EXIT_BAD_ARGS, "invalid permission type: %s", pos[1]);
         perm_range(pos[2], np > 3 ? pos[3] : NULL, prefix, from_key, &p.key, &p.range_end);
         Etcdserverpb__AuthRoleGrantPermissionRequest r =
             ETCDSERVERPB__AUTH_ROLE_GRANT_PERMISSION_REQUEST__INIT;
