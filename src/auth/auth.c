@@ -124,7 +124,8 @@ static struct ivl request_ivl(const uint8_t *key, size_t klen, const uint8_t *en
     struct ivl q;
     q.begin = (struct bound){key, klen};
     if (elen == 0) {
-        memcpy(tmp, key, klen);
+        if (klen > 0)
+            memcpy(tmp, key, klen);
         tmp[klen] = 0;
         q.end = (struct bound){tmp, klen + 1};
     } else if (elen == 1 && end[0] == 0) {
@@ -158,7 +159,7 @@ static int name_cmp_bytes(const ProtobufCBinaryData *a, const char *b)
 {
     size_t bl = strlen(b);
     size_t n = a->len < bl ? a->len : bl;
-    int c = memcmp(a->data, b, n);
+    int c = n ? memcmp(a->data, b, n) : 0;
     if (c != 0)
         return c;
     return a->len < bl ? -1 : a->len > bl;
@@ -255,7 +256,7 @@ static int user_cmp(const void *a, const void *b)
     const ProtobufCBinaryData *x = &((const struct user *)a)->pb->name;
     const ProtobufCBinaryData *y = &((const struct user *)b)->pb->name;
     size_t n = x->len < y->len ? x->len : y->len;
-    int c = memcmp(x->data, y->data, n);
+    int c = n ? memcmp(x->data, y->data, n) : 0;
     return c != 0 ? c : (x->len < y->len ? -1 : x->len > y->len);
 }
 
@@ -570,6 +571,7 @@ int auth_apply_user_change_password(auth_store *as, const char *name, const char
     Authpb__User *c = copy_user(u->pb);
     if (c == NULL)
         return -ENOMEM;
+    free(c->password.data); /* the copy's own: replaced below */
     if (c->options == NULL || !c->options->no_password)
         c->password = (ProtobufCBinaryData){strlen(hash), (uint8_t *)hash};
     else
@@ -1014,7 +1016,8 @@ int auth_user_hash(auth_store *as, const char *user, char *out, size_t cap, uint
         u->pb->password.len >= cap) {
         rv = QERR_AUTH_FAILED;
     } else {
-        memcpy(out, u->pb->password.data, u->pb->password.len);
+        if (u->pb->password.len > 0)
+            memcpy(out, u->pb->password.data, u->pb->password.len);
         out[u->pb->password.len] = '\0';
         *rev = as->st->revision;
     }

@@ -11,6 +11,9 @@
  *        back unchanged (Go-style JSON escaping round trip), HS256 and
  *        ES256
  *   6    the input is a Go duration for jwt_parse_duration
+ *   7    byte 1 picks a sign-method and whether the rest is the priv-key
+ *        or the pub-key file: jwt_keys_load must fail cleanly or give keys
+ *        that sign (when they can) and verify their own tokens
  * The keys are fixed test keys, written to a temp dir on the first call
  * (removed at exit). Nothing here is secret. */
 #include <errno.h>
@@ -157,7 +160,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         init();
     if (size < 1 || size > 100000)
         return 0;
-    uint8_t mode = data[0] % 7;
+    uint8_t mode = data[0] % 8;
     const char *in = (const char *)data + 1;
     size_t n = size - 1;
     switch (mode) {
@@ -229,6 +232,39 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             }
         }
         free(u);
+        break;
+    }
+    case 7: {
+        static const char *const m[] = {"RS256", "PS384", "ES256", "ES512", "HS256"};
+        if (n < 1)
+            return 0;
+        char path[128], o[256], err[256];
+        snprintf(path, sizeof(path), "%s/fuzzkey", dir);
+        FILE *f = fopen(path, "wb");
+        if (f == NULL)
+            abort();
+        if (n > 1 && fwrite(in + 1, 1, n - 1, f) != n - 1)
+            abort();
+        fclose(f);
+        snprintf(o, sizeof(o), "%s=%s,sign-method=%s", (in[0] & 0x80) ? "pub-key" : "priv-key",
+                 path, m[(in[0] & 0x7f) % 5]);
+        jwt_keys *k = NULL;
+        if (jwt_keys_load(o, &k, err, sizeof(err)) != 0) {
+            if (k != NULL || err[0] == '\0')
+                abort();
+            return 0;
+        }
+        char *tok = NULL;
+        int rc = jwt_sign(k, "root", 3, NOW, &tok);
+        if (rc == 0) {
+            uint64_t rev = 0;
+            if (jwt_verify(k, tok, strlen(tok), NOW, NULL, 0, &rev) != 0 || rev != 3)
+                abort(); /* keys that sign must verify their own tokens */
+            free(tok);
+        } else if (jwt_keys_can_sign(k) && rc != -EINVAL) {
+            abort();
+        }
+        jwt_keys_free(k);
         break;
     }
     case 6: {
