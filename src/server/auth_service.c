@@ -514,6 +514,7 @@ struct auth_job {
     char *password; /* the password to hash or check (wiped after) */
     unsigned cost;  /* hashing: the bcrypt cost */
     char stored[256]; /* Authenticate: the user's hash, taken on the core */
+    char hash_checked[256]; /* the same, kept for the re-check after */
     bool ok;          /* Authenticate: it matched */
     char hash[160];   /* the new hash, base64 */
     uint64_t rev;   /* Authenticate: the auth revision it was checked at */
@@ -552,15 +553,27 @@ static void job_unlink(struct server *s, struct auth_job *j)
         }
 }
 
+/* job_free wipes what the job knew of passwords and frees it */
+static void job_free(struct auth_job *j)
+{
+    wipe_free(j->password);
+    explicit_bzero(j->stored, sizeof(j->stored));
+    explicit_bzero(j->hash_checked, sizeof(j->hash_checked));
+    explicit_bzero(j->hash, sizeof(j->hash));
+    protobuf_c_message_free_unpacked(j->req, NULL);
+    free(j);
+}
+
 static void job_done(uv_work_t *w, int status)
 {
     struct auth_job *j = w->data;
     struct server *s = j->s;
     wipe_free(j->password);
+    j->password = NULL;
     explicit_bzero(j->stored, sizeof(j->stored));
-    if (s == NULL) { /* the server stopped meanwhile (server_auth_detach) */
-        protobuf_c_message_free_unpacked(j->req, NULL);
-        free(j);
+    if (s == NULL) {
+        /* the server stopped meanwhile (server_auth_detach) */
+        job_free(j);
         return;
     }
     job_unlink(s, j);
@@ -575,24 +588,31 @@ static void job_done(uv_work_t *w, int status)
     if (call == NULL || s->closing) {
         if (call != NULL)
             server_reply_error(call, QERR_STOPPED);
-        protobuf_c_message_free_unpacked(j->req, NULL);
-        free(j);
+        job_free(j);
         return;
     }
     if (status != 0 || j->rv != 0) {
         server_reply_error(call, status != 0 ? QERR_STOPPED : j->rv);
-        protobuf_c_message_free_unpacked(j->req, NULL);
-        free(j);
+        job_free(j);
         return;
     }
     switch (j->kind) {
     case ENTRY_AUTHENTICATE: {
-        /* etcd re-checks when the auth state moved during the check */
+        /* the auth state may have moved during the check (etcd checks
+         * again): the password still holds if the user still has the hash
+         * it was checked against */
         if (j->rev != auth_revision(s->auth)) {
-            server_reply_error(call, QERR_AUTH_OLD_REVISION);
-            protobuf_c_message_free_unpacked(j->req, NULL);
-            free(j);
-            return;
+            char now[sizeof(j->stored)];
+            uint64_t rev;
+            const char *name = ((Etcdserverpb__AuthenticateRequest *)j->req)->name;
+            int rv = auth_user_hash(s->auth, name, now, sizeof(now), &rev);
+            bool same = rv == 0 && strcmp(now, j->hash_checked) == 0;
+            explicit_bzero(now, sizeof(now));
+            if (!same) {
+                server_reply_error(call, rv != 0 ? rv : QERR_AUTH_FAILED);
+                job_free(j);
+                return;
+            }
         }
         Etcdserverpb__InternalAuthenticateRequest q =
             ETCDSERVERPB__INTERNAL_AUTHENTICATE_REQUEST__INIT;
@@ -627,9 +647,7 @@ static void job_done(uv_work_t *w, int status)
         server_reply_error(call, -EINVAL);
         break;
     }
-    explicit_bzero(j->hash, sizeof(j->hash));
-    protobuf_c_message_free_unpacked(j->req, NULL);
-    free(j);
+    job_free(j);
 }
 
 /* start_job takes |req| and its password (moved out of the message) to a
@@ -653,19 +671,16 @@ static void start_job(qcall *call, enum entry_kind kind, ProtobufCMessage *req, 
     if (kind == ENTRY_AUTHENTICATE) {
         const char *name = ((const Etcdserverpb__AuthenticateRequest *)req)->name;
         int rv = auth_user_hash(s->auth, name, j->stored, sizeof(j->stored), &j->rev);
+        memcpy(j->hash_checked, j->stored, sizeof(j->stored));
         if (rv != 0) {
-            wipe_free(j->password);
-            protobuf_c_message_free_unpacked(req, NULL);
-            free(j);
+            job_free(j);
             server_reply_error(call, rv);
             return;
         }
     }
     j->work.data = j;
     if (uv_queue_work(s->loop, &j->work, job_work, job_done) != 0) {
-        wipe_free(j->password);
-        protobuf_c_message_free_unpacked(req, NULL);
-        free(j);
+        job_free(j);
         server_reply_error(call, -ENOMEM);
         return;
     }
