@@ -837,20 +837,6 @@ int auth_role_get(auth_store *as, const char *name, struct arena *a, Authpb__Per
     const Authpb__Role *r = find_role(as->st, name);
     if (r == NULL) {
         rv = QERR_ROLE_NOT_FOUND;
-    } else if (strcmp(name, ROOT) == 0) {
-        /* etcd's rootPerm: READWRITE from "" to "\0" */
-        *n = 1;
-        *perms = arena_alloc(a, sizeof(**perms));
-        Authpb__Permission *p = arena_alloc(a, sizeof(*p));
-        uint8_t *zero = arena_alloc(a, 1);
-        if (*perms == NULL || p == NULL || zero == NULL) {
-            rv = -ENOMEM;
-        } else {
-            authpb__permission__init(p);
-            p->permtype = AUTHPB__PERMISSION__TYPE__READWRITE;
-            p->range_end = (ProtobufCBinaryData){1, zero};
-            (*perms)[0] = p;
-        }
     } else {
         *n = r->n_keypermission;
         *perms = arena_alloc(a, (*n + 1) * sizeof(**perms));

@@ -106,7 +106,7 @@ int auth_apply_role_revoke_permission(auth_store *as, const char *role, const ui
 /* ---- reads (any thread): results allocated from |a| ---- */
 int auth_user_get(auth_store *as, const char *name, struct arena *a, char ***roles, size_t *n);
 int auth_user_list(auth_store *as, struct arena *a, char ***names, size_t *n);
-/* the root role reads as one READWRITE permission on every key, as etcd's */
+/* the root role reads as stored (etcd 3.4; 3.5 shows one READWRITE on all) */
 int auth_role_get(auth_store *as, const char *name, struct arena *a, Authpb__Permission ***perms,
                   size_t *n);
 int auth_role_list(auth_store *as, struct arena *a, char ***names, size_t *n);

@@ -472,7 +472,6 @@ static bool keys_mismatch(const EVP_PKEY *pub, const EVP_PKEY *priv, bool rsa)
 }
 
 /* pairs of --auth-token options (etcd's decomposeOpts) */
-#define JWT_MAX_OPTS 32
 struct opt {
     char *key, *val;
 };
@@ -493,8 +492,14 @@ int jwt_keys_load_ex(const char *opts, jwt_keys **out, char *err, size_t errlen,
     char *copy = strdup(opts);
     if (copy == NULL)
         return -ENOMEM;
-    struct opt o[JWT_MAX_OPTS];
-    size_t n = 0;
+    size_t n = 0, nmax = 1;
+    for (const char *p = copy; *p; p++)
+        nmax += *p == ',';
+    struct opt *o = calloc(nmax, sizeof(*o));
+    if (o == NULL) {
+        free(copy);
+        return -ENOMEM;
+    }
     int rc = -EINVAL;
     unsigned char *pubbuf = NULL, *privbuf = NULL;
     size_t publen = 0, privlen = 0;
@@ -510,7 +515,7 @@ int jwt_keys_load_ex(const char *opts, jwt_keys **out, char *err, size_t errlen,
             if (comma != NULL)
                 *comma = '\0';
             char *eq = strchr(item, '=');
-            if (eq == NULL || strchr(eq + 1, '=') != NULL || n == JWT_MAX_OPTS) {
+            if (eq == NULL || strchr(eq + 1, '=') != NULL) {
                 setmsg(detail, detaillen, "invalid token specific option: jwt,%s", opts);
                 setmsg(err, errlen, JWT_ERR_INVALID_AUTH_OPTS);
                 goto out;
@@ -654,6 +659,7 @@ out:
         OPENSSL_cleanse(privbuf, privlen);
     free(pubbuf);
     free(privbuf);
+    free(o);
     free(copy);
     return rc;
 }
@@ -905,9 +911,14 @@ int jwt_sign_exp(const jwt_keys *k, const char *user, uint64_t revision, int64_t
     if (user_j == NULL)
         return -EINVAL;
     json_t *claims = json_object();
-    if (claims == NULL || json_object_set_new(claims, "exp", json_integer(exp_s)) != 0 ||
-        json_object_set_new(claims, "revision", json_integer((json_int_t)revision)) != 0 ||
-        json_object_set_new(claims, "username", user_j) != 0) {
+    if (claims == NULL) {
+        json_decref(user_j);
+        return -ENOMEM;
+    }
+    /* set_new takes the value even when it fails; keys are sorted on dump */
+    if (json_object_set_new(claims, "username", user_j) != 0 ||
+        json_object_set_new(claims, "exp", json_integer(exp_s)) != 0 ||
+        json_object_set_new(claims, "revision", json_integer((json_int_t)revision)) != 0) {
         json_decref(claims);
         return -ENOMEM;
     }

@@ -192,7 +192,7 @@ static void local_header(struct server *s, Etcdserverpb__ResponseHeader *h)
 static int serve_shared(struct server *s, bool range, const ProtobufCMessage *req, int64_t min_rev,
                         const struct qcreds *cr, struct arena *a, struct buf *out)
 {
-    if (s->auth != NULL && auth_enabled(s->auth)) {
+    if (s->auth != NULL && (auth_enabled(s->auth) || cr->token != NULL)) {
         struct auth_info ai;
         char buf[AUTH_NAME_MAX];
         int rv = server_auth_identity(s, cr->token, cr->token_len, cr->cn, &ai, buf, sizeof(buf));

@@ -279,6 +279,9 @@ int server_auth_admin(qcall *call);
 /* server_require_admin answers the call with server_auth_admin's refusal
  * and returns false, or returns true. */
 bool server_require_admin(qcall *call);
+/* server_require_admin_raw refuses as etcd's maintenance services do
+ * (Defragment, Snapshot, Hash, HashKV): UNKNOWN with the "auth: ..." text. */
+bool server_require_admin_raw(qcall *call);
 /* server_auth_lease_keys: a LeaseTimeToLive asking for keys needs read
  * permission on each key of the lease (etcd 3.4.26/3.5.9), unless admin. */
 int server_auth_lease_keys(qcall *call, int64_t id);
