@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,13 +19,15 @@ struct tok {
     struct tok *next;
     char *token;
     char *user;
-    uint64_t expire_ms; /* monotonic */
+    _Atomic uint64_t expire_ms; /* monotonic; moved on by lookups under the read lock */
 };
 
 struct auth_tokens {
     jwt_keys *jwt; /* NULL: simple */
     uint64_t ttl_ms;
-    pthread_mutex_t mu;
+    /* lookups (every request carrying a token, on every front loop) take
+     * it for reading; assigning and dropping tokens for writing */
+    pthread_rwlock_t mu;
     struct tok *b[NBUCKETS];
     size_t n;
     uint64_t last_sweep_ms;
@@ -51,7 +54,7 @@ int auth_tokens_new(const char *opts, uint64_t ttl_ms, struct auth_tokens **out,
     struct auth_tokens *t = calloc(1, sizeof(*t));
     if (t == NULL)
         return -ENOMEM;
-    pthread_mutex_init(&t->mu, NULL);
+    pthread_rwlock_init(&t->mu, NULL);
     t->ttl_ms = ttl_ms ? ttl_ms : 300000;
     if (opts == NULL || opts[0] == '\0' || strcmp(opts, "simple") == 0) {
         /* etcd warns the same */
@@ -78,7 +81,7 @@ void auth_tokens_free(struct auth_tokens *t)
     auth_tokens_clear(t);
     if (t->jwt != NULL)
         jwt_keys_free(t->jwt);
-    pthread_mutex_destroy(&t->mu);
+    pthread_rwlock_destroy(&t->mu);
     free(t);
 }
 
@@ -120,9 +123,9 @@ int auth_tokens_assign(struct auth_tokens *t, const char *user, const char *pref
             tok_free(k);
         return -ENOMEM;
     }
-    k->expire_ms = now_ms() + t->ttl_ms;
+    atomic_store(&k->expire_ms, now_ms() + t->ttl_ms);
     uint32_t h = hash(buf, (size_t)n);
-    pthread_mutex_lock(&t->mu);
+    pthread_rwlock_wrlock(&t->mu);
     /* a replayed entry (restart) assigns the same token again: replace */
     for (struct tok **pp = &t->b[h]; *pp != NULL; pp = &(*pp)->next)
         if (strcmp((*pp)->token, buf) == 0) {
@@ -135,7 +138,7 @@ int auth_tokens_assign(struct auth_tokens *t, const char *user, const char *pref
     k->next = t->b[h];
     t->b[h] = k;
     t->n++;
-    pthread_mutex_unlock(&t->mu);
+    pthread_rwlock_unlock(&t->mu);
     memcpy(out, buf, (size_t)n + 1);
     return 0;
 }
@@ -150,25 +153,21 @@ int auth_tokens_info(struct auth_tokens *t, const char *token, size_t len, char 
     uint32_t h = hash(token, len);
     uint64_t now = now_ms();
     int rv = QERR_INVALID_TOKEN;
-    pthread_mutex_lock(&t->mu);
-    for (struct tok **pp = &t->b[h]; *pp != NULL; pp = &(*pp)->next) {
-        struct tok *k = *pp;
+    pthread_rwlock_rdlock(&t->mu);
+    for (struct tok *k = t->b[h]; k != NULL; k = k->next) {
         if (strlen(k->token) != len || memcmp(k->token, token, len) != 0)
             continue;
-        if (now >= k->expire_ms) { /* expired: gone */
-            *pp = k->next;
-            tok_free(k);
-            t->n--;
-            break;
-        }
-        if (strlen(k->user) < usercap) {
+        /* an expired one is left for the sweep (auth_tokens_sweep) */
+        if (now < atomic_load_explicit(&k->expire_ms, memory_order_relaxed) &&
+            strlen(k->user) < usercap) {
             strcpy(user, k->user);
-            k->expire_ms = now + t->ttl_ms; /* used: its TTL starts again */
+            /* used: its TTL starts again */
+            atomic_store_explicit(&k->expire_ms, now + t->ttl_ms, memory_order_relaxed);
             rv = 0;
         }
         break;
     }
-    pthread_mutex_unlock(&t->mu);
+    pthread_rwlock_unlock(&t->mu);
     return rv;
 }
 
@@ -176,7 +175,7 @@ int auth_tokens_info(struct auth_tokens *t, const char *token, size_t len, char 
 static void drop(struct auth_tokens *t, bool (*pred)(const struct tok *, const void *),
                  const void *arg)
 {
-    pthread_mutex_lock(&t->mu);
+    pthread_rwlock_wrlock(&t->mu);
     for (size_t i = 0; i < NBUCKETS; i++) {
         struct tok **pp = &t->b[i];
         while (*pp != NULL) {
@@ -190,7 +189,7 @@ static void drop(struct auth_tokens *t, bool (*pred)(const struct tok *, const v
             }
         }
     }
-    pthread_mutex_unlock(&t->mu);
+    pthread_rwlock_unlock(&t->mu);
 }
 
 static bool of_user(const struct tok *k, const void *user)
@@ -205,7 +204,7 @@ static bool any(const struct tok *k, const void *arg)
 
 static bool expired(const struct tok *k, const void *now)
 {
-    return *(const uint64_t *)now >= k->expire_ms;
+    return *(const uint64_t *)now >= atomic_load(&((struct tok *)k)->expire_ms);
 }
 
 void auth_tokens_invalidate_user(struct auth_tokens *t, const char *user)
@@ -221,5 +220,13 @@ void auth_tokens_clear(struct auth_tokens *t)
 void auth_tokens_sweep(struct auth_tokens *t)
 {
     uint64_t now = now_ms();
-    drop(t, expired, &now);
+    /* most sweeps find nothing: look under the read lock first */
+    bool any_expired = false;
+    pthread_rwlock_rdlock(&t->mu);
+    for (size_t i = 0; i < NBUCKETS && !any_expired; i++)
+        for (struct tok *k = t->b[i]; k != NULL && !any_expired; k = k->next)
+            any_expired = expired(k, &now);
+    pthread_rwlock_unlock(&t->mu);
+    if (any_expired)
+        drop(t, expired, &now);
 }
