@@ -745,7 +745,7 @@ static void submit_pending(qc_client *c)
         NV("content-type", "application/grpc", 16);
         NV("te", "trailers", 8);
         NV("user-agent", "quorum-client/0.1", 17);
-        if (c->token != NULL)
+        if (c->token != NULL && !s->no_token)
             NV("token", c->token, strlen(c->token));
         if (s->deadline) {
             int64_t left = s->deadline - now_ms();
@@ -1263,7 +1263,7 @@ static int status_err(const struct qc_status *st, struct qc_status *out, int err
 
 static int unary_once(qc_client *c, const char *method, const ProtobufCMessage *req,
                       const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
-                      int timeout_ms, struct qc_status *st)
+                      int timeout_ms, struct qc_status *st, int no_token)
 {
     *resp = NULL;
     set_status(st, 0, "");
@@ -1286,6 +1286,7 @@ static int unary_once(qc_client *c, const char *method, const ProtobufCMessage *
     }
     queue_chunk(s, k);
     s->half_close = 1;
+    s->no_token = no_token;
     if (timeout_ms == 0)
         timeout_ms = c->call_timeout_ms;
     if (timeout_ms > 0)
@@ -1354,9 +1355,10 @@ static int reauthenticate(qc_client *c, struct qc_status *st)
         r.name = user;
         r.password = pw;
         Etcdserverpb__AuthenticateResponse *resp = NULL;
+        /* without the old token: a stale one would refuse the login */
         err = unary_once(c, "/etcdserverpb.Auth/Authenticate", &r.base,
                          &etcdserverpb__authenticate_response__descriptor,
-                         (ProtobufCMessage **)&resp, 0, st);
+                         (ProtobufCMessage **)&resp, 0, st, 1);
         if (err == 0) {
             char *tok = strdup(resp->token);
             pthread_mutex_lock(&c->mu);
@@ -1425,7 +1427,7 @@ int qc_unary_timeout(qc_client *c, const char *method, const ProtobufCMessage *r
     struct qc_status mine;
     if (st == NULL)
         st = &mine;
-    int err = unary_once(c, method, req, resp_desc, resp, timeout_ms, st);
+    int err = unary_once(c, method, req, resp_desc, resp, timeout_ms, st, 0);
     if (err == 0 || !token_stale(st))
         return err;
     pthread_mutex_lock(&c->mu);
@@ -1434,7 +1436,7 @@ int qc_unary_timeout(qc_client *c, const char *method, const ProtobufCMessage *r
     struct qc_status ast;
     if (!can || reauthenticate(c, &ast) != 0)
         return err;
-    return unary_once(c, method, req, resp_desc, resp, timeout_ms, st);
+    return unary_once(c, method, req, resp_desc, resp, timeout_ms, st, 0);
 }
 
 int qc_unary(qc_client *c, const char *method, const ProtobufCMessage *req,

@@ -36,6 +36,7 @@ struct qc_stream {
     qc_client *c;
     char *path;
     int unary;        /* consume input at once; one response */
+    int no_token;     /* sent without the client's token (Authenticate) */
     int64_t deadline; /* ms, monotonic; 0 = none (grpc-timeout) */
     int state;        /* S_* */
     int refs;         /* user, I/O side (pending or on a conn), dirty list */
