@@ -26,6 +26,8 @@
 #include <openssl/ec.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/objects.h>
+#include <openssl/param_build.h>
 #include <openssl/pem.h>
 #include <openssl/rsa.h>
 #include <openssl/x509.h>
@@ -372,6 +374,70 @@ static int ec_curve_bits(const EVP_PKEY *pkey)
     return EVP_PKEY_get_bits(pkey);
 }
 
+/* ec_from_scalar rebuilds an EC private key from its scalar alone, as Go's
+ * x509.ParseECPrivateKey does (it ignores the public point stored in the
+ * file and computes d*G), so a file whose stored point does not match its
+ * scalar signs and verifies consistently, as in etcd. NULL when the scalar
+ * is 0 or not below the group order. */
+static EVP_PKEY *ec_from_scalar(const EVP_PKEY *in)
+{
+    char gname[64];
+    size_t gl = 0;
+    BIGNUM *d = NULL;
+    EC_GROUP *g = NULL;
+    EC_POINT *q = NULL;
+    OSSL_PARAM_BLD *b = NULL;
+    OSSL_PARAM *params = NULL;
+    EVP_PKEY_CTX *ctx = NULL;
+    EVP_PKEY *out = NULL;
+    unsigned char pub[160];
+    if (EVP_PKEY_get_group_name(in, gname, sizeof(gname), &gl) != 1 ||
+        EVP_PKEY_get_bn_param(in, OSSL_PKEY_PARAM_PRIV_KEY, &d) != 1)
+        goto out;
+    int nid = OBJ_sn2nid(gname);
+    if (nid == NID_undef)
+        nid = EC_curve_nist2nid(gname);
+    if (nid == NID_undef || (g = EC_GROUP_new_by_curve_name(nid)) == NULL)
+        goto out;
+    if (BN_is_zero(d) || BN_is_negative(d) || BN_cmp(d, EC_GROUP_get0_order(g)) >= 0)
+        goto out;
+    if ((q = EC_POINT_new(g)) == NULL || EC_POINT_mul(g, q, d, NULL, NULL, NULL) != 1)
+        goto out;
+    size_t pl = EC_POINT_point2oct(g, q, POINT_CONVERSION_UNCOMPRESSED, pub, sizeof(pub), NULL);
+    if (pl == 0 || (b = OSSL_PARAM_BLD_new()) == NULL ||
+        OSSL_PARAM_BLD_push_utf8_string(b, OSSL_PKEY_PARAM_GROUP_NAME, gname, 0) != 1 ||
+        OSSL_PARAM_BLD_push_BN(b, OSSL_PKEY_PARAM_PRIV_KEY, d) != 1 ||
+        OSSL_PARAM_BLD_push_octet_string(b, OSSL_PKEY_PARAM_PUB_KEY, pub, pl) != 1 ||
+        (params = OSSL_PARAM_BLD_to_param(b)) == NULL)
+        goto out;
+    if ((ctx = EVP_PKEY_CTX_new_from_name(NULL, "EC", NULL)) == NULL ||
+        EVP_PKEY_fromdata_init(ctx) != 1 ||
+        EVP_PKEY_fromdata(ctx, &out, EVP_PKEY_KEYPAIR, params) != 1) {
+        EVP_PKEY_free(out);
+        out = NULL;
+    }
+out:
+    EVP_PKEY_CTX_free(ctx);
+    OSSL_PARAM_free(params);
+    OSSL_PARAM_BLD_free(b);
+    EC_POINT_free(q);
+    EC_GROUP_free(g);
+    BN_clear_free(d);
+    return out;
+}
+
+/* rsa_consistent: Go's ParsePKCS1PrivateKey runs key.Validate() (n = p*q,
+ * d*e = 1 mod p-1, q-1); OpenSSL's pairwise check is that and the CRT
+ * values. Without it a broken key file would make tokens that do not
+ * verify. */
+static bool rsa_consistent(EVP_PKEY *pkey)
+{
+    EVP_PKEY_CTX *ctx = EVP_PKEY_CTX_new_from_pkey(NULL, pkey, NULL);
+    bool ok = ctx != NULL && EVP_PKEY_pairwise_check(ctx) == 1;
+    EVP_PKEY_CTX_free(ctx);
+    return ok;
+}
+
 /* load_private mirrors jwt.ParseRSAPrivateKeyFromPEM (PKCS#1, else PKCS#8)
  * and jwt.ParseECPrivateKeyFromPEM (SEC1, else PKCS#8). */
 static EVP_PKEY *load_private(const unsigned char *buf, size_t len, bool rsa, char *err,
@@ -398,6 +464,18 @@ static EVP_PKEY *load_private(const unsigned char *buf, size_t len, bool rsa, ch
                                 : "key is not a valid ECDSA private key");
         EVP_PKEY_free(pkey);
         return NULL;
+    }
+    if (rsa && !rsa_consistent(pkey)) {
+        setmsg(err, errlen, "crypto/rsa: invalid private key");
+        EVP_PKEY_free(pkey);
+        return NULL;
+    }
+    if (!rsa) {
+        EVP_PKEY *rebuilt = ec_from_scalar(pkey);
+        EVP_PKEY_free(pkey);
+        if (rebuilt == NULL)
+            setmsg(err, errlen, "x509: invalid elliptic curve private key value");
+        pkey = rebuilt;
     }
     return pkey;
 }

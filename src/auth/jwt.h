@@ -1,7 +1,8 @@
 /* src/auth/jwt.h: etcd 3.4 compatible JWT auth tokens
  * (--auth-token jwt,pub-key=...,priv-key=...,sign-method=...,ttl=...).
  *
- * Mirrors etcd 3.4's auth/jwt.go + auth/options.go (jwt-go v3.2):
+ * Mirrors etcd 3.4.23: auth/jwt.go + auth/options.go and the JWT library it
+ * links (github.com/golang-jwt/jwt v3.2):
  *   - options: sign-method (required), pub-key, priv-key, ttl (Go duration,
  *     default 5m). Unknown keys are only a warning. A value containing '=',
  *     an empty item or a duplicate key is "auth: invalid auth options".
@@ -9,7 +10,12 @@
  *     and HS256/384/512 (the raw bytes of the priv-key file are the secret).
  *     "none" and anything else are rejected.
  *   - RS/PS/ES: priv-key alone, pub-key alone (verify-only: signing fails)
- *     or both (the private key is used for both signing and verifying).
+ *     or both (the private key is used for both signing and verifying; a
+ *     pub-key that differs is refused only when etcd's own check fires).
+ *     Key files as jwt-go reads them: the first PEM block, any type; RSA
+ *     private PKCS#1 or PKCS#8, EC private SEC1 or PKCS#8 (P-224/256/384/521,
+ *     public point recomputed from the scalar as Go does), public keys as
+ *     SubjectPublicKeyInfo or an X.509 certificate.
  *   - token: base64url(no padding) of {"alg":"<method>","typ":"JWT"} "."
  *     {"exp":<unix s>,"revision":<uint>,"username":"<name>"} "." signature
  *     (ES: raw R||S, each padded to the curve size).

@@ -60,10 +60,16 @@ int auth_tokens_new(const char *opts, uint64_t ttl_ms, struct auth_tokens **out,
         /* etcd warns the same */
         log_warn("auth", "simple token is not cryptographically signed");
     } else if (strncmp(opts, "jwt", 3) == 0 && (opts[3] == ',' || opts[3] == '\0')) {
-        int rv = jwt_keys_load(opts[3] ? opts + 4 : "", &t->jwt, err, errlen);
+        char why[512] = "", detail[512] = "";
+        int rv = jwt_keys_load_ex(opts[3] ? opts + 4 : "", &t->jwt, why, sizeof(why), detail,
+                                  sizeof(detail));
+        if (detail[0] != '\0')
+            log_warn("auth", "%s", detail);
         if (rv != 0) {
+            /* etcd's words */
+            snprintf(err, errlen, "etcdserver: failed to create token provider,err is %s", why);
             auth_tokens_free(t);
-            return rv;
+            return rv < 0 ? rv : -EINVAL;
         }
     } else {
         snprintf(err, errlen, "failed to create a token provider: auth: invalid auth options");
@@ -105,6 +111,10 @@ int auth_tokens_assign(struct auth_tokens *t, const char *user, const char *pref
             return 0;
         char *tok = NULL;
         int rv = jwt_sign(t->jwt, user, rev, (int64_t)time(NULL), &tok);
+        if (rv == -EPERM) /* only a public key was given: etcd answers this */
+            return QERR_JWT_VERIFY_ONLY;
+        if (rv == -EINVAL) /* a key that does not fit the method (ES256 with P-384) */
+            return QERR_JWT_KEY_INVALID;
         if (rv != 0)
             return rv;
         rv = strlen(tok) < cap ? 0 : -ENOSPC;

@@ -69,6 +69,8 @@ enum grpc_status {
     X(QERR_AUTH_NOT_ENABLED, FAILED_PRECONDITION, "etcdserver: authentication is not enabled")     \
     X(QERR_INVALID_AUTH_MGMT, INVALID_ARGUMENT, "etcdserver: invalid auth management")             \
     X(QERR_AUTH_OLD_REVISION, INVALID_ARGUMENT, "etcdserver: revision of auth store is old")       \
+    X(QERR_JWT_VERIFY_ONLY, UNKNOWN, "auth: token signing attempted with verify-only key")          \
+    X(QERR_JWT_KEY_INVALID, UNKNOWN, "key is invalid")                                             \
     X(QERR_NO_PASSWORD_USER, UNKNOWN,                                                              \
       "auth: authentication failed, password was given for no password user")                     \
     X(QERR_BAD_REQUEST, INVALID_ARGUMENT, "etcdserver: invalid request")                           \

@@ -380,7 +380,8 @@ int server_auth_apply(struct server *s, struct entry *e, ProtobufCMessage **resp
         bool want = e->call != NULL;
         if ((rv = auth_token_assign(as, q->name, q->simple_token, e->index, want, tok,
                                     sizeof(tok))) != 0)
-            return rv == -ENOMEM || rv == -ENOSPC ? QERR_AUTH_FAILED : rv;
+            /* a token that cannot be made fails this request only */
+            return q_is_qerr(rv) ? rv : QERR_AUTH_FAILED;
         RESP(Etcdserverpb__AuthenticateResponse, ETCDSERVERPB__AUTHENTICATE_RESPONSE__INIT);
         r->token = arena_dup(&s->arena, tok, strlen(tok) + 1);
         return r->token != NULL ? 0 : -ENOMEM;
