@@ -472,9 +472,9 @@ static void front_handle(struct front *fr, struct xmsg *m)
         }
         break;
     }
-    case XM_ADOPT:
+    case XM_ADOPT: /* |rev|: 1 for an https:// listener */
         if (fr->grpc != NULL)
-            grpc_server_adopt(fr->grpc, m->status);
+            (m->rev ? grpc_server_adopt_tls : grpc_server_adopt)(fr->grpc, m->status);
         else
             close(m->status);
         break;
@@ -539,12 +539,14 @@ static void on_poll(uv_poll_t *h, int status, int events)
         return;
     }
     struct fronts *all = fr->all;
+    bool tls = all->s->cfg.listen_client[h - fr->polls].tls;
     unsigned to = __atomic_fetch_add(&all->next_accept, 1, __ATOMIC_RELAXED) % all->n;
     struct xmsg *m = to == fr->idx ? NULL : xmsg_new(XM_ADOPT, NULL, c, NULL, 0);
     if (m == NULL) {
-        grpc_server_adopt(fr->grpc, c);
+        (tls ? grpc_server_adopt_tls : grpc_server_adopt)(fr->grpc, c);
         return;
     }
+    m->rev = tls;
     post(&all->f[to].in, m);
     uv_async_send(&all->f[to].in.async);
 }
