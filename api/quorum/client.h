@@ -137,6 +137,19 @@ struct qc_options {
     size_t max_send_msg_size; /* largest request message; 0 = 2 GiB - 1 */
     size_t stream_buffer;     /* per-stream receive window and buffer of
                                  untaken messages; 0 = 4 MiB */
+    /* TLS (OpenSSL), as etcdctl's --cacert, --cert, --key and
+     * --insecure-skip-tls-verify: an "https://" endpoint, or one without a
+     * scheme when any of these is set, is dialed with TLS ("http://" never
+     * is). The server's certificate is verified against ca_file (NULL: the
+     * system's CAs) and the endpoint's host (IP SAN or DNS name) unless
+     * insecure_skip_verify; cert_file/key_file (PEM) are the client
+     * certificate, if the server asks for one. A failed handshake fails
+     * the dial with OpenSSL's reason ("TLS handshake: certificate verify
+     * failed: ..."). Copied by qc_connect. */
+    const char *ca_file;
+    const char *cert_file;
+    const char *key_file;
+    int insecure_skip_verify;
 };
 
 typedef struct qc_client qc_client;

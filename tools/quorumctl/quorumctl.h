@@ -15,6 +15,10 @@ struct ctl {
     unsigned command_timeout_ms;
     unsigned dial_timeout_ms;
     bool print_value_only; /* get/watch --print-value-only */
+    /* TLS, etcdctl's flags: --cacert, --cert, --key,
+     * --insecure-skip-tls-verify */
+    const char *cacert, *cert, *key;
+    bool insecure_skip_tls_verify;
 };
 
 #include <stddef.h>
