@@ -701,8 +701,7 @@ static void maybe_reload(tls_ctx *ctx)
 int tls_conn_new(tls_ctx *ctx, const char *server_name, tls_conn **out)
 {
     bool server = ctx->cfg.role == TLS_SERVER;
-    if (server)
-        maybe_reload(ctx);
+    maybe_reload(ctx);
     tls_conn *c = calloc(1, sizeof(*c));
     if (c == NULL)
         return -ENOMEM;

@@ -11,7 +11,7 @@
  *    here: --auto-tls), holds the current OpenSSL SSL_CTX and may be shared
  *    by any number of threads (the front loops). It can be reloaded: on
  *    tls_request_reload (the server's SIGHUP) or when one of its files
- *    changed (mtime or size; checked at most once a second, when a server
+ *    changed (mtime or size; checked at most once a second, when the
  *    context starts a connection) a new SSL_CTX is built for connections
  *    started afterwards. Connections keep the SSL_CTX they started with
  *    (OpenSSL counts references), so a reload never disturbs them; a
@@ -132,7 +132,7 @@ int tls_make_self_signed(const char *cert_path, const char *key_path, const char
 
 /* ---- connections ---- */
 
-/* tls_conn_new starts a connection on |ctx|'s current SSL_CTX (a server
+/* tls_conn_new starts a connection on |ctx|'s current SSL_CTX (the
  * context first reloads if a reload is due). |server_name| (client role;
  * may be NULL) is checked against the server certificate (an IP address
  * against its IP SANs, a name against DNS SANs, and sent as SNI). */
