@@ -129,8 +129,9 @@ int grpc_server_listen(grpc_server *srv, const char *host, int port, int *bound_
 /* grpc_server_listen_tls is grpc_server_listen for an https:// URL: every
  * connection completes a TLS handshake (options.tls) before HTTP/2. A
  * handshake that fails (plain text, no or a wrong client certificate, a
- * truncated hello) is logged with its reason ("client TLS handshake with
- * ADDR failed: ...") and the connection closed. Errors: -EINVAL when the
+ * truncated hello, or none completed within 10 s) is logged with its
+ * reason ("client TLS handshake with ADDR failed: ...") and the connection
+ * closed. Errors: -EINVAL when the
  * server has no TLS context, else grpc_server_listen's. */
 int grpc_server_listen_tls(grpc_server *srv, const char *host, int port, int *bound_port);
 

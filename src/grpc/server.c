@@ -46,6 +46,9 @@
  * beyond it the call that grows it fails RESOURCE_EXHAUSTED */
 #define CONN_GATHER_MAX ((size_t)256 * 1024 * 1024)
 #define INLINE_HEADERS 8
+/* a TLS client must complete its handshake within this (half a hello
+ * would otherwise hold a connection for ever) */
+#define TLS_HANDSHAKE_MS 10000
 
 struct hdr {
     nghttp2_rcbuf *name;
@@ -1052,6 +1055,7 @@ static int conn_start(grpc_server *srv, uv_stream_t *ls, uv_os_sock_t fd, bool t
         return rv;
     }
     uv_tcp_nodelay(&c->ts.tcp, 1);
+    tls_stream_set_handshake_timeout(&c->ts, TLS_HANDSHAKE_MS);
     conn_link(c);
     if (tls_stream_read_start(&c->ts, on_alloc, on_read) != 0) {
         conn_close(c);

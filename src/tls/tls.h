@@ -199,13 +199,15 @@ const char *tls_conn_alpn(const tls_conn *c);
  *    earlier, once their bytes are in the connection's buffer).
  *  - a failed handshake sends its alert before the read error is reported.
  *  - closing: tls_stream_close closes the handle (and the stream's own
- *    idle handle) and then calls |cb| with the wrapped handle; pending
+ *    idle and timer handles) and then calls |cb| with the wrapped handle; pending
  *    write callbacks run with UV_ECANCELED before it, as libuv does. */
 struct tls_stream {
     uv_tcp_t tcp;   /* the socket: the caller's (data is the caller's) */
     uv_stream_t *s; /* &tcp */
     tls_conn *conn; /* NULL: plaintext, straight to libuv */
     uv_idle_t idle; /* TLS: delivers decrypted bytes after read_start */
+    uv_timer_t hs_timer; /* TLS: tls_stream_set_handshake_timeout */
+    unsigned hs_timeout_ms;
     uv_alloc_cb alloc_cb;
     uv_read_cb read_cb;
     uv_close_cb close_cb;
@@ -231,6 +233,12 @@ int tls_stream_init(struct tls_stream *ts, uv_loop_t *loop, tls_conn *conn, cons
 
 /* tls_stream_set_label changes the label of the log lines. */
 void tls_stream_set_label(struct tls_stream *ts, const char *label);
+
+/* tls_stream_set_handshake_timeout: a TLS handshake not completed |ms|
+ * after this call fails: logged ("... not completed within N ms") and
+ * UV_ETIMEDOUT to the reader (a client that sends half a hello and
+ * waits). No-op without TLS. */
+void tls_stream_set_handshake_timeout(struct tls_stream *ts, unsigned ms);
 
 /* tls_stream_start (TLS, client role) sends the ClientHello now; it is
  * also sent by the first write or read_start. */

@@ -31,6 +31,7 @@ static void sock_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b);
 static void deliver(struct tls_stream *ts);
 
 static struct tls_stream *ts_of(uv_handle_t *h);
+static void peer_addr(struct tls_stream *ts, char *out, size_t cap);
 
 int tls_stream_init(struct tls_stream *ts, uv_loop_t *loop, tls_conn *conn, const char *label)
 {
@@ -48,7 +49,37 @@ int tls_stream_init(struct tls_stream *ts, uv_loop_t *loop, tls_conn *conn, cons
     /* cannot fail on a valid loop */
     uv_idle_init(loop, &ts->idle);
     ts->idle.data = ts;
+    uv_timer_init(loop, &ts->hs_timer);
+    ts->hs_timer.data = ts;
     return 0;
+}
+
+static void on_hs_timeout(uv_timer_t *h)
+{
+    struct tls_stream *ts = h->data;
+    if (ts->closing || tls_conn_done(ts->conn) || ts->pending_err != 0)
+        return;
+    if (!ts->hs_logged) {
+        ts->hs_logged = true;
+        char addr[80];
+        peer_addr(ts, addr, sizeof(addr));
+        log_warn(MOD, "%s TLS handshake with %s failed: not completed within %u ms", ts->label,
+                 addr, ts->hs_timeout_ms);
+    }
+    ts->pending_err = UV_ETIMEDOUT;
+    if (ts->sock_reading) {
+        uv_read_stop(ts->s);
+        ts->sock_reading = false;
+    }
+    deliver(ts);
+}
+
+void tls_stream_set_handshake_timeout(struct tls_stream *ts, unsigned ms)
+{
+    if (ts->conn == NULL || ms == 0 || tls_conn_done(ts->conn))
+        return;
+    ts->hs_timeout_ms = ms;
+    uv_timer_start(&ts->hs_timer, on_hs_timeout, ms, 0);
 }
 
 void tls_stream_set_label(struct tls_stream *ts, const char *label)
@@ -167,6 +198,10 @@ static void pump(struct tls_stream *ts)
         /* the handshake or a record failed */
         failed(ts);
         return;
+    }
+    if (ts->hs_timeout_ms && tls_conn_done(ts->conn)) {
+        uv_timer_stop(&ts->hs_timer);
+        ts->hs_timeout_ms = 0;
     }
     /* handshake messages, tickets, key updates, early plaintext */
     if (ts->pending_err == 0 && send_output(ts, NULL, NULL, false) != 0)
@@ -389,7 +424,7 @@ size_t tls_stream_write_queue_size(const struct tls_stream *ts)
 
 static void closed_one(uv_handle_t *h)
 {
-    struct tls_stream *ts = h->type == UV_IDLE ? h->data : ts_of(h);
+    struct tls_stream *ts = h->type == UV_TCP ? ts_of(h) : h->data;
     if (--ts->closing_handles > 0)
         return;
     tls_conn_free(ts->conn);
@@ -412,8 +447,9 @@ void tls_stream_close(struct tls_stream *ts, uv_close_cb cb)
         return;
     ts->closing = true;
     ts->close_cb = cb;
-    ts->closing_handles = 2;
+    ts->closing_handles = 3;
     uv_close((uv_handle_t *)&ts->idle, closed_one);
+    uv_close((uv_handle_t *)&ts->hs_timer, closed_one);
     uv_close((uv_handle_t *)ts->s, closed_one);
 }
 

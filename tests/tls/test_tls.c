@@ -615,3 +615,59 @@ Test(tls, stream_wrong_ca_refused)
     cr_assert_eq(e.closed, 3);
     tls_ctx_free(c);
 }
+
+/* a client that connects and says nothing is dropped after the handshake
+ * timeout, with UV_ETIMEDOUT to the reader */
+static int silent_err;
+static struct tls_stream silent_srv;
+static uv_tcp_t silent_cli;
+
+static void silent_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+    if (n < 0) {
+        silent_err = (int)n;
+        tls_stream_close(&silent_srv, NULL);
+        uv_close((uv_handle_t *)&silent_cli, NULL);
+        uv_close((uv_handle_t *)s->loop->data, NULL);
+    }
+}
+
+static void silent_conn(uv_stream_t *l, int status)
+{
+    tls_ctx *ctx = ((struct echo *)l->data)->sctx;
+    tls_conn *c;
+    cr_assert_eq(tls_conn_new(ctx, NULL, &c), 0);
+    cr_assert_eq(tls_stream_init(&silent_srv, l->loop, c, "test"), 0);
+    cr_assert_eq(uv_accept(l, (uv_stream_t *)&silent_srv.tcp), 0);
+    tls_stream_set_handshake_timeout(&silent_srv, 100);
+    cr_assert_eq(tls_stream_read_start(&silent_srv, on_alloc, silent_read), 0);
+}
+
+static void silent_connected(uv_connect_t *r, int status)
+{
+    cr_assert_eq(status, 0);
+}
+
+Test(tls, stream_handshake_timeout)
+{
+    struct echo e = {0};
+    uv_loop_init(&e.loop);
+    e.sctx = server_ctx(false, NULL, NULL);
+    uv_tcp_init(&e.loop, &e.listener);
+    e.listener.data = &e;
+    e.loop.data = &e.listener;
+    struct sockaddr_in a;
+    uv_ip4_addr("127.0.0.1", 0, &a);
+    cr_assert_eq(uv_tcp_bind(&e.listener, (struct sockaddr *)&a, 0), 0);
+    cr_assert_eq(uv_listen((uv_stream_t *)&e.listener, 8, silent_conn), 0);
+    struct sockaddr_storage ss;
+    int len = sizeof(ss);
+    uv_tcp_getsockname(&e.listener, (struct sockaddr *)&ss, &len);
+    uv_tcp_init(&e.loop, &silent_cli);
+    cr_assert_eq(uv_tcp_connect(&e.creq, &silent_cli, (struct sockaddr *)&ss, silent_connected),
+                 0);
+    uv_run(&e.loop, UV_RUN_DEFAULT);
+    cr_assert_eq(silent_err, UV_ETIMEDOUT);
+    cr_assert_eq(uv_loop_close(&e.loop), 0);
+    tls_ctx_free(e.sctx);
+}
