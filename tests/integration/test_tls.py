@@ -196,6 +196,33 @@ class TLSCluster(unittest.TestCase):
         self.assertEqual(c.get("tls/pyl")[0], None)
         c.close()
 
+    def test_quorumctl(self):
+        """quorumctl takes etcdctl's TLS flags"""
+        q = harness.built_binary("QUORUMCTL_BIN", "tools", "quorumctl", "quorumctl")
+        flags = ["--endpoints", self.ep(1), "--dial-timeout=2s", "--command-timeout=4s"]
+        r = subprocess.run([q] + flags + self.tls.etcdctl_flags() + ["put", "tls/q", "qv"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual((r.returncode, r.stdout), (0, "OK\n"), r.stderr)
+        r = subprocess.run([q] + flags + self.tls.etcdctl_flags() + ["get", "tls/q"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.stdout, "tls/q\nqv\n", r.stderr)
+        # no client certificate: refused
+        r = subprocess.run([q] + flags + ["--cacert", self.tls.ca, "get", "tls/q"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("Error:", r.stderr)
+        # the server's certificate is not from the CA given: refused, and why
+        o = tls_of(self.other)
+        r = subprocess.run([q] + flags + o.etcdctl_flags() + ["get", "tls/q"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 1)
+        # ... unless verification is skipped
+        r = subprocess.run([q] + flags + ["--insecure-skip-tls-verify", "--cert",
+                                          self.tls.client_cert, "--key", self.tls.client_key,
+                                          "get", "tls/q"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.stdout, "tls/q\nqv\n", r.stderr)
+
     # ---- refusals ----
 
     def test_etcdctl_without_certificate_refused(self):
