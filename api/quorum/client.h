@@ -1,6 +1,7 @@
 /* quorum/client.h: libquorum-client, the C client of quorum (and of any
- * etcd v3 server): gRPC over HTTP/2 cleartext (h2c, prior knowledge), as
- * etcdctl speaks to etcd's client port.
+ * etcd v3 server): gRPC over HTTP/2, cleartext (h2c, prior knowledge) or
+ * over TLS (OpenSSL, ALPN h2) for https:// endpoints, as etcdctl speaks to
+ * etcd's client port.
  *
  * Model
  *   A qc_client holds one HTTP/2 connection at a time to one of its
@@ -65,8 +66,7 @@
  *   stream_buffer bytes wait to be sent on that stream.
  *
  * Caveats
- *   No TLS and no authentication token yet ("https://" endpoints fail with
- *   -EINVAL). A stream is bound to the connection it was opened on: when
+ *   No authentication token yet. A stream is bound to the connection it was opened on: when
  *   that breaks, the stream ends with QC_EUNAVAILABLE and the caller opens
  *   a new one (a watcher resumes from its last revision + 1).
  */
