@@ -911,6 +911,19 @@ ssize_t tls_conn_take_output(tls_conn *c, struct buf *out)
     return r;
 }
 
+size_t tls_conn_output_size(const tls_conn *c)
+{
+    return BIO_ctrl_pending(c->wbio);
+}
+
+size_t tls_conn_read_output(tls_conn *c, void *dst, size_t n)
+{
+    if (n == 0)
+        return 0;
+    int r = BIO_read(c->wbio, dst, n > INT32_MAX ? INT32_MAX : (int)n);
+    return r > 0 ? (size_t)r : 0;
+}
+
 bool tls_conn_done(const tls_conn *c)
 {
     return c->done;

@@ -165,6 +165,12 @@ int tls_conn_write(tls_conn *c, const void *p, size_t n);
  * and returns how many bytes it appended (or -ENOMEM). */
 ssize_t tls_conn_take_output(tls_conn *c, struct buf *out);
 
+/* tls_conn_output_size is how much ciphertext waits to be sent;
+ * tls_conn_read_output moves up to |n| bytes of it to |dst| and returns
+ * how many (no intermediate buffer). */
+size_t tls_conn_output_size(const tls_conn *c);
+size_t tls_conn_read_output(tls_conn *c, void *dst, size_t n);
+
 /* tls_conn_done tells whether the handshake completed. */
 bool tls_conn_done(const tls_conn *c);
 
@@ -212,7 +218,6 @@ struct tls_stream {
     uv_read_cb read_cb;
     uv_close_cb close_cb;
     struct buf pt;  /* decrypted, not yet delivered */
-    struct buf out; /* ciphertext gathered for the next write */
     int pending_err; /* read error to report once delivered data is out */
     int closing_handles;
     bool reading;      /* the caller wants data */

@@ -103,23 +103,17 @@ static void wreq_done(uv_write_t *req, int status)
  * caller's request (|outer|, may be NULL) completing when it is written. */
 static int send_output(struct tls_stream *ts, uv_write_t *outer, uv_write_cb cb, bool report)
 {
-    buf_reset(&ts->out);
-    if (tls_conn_take_output(ts->conn, &ts->out) < 0)
-        return UV_ENOMEM;
-    if (ts->out.len == 0 && outer == NULL && !report)
+    size_t n = tls_conn_output_size(ts->conn);
+    if (n == 0 && outer == NULL && !report)
         return 0;
-    struct wreq *w = malloc(sizeof(*w) + ts->out.len);
+    struct wreq *w = malloc(sizeof(*w) + n);
     if (w == NULL)
         return UV_ENOMEM;
     w->outer = outer;
     w->cb = cb;
     w->ts = ts;
     w->report = report;
-    w->len = ts->out.len;
-    if (ts->out.len)
-        memcpy(w->data, ts->out.data, ts->out.len);
-    if (ts->out.cap > (64u << 10))
-        buf_free(&ts->out);
+    w->len = tls_conn_read_output(ts->conn, w->data, n);
     uv_buf_t b = uv_buf_init((char *)w->data, (unsigned)w->len);
     int rv = uv_write(&w->req, ts->s, &b, 1, wreq_done);
     if (rv != 0) {
@@ -430,7 +424,6 @@ static void closed_one(uv_handle_t *h)
     tls_conn_free(ts->conn);
     ts->conn = NULL;
     buf_free(&ts->pt);
-    buf_free(&ts->out);
     uv_close_cb cb = ts->close_cb;
     uv_stream_t *s = ts->s;
     if (cb)
