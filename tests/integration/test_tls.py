@@ -223,6 +223,19 @@ class TLSCluster(unittest.TestCase):
                            capture_output=True, text=True, timeout=30)
         self.assertEqual(r.stdout, "tls/q\nqv\n", r.stderr)
 
+    def test_member_add_and_remove_over_tls(self):
+        """a member added with an https:// peer URL catches up over TLS
+        links (messages and, if the leader chooses, a snapshot stream)"""
+        self.ctl("put", "tls/before-add", "1")
+        j = self.c.add_member("m3")
+        try:
+            r = self.c.etcdctl(j, "get", "tls/before-add", "--consistency=s")
+            self.assertEqual(r.stdout, "tls/before-add\n1\n")
+            self.assertEqual(len(self.ctl("member", "list").stdout.strip().splitlines()), 4)
+        finally:
+            self.c.remove_member(j)
+        self.assertServing()
+
     # ---- refusals ----
 
     def test_etcdctl_without_certificate_refused(self):
