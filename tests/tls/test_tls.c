@@ -671,3 +671,57 @@ Test(tls, stream_handshake_timeout)
     cr_assert_eq(uv_loop_close(&e.loop), 0);
     tls_ctx_free(e.sctx);
 }
+
+/* --client-crl-file: a revoked client certificate is refused, another one
+ * from the same CA is not */
+Test(tls, crl)
+{
+    make_cert("ca", "client2", "bob", "IP:127.0.0.1");
+    sh("printf '[ca]\\ndefault_ca=d\\n[d]\\ndatabase=index.txt\\ncrlnumber=crlnumber\\n"
+       "default_md=sha256\\ndefault_crl_days=30\\n' > ca.cnf && touch index.txt && "
+       "echo 01 > crlnumber && "
+       "openssl ca -config ca.cnf -keyfile ca.key -cert ca.crt -revoke client.crt && "
+       "openssl ca -config ca.cnf -keyfile ca.key -cert ca.crt -gencrl -out crl.pem");
+    struct tls_config cfg = {
+        .role = TLS_SERVER,
+        .cert_file = path("server.crt"),
+        .key_file = path("server.key"),
+        .ca_file = path("ca.crt"),
+        .crl_file = path("crl.pem"),
+        .client_cert_auth = true,
+    };
+    tls_ctx *s = NULL;
+    char err[512] = "";
+    cr_assert_eq(tls_ctx_new(&cfg, &s, err, sizeof(err)), 0, "%s", err);
+    tls_ctx *revoked = client_ctx(path("client.crt"), path("client.key"), path("ca.crt"), false);
+    tls_ctx *fine = client_ctx(path("client2.crt"), path("client2.key"), path("ca.crt"), false);
+    tls_conn *sc, *cc;
+    int rs, rc;
+    cr_assert_eq(tls_conn_new(s, NULL, &sc), 0);
+    cr_assert_eq(tls_conn_new(revoked, "127.0.0.1", &cc), 0);
+    handshake(sc, cc, &rs, &rc);
+    cr_assert_eq(rs, TLS_FAILED);
+    cr_assert(strstr(tls_conn_error(sc), "certificate revoked") != NULL, "%s",
+              tls_conn_error(sc));
+    tls_conn_free(sc);
+    tls_conn_free(cc);
+    cr_assert_eq(tls_conn_new(s, NULL, &sc), 0);
+    cr_assert_eq(tls_conn_new(fine, "127.0.0.1", &cc), 0);
+    handshake(sc, cc, &rs, &rc);
+    cr_assert_eq(rs, 1, "%s", tls_conn_error(sc));
+    cr_assert_str_eq(tls_conn_peer_cn(sc), "bob");
+    tls_conn_free(sc);
+    tls_conn_free(cc);
+    /* a file without a CRL is a start-up error */
+    cfg.cert_file = path("server.crt"); /* path()'s buffers were reused */
+    cfg.key_file = path("server.key");
+    cfg.ca_file = path("ca.crt");
+    cfg.crl_file = path("ca.crt");
+    tls_ctx *bad = NULL;
+    cr_assert_eq(tls_ctx_new(&cfg, &bad, err, sizeof(err)), -EINVAL);
+    cr_assert_null(bad);
+    cr_assert(strstr(err, "no CRL in") != NULL, "%s", err);
+    tls_ctx_free(s);
+    tls_ctx_free(revoked);
+    tls_ctx_free(fine);
+}
