@@ -671,7 +671,9 @@ int tls_install_sighup(void)
 static void maybe_reload(tls_ctx *ctx)
 {
     unsigned req = atomic_load(&reload_requests);
-    bool due = atomic_load(&ctx->seen_request) != req;
+    unsigned seen = atomic_load(&ctx->seen_request);
+    /* one thread takes each request (front loops share the context) */
+    bool due = seen != req && atomic_compare_exchange_strong(&ctx->seen_request, &seen, req);
     long long now = mono_ms();
     long long last = atomic_load(&ctx->last_check_ms);
     if (!due && now - last < 1000)
@@ -686,7 +688,6 @@ static void maybe_reload(tls_ctx *ctx)
         if (!due)
             return;
     }
-    atomic_store(&ctx->seen_request, req);
     char err[512] = "";
     if (tls_ctx_reload(ctx, err, sizeof(err)) == 0)
         log_info(MOD, "%s: reloaded the certificates (%s)", ctx->label,

@@ -513,6 +513,19 @@ class TLSReloadAndCiphers(unittest.TestCase):
                           "url %s with HTTPS scheme" % curl, r.stdout + r.stderr)
         finally:
             s.cleanup()
+        s = Server(TARGET)
+        try:
+            args = s.args()
+            purl = "https://127.0.0.1:%d" % s.peer_port
+            args[args.index("--listen-peer-urls") + 1] = purl
+            args[args.index("--initial-advertise-peer-urls") + 1] = purl
+            args[args.index("--initial-cluster") + 1] = "default=" + purl
+            r = subprocess.run(args, capture_output=True, text=True, timeout=30)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("cannot listen on TLS for 127.0.0.1:%d: KeyFile and CertFile are not "
+                          "presented" % s.peer_port, r.stdout + r.stderr)
+        finally:
+            s.cleanup()
 
     def test_auto_tls(self):
         with tempfile.TemporaryDirectory(dir=self.tmp) as d:
