@@ -1126,3 +1126,104 @@ Test(client, tls_refusals, .init = setup_tls, .fini = teardown_tls)
     cr_assert_eq(qc_put(c, "still", 5, "up", 2, 0, NULL, &st), 0, "%s", st.message);
     qc_close(c);
 }
+
+/* grpc_server_listen_tls and grpc_call_tls_common_name (src/grpc) seen
+ * through the client: a fake member on TLS whose Range answers one key,
+ * the common name of the caller's verified certificate (or "-"). */
+#include "tls/tls.h"
+
+static void fake_whoami(grpc_call *call, const uint8_t *msg, size_t len)
+{
+    const char *cn = grpc_call_tls_common_name(call);
+    Mvccpb__KeyValue kv = MVCCPB__KEY_VALUE__INIT;
+    kv.key.data = (uint8_t *)(cn ? cn : "-");
+    kv.key.len = strlen((const char *)kv.key.data);
+    Mvccpb__KeyValue *kvs[] = {&kv};
+    Etcdserverpb__RangeResponse rr = ETCDSERVERPB__RANGE_RESPONSE__INIT;
+    rr.kvs = kvs;
+    rr.n_kvs = 1;
+    rr.count = 1;
+    uint8_t out[512];
+    size_t n = protobuf_c_message_pack(&rr.base, out);
+    grpc_call_send(call, out, n);
+    grpc_call_finish(call, QC_OK, NULL);
+}
+
+static const struct grpc_method whoami_methods[] = {
+    {"/etcdserverpb.KV/Range", GRPC_UNARY, fake_whoami, NULL, NULL},
+};
+
+static void fake_tls_start(struct fake *f, tls_ctx *ctx)
+{
+    memset(f, 0, sizeof(*f));
+    cr_assert_eq(uv_loop_init(&f->loop), 0);
+    cr_assert_eq(uv_async_init(&f->loop, &f->stop, fake_stop_cb), 0);
+    f->stop.data = f;
+    struct grpc_server_options go = {.tls = ctx};
+    cr_assert_eq(grpc_server_new(&f->loop, whoami_methods, 1, &go, f, &f->srv), 0);
+    cr_assert_eq(grpc_server_listen_tls(f->srv, "127.0.0.1", 0, &f->port), 0);
+    snprintf(f->ep, sizeof(f->ep), "https://127.0.0.1:%d", f->port);
+    cr_assert_eq(pthread_create(&f->th, NULL, fake_main, f), 0);
+}
+
+static char *whoami(const char *ep, const char *cert, const char *key)
+{
+    qc_client *c = NULL;
+    struct qc_status st;
+    cr_assert_eq(tls_connect(ep, tls_paths[0], cert, key, 0, &c, &st), 0, "%s", st.message);
+    Etcdserverpb__RangeResponse *r = NULL;
+    cr_assert_eq(qc_get(c, "x", 1, NULL, &r, &st), 0, "%s", st.message);
+    cr_assert_eq(r->n_kvs, 1);
+    char *out = strndup((const char *)r->kvs[0]->key.data, r->kvs[0]->key.len);
+    FREE(r);
+    qc_close(c);
+    return out;
+}
+
+static void setup_tls_certs(void)
+{
+    setup_tls();
+    srv_kill(&S1); /* only the certificates are wanted here */
+}
+
+Test(client, grpc_tls_common_name, .init = setup_tls_certs, .fini = teardown_tls)
+{
+    char err[512] = "";
+    struct tls_config cfg = {.role = TLS_SERVER,
+                             .cert_file = tls_paths[1],
+                             .key_file = tls_paths[2],
+                             .ca_file = tls_paths[0],
+                             .client_cert_auth = true,
+                             .alpn = "h2"};
+    tls_ctx *auth = NULL, *open = NULL;
+    cr_assert_eq(tls_ctx_new(&cfg, &auth, err, sizeof(err)), 0, "%s", err);
+    cfg.ca_file = NULL;
+    cfg.client_cert_auth = false;
+    cr_assert_eq(tls_ctx_new(&cfg, &open, err, sizeof(err)), 0, "%s", err);
+    struct fake a, b;
+    fake_tls_start(&a, auth);
+    fake_tls_start(&b, open);
+    char *cn = whoami(a.ep, tls_paths[3], tls_paths[4]);
+    cr_assert_str_eq(cn, "root");
+    free(cn);
+    /* a server that does not verify client certificates reports none */
+    cn = whoami(b.ep, tls_paths[3], tls_paths[4]);
+    cr_assert_str_eq(cn, "-");
+    free(cn);
+    cn = whoami(b.ep, NULL, NULL);
+    cr_assert_str_eq(cn, "-");
+    free(cn);
+    /* plain listeners are refused a TLS context they do not have */
+    grpc_server *plain = NULL;
+    uv_loop_t l;
+    uv_loop_init(&l);
+    cr_assert_eq(grpc_server_new(&l, whoami_methods, 1, NULL, NULL, &plain), 0);
+    cr_assert_eq(grpc_server_listen_tls(plain, "127.0.0.1", 0, NULL), -EINVAL);
+    grpc_server_close(plain, NULL, NULL);
+    uv_run(&l, UV_RUN_DEFAULT);
+    cr_assert_eq(uv_loop_close(&l), 0);
+    fake_stop(&a);
+    fake_stop(&b);
+    tls_ctx_free(auth);
+    tls_ctx_free(open);
+}
