@@ -82,7 +82,7 @@ int server_tls_open(const struct config *c, struct server_tls *st)
                   nz(c->peer_cert_allowed_cn), &st->peer_server);
     if (rv == 0 && peer_dial)
         rv = make(c, &c->peer_tls, TLS_CLIENT, "peer", c->listen_peer, c->n_listen_peer, NULL,
-                  NULL, &st->peer_client);
+                  nz(c->peer_cert_allowed_cn), &st->peer_client);
     if (rv == 0 && (st->client || st->peer_server || st->peer_client))
         rv = tls_install_sighup();
     if (rv != 0)

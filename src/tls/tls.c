@@ -345,9 +345,9 @@ static int verify_cb(int ok, X509_STORE_CTX *sctx)
     X509 *leaf = X509_STORE_CTX_get_current_cert(sctx);
     if (leaf == NULL || name_cn(X509_get_subject_name(leaf), cn, sizeof(cn)) != 0 ||
         strcmp(cn, c->allowed_cn) != 0) {
-        /* etcd: "CommonName authentication failed" */
+        /* etcd 3.4's words, then the names */
         snprintf(c->err, sizeof(c->err),
-                 "CommonName authentication failed: certificate CN \"%s\", allowed \"%s\"",
+                 "client certificate authentication failed: common name \"%s\", allowed \"%s\"",
                  leaf && name_cn(X509_get_subject_name(leaf), cn, sizeof(cn)) == 0 ? cn : "",
                  c->allowed_cn);
         X509_STORE_CTX_set_error(sctx, X509_V_ERR_APPLICATION_VERIFICATION);
@@ -722,7 +722,9 @@ int tls_conn_new(tls_ctx *ctx, const char *server_name, tls_conn **out)
     BIO_set_mem_eof_return(c->rbio, -1);
     SSL_set_bio(c->ssl, c->rbio, c->wbio);
     SSL_set_ex_data(c->ssl, conn_ex_index, c);
-    if (server && ctx->allowed_cn != NULL) {
+    /* as etcd's VerifyPeerCertificate: both ways (a member dialing
+     * another checks the certificate it is shown too) */
+    if (ctx->allowed_cn != NULL) {
         snprintf(c->allowed_cn, sizeof(c->allowed_cn), "%s", ctx->allowed_cn);
         c->check_cn = true;
     }

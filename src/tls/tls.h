@@ -23,9 +23,9 @@
  *    (Go's RequireAndVerifyClientCert); TLS 1.2 is the minimum; cipher
  *    suites are given with Go's names (--cipher-suites) and apply to TLS
  *    1.2 (TLS 1.3 keeps its own, as in Go); an unknown name is the start-up
- *    error "unexpected TLS cipher suite \"X\"". A server context with
- *    allowed_cn refuses a client certificate whose common name differs
- *    (--peer-cert-allowed-cn). With ALPN "h2" (the client port) the server
+ *    error "unexpected TLS cipher suite \"X\"". A context with allowed_cn
+ *    refuses a peer certificate whose common name differs
+ *    (--peer-cert-allowed-cn; etcd checks it on both sides of a link). With ALPN "h2" (the client port) the server
  *    selects h2 when offered.
  *
  * 2. CONNECTIONS (tls_conn): one OpenSSL SSL on a pair of memory BIOs, so
@@ -84,7 +84,7 @@ struct tls_config {
     bool insecure_skip_verify;
     const char *cipher_suites; /* Go names, comma-separated; NULL/"": defaults */
     const char *alpn;          /* "h2" or NULL */
-    const char *allowed_cn;    /* server: the client certificate's CN must be this */
+    const char *allowed_cn;    /* the peer's certificate's CN must be this (both roles) */
     const char *label;         /* for log lines: "client", "peer", ... */
 };
 

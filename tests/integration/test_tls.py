@@ -500,6 +500,32 @@ class TLSReloadAndCiphers(unittest.TestCase):
         finally:
             s.cleanup()
 
+    def test_peer_cert_allowed_cn(self):
+        """--peer-cert-allowed-cn: members whose certificates have that
+        common name form a cluster; with another name they refuse each
+        other (etcd's words: "client certificate authentication failed")"""
+        t = tls_of(self.good, extra=["--peer-cert-allowed-cn", "peer"])
+        with cluster.Cluster(TARGET, n=3, tls=t) as c:
+            self.assertEqual(c.etcdctl(0, "put", "cn", "ok").stdout, "OK\n")
+            self.assertEqual(c.etcdctl(2, "get", "cn").stdout, "cn\nok\n")
+        t = tls_of(self.good, extra=["--peer-cert-allowed-cn", "somebody-else"])
+        c = cluster.Cluster(TARGET, n=3, tls=t)
+        try:
+            for m in c.members:
+                m.start()
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                if any("client certificate authentication failed" in m.log()
+                       for m in c.members):
+                    break
+                time.sleep(0.2)
+            self.assertTrue(any("client certificate authentication failed" in m.log()
+                                for m in c.members))
+            r = c.etcdctl(0, "put", "cn", "no", check=False, command_timeout="2s")
+            self.assertNotEqual(r.returncode, 0)
+        finally:
+            c.cleanup()
+
     def test_https_without_certificate_refused_at_start(self):
         s = Server(TARGET)
         try:

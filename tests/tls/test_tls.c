@@ -283,7 +283,7 @@ Test(tls, allowed_cn)
     cr_assert_eq(tls_conn_new(c, "127.0.0.1", &cc), 0);
     handshake(sc, cc, &rs, &rc);
     cr_assert_eq(rs, TLS_FAILED);
-    cr_assert(strstr(tls_conn_error(sc), "CommonName authentication failed") != NULL, "%s",
+    cr_assert(strstr(tls_conn_error(sc), "client certificate authentication failed") != NULL, "%s",
               tls_conn_error(sc));
     tls_conn_free(sc);
     tls_conn_free(cc);
@@ -295,6 +295,24 @@ Test(tls, allowed_cn)
     cr_assert_eq(rs, 1, "%s", tls_conn_error(sc));
     tls_conn_free(sc);
     tls_conn_free(cc);
+    /* the dialing side checks the server's name too (as etcd) */
+    struct tls_config cc_cfg = {.role = TLS_CLIENT,
+                                .cert_file = path("client.crt"),
+                                .key_file = path("client.key"),
+                                .ca_file = path("ca.crt"),
+                                .allowed_cn = "nobody"};
+    tls_ctx *c2 = NULL;
+    char err[512];
+    cr_assert_eq(tls_ctx_new(&cc_cfg, &c2, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(tls_conn_new(s, NULL, &sc), 0);
+    cr_assert_eq(tls_conn_new(c2, "127.0.0.1", &cc), 0);
+    handshake(sc, cc, &rs, &rc);
+    cr_assert_eq(rc, TLS_FAILED);
+    cr_assert(strstr(tls_conn_error(cc), "allowed \"nobody\"") != NULL, "%s",
+              tls_conn_error(cc));
+    tls_conn_free(sc);
+    tls_conn_free(cc);
+    tls_ctx_free(c2);
     tls_ctx_free(s);
     tls_ctx_free(c);
 }
