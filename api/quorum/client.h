@@ -125,7 +125,10 @@ struct qc_status {
 
 struct qc_options {
     /* endpoints: "127.0.0.1:2379", "http://127.0.0.1:2379", "[::1]:2379",
-     * "localhost:2379". Copied by qc_connect. At least one. */
+     * "localhost:2379", "https://127.0.0.1:2379", and unix sockets as etcd
+     * names them: "unix://localhost:2379" (the file "localhost:2379"),
+     * "unix:///run/quorum.sock", "unixs://..." (TLS). Copied by
+     * qc_connect. At least one. */
     const char *const *endpoints;
     size_t n_endpoints;
     int dial_timeout_ms;      /* per connect attempt; 0 = 5000 */

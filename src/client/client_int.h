@@ -77,6 +77,7 @@ struct qc_endpoint {
     char *port;
     char *authority; /* host:port for :authority */
     int tls;         /* dial with TLS */
+    int unix_sock;   /* unix:// or unixs://: |host| is the socket's path */
 };
 
 struct qc_conn {

@@ -68,6 +68,7 @@
 #ifndef QUORUM_GRPC_GRPC_H
 #define QUORUM_GRPC_GRPC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
@@ -145,6 +146,17 @@ int grpc_server_adopt(grpc_server *srv, uv_os_sock_t fd);
  * https:// listener: TLS first, as grpc_server_listen_tls. -EINVAL (and
  * the socket closed) when the server has no TLS context. */
 int grpc_server_adopt_tls(grpc_server *srv, uv_os_sock_t fd);
+
+/* grpc_server_listen_unix listens on the unix socket |path| (etcd's
+ * unix:// and, with |tls|, unixs:// URLs); a file already there is
+ * removed first and the socket file is removed when the server closes.
+ * Errors: -EINVAL (|tls| without a TLS context), libuv's. */
+int grpc_server_listen_unix(grpc_server *srv, const char *path, bool tls);
+
+/* grpc_server_adopt_flags is grpc_server_adopt with GRPC_ADOPT_* flags:
+ * TLS first, and/or |fd| is a unix socket. */
+enum { GRPC_ADOPT_TLS = 1, GRPC_ADOPT_UNIX = 2 };
+int grpc_server_adopt_flags(grpc_server *srv, uv_os_sock_t fd, unsigned flags);
 
 /* grpc_server_close stops listening, resets every open call (each gets
  * on_close), closes every connection, and calls |cb| when all handles are

@@ -84,9 +84,14 @@ struct grpc_call {
 };
 
 struct listener {
-    uv_tcp_t tcp;
+    union {
+        uv_tcp_t tcp;
+        uv_pipe_t pipe; /* a unix socket (grpc_server_listen_unix) */
+    };
     grpc_server *srv;
     bool tls;
+    bool unix_sock;
+    char *path; /* unix: removed when the listener closes */
     struct listener *next;
 };
 
@@ -1017,20 +1022,24 @@ static void free_handle(uv_handle_t *h)
 
 /* conn_start serves a connection: from a listener of ours (|ls|) or a
  * socket accepted elsewhere (|fd|, when |ls| is NULL); with TLS first when
- * |tls|. */
-static int conn_start(grpc_server *srv, uv_stream_t *ls, uv_os_sock_t fd, bool tls)
+ * GRPC_ADOPT_TLS, a unix socket when GRPC_ADOPT_UNIX. */
+static int conn_start(grpc_server *srv, uv_stream_t *ls, uv_os_sock_t fd, unsigned flags)
 {
+    bool tls = flags & GRPC_ADOPT_TLS, unix_sock = flags & GRPC_ADOPT_UNIX;
     grpc_conn *c = calloc(1, sizeof(*c));
     tls_conn *tc = NULL;
     int rv = c != NULL ? 0 : -ENOMEM;
     if (rv == 0 && tls)
         rv = srv->tls != NULL ? tls_conn_new(srv->tls, NULL, &tc) : -EINVAL;
     if (rv == 0)
-        rv = tls_stream_init(&c->ts, srv->loop, tc, "client");
+        rv = (unix_sock ? tls_stream_init_pipe : tls_stream_init)(&c->ts, srv->loop, tc,
+                                                                 "client");
     if (rv != 0) {
         if (ls != NULL) { /* take it off the backlog all the same */
-            uv_tcp_t *t = malloc(sizeof(*t));
-            if (t != NULL && uv_tcp_init(srv->loop, t) == 0) {
+            uv_pipe_t *t = malloc(sizeof(uv_pipe_t) > sizeof(uv_tcp_t) ? sizeof(uv_pipe_t)
+                                                                        : sizeof(uv_tcp_t));
+            if (t != NULL && (unix_sock ? uv_pipe_init(srv->loop, t, 0)
+                                        : uv_tcp_init(srv->loop, (uv_tcp_t *)t)) == 0) {
                 (void)uv_accept(ls, (uv_stream_t *)t);
                 uv_close((uv_handle_t *)t, free_handle);
             } else {
@@ -1045,7 +1054,9 @@ static int conn_start(grpc_server *srv, uv_stream_t *ls, uv_os_sock_t fd, bool t
     c->srv = srv;
     c->ts.tcp.data = c;
     srv->handles++;
-    rv = ls != NULL ? uv_accept(ls, (uv_stream_t *)&c->ts.tcp) : uv_tcp_open(&c->ts.tcp, fd);
+    rv = ls != NULL    ? uv_accept(ls, c->ts.s)
+         : unix_sock ? uv_pipe_open(&c->ts.pipe, fd)
+                     : uv_tcp_open(&c->ts.tcp, fd);
     if (rv != 0 && ls == NULL)
         close(fd); /* not the handle's: uv_close would leave it open */
     else if (rv == 0 && session_new(c) != 0)
@@ -1054,7 +1065,8 @@ static int conn_start(grpc_server *srv, uv_stream_t *ls, uv_os_sock_t fd, bool t
         tls_stream_close(&c->ts, on_reject_closed);
         return rv;
     }
-    uv_tcp_nodelay(&c->ts.tcp, 1);
+    if (!unix_sock)
+        uv_tcp_nodelay(&c->ts.tcp, 1);
     tls_stream_set_handshake_timeout(&c->ts, TLS_HANDSHAKE_MS);
     conn_link(c);
     if (tls_stream_read_start(&c->ts, on_alloc, on_read) != 0) {
@@ -1071,7 +1083,7 @@ static void on_connection(uv_stream_t *ls, int status)
     grpc_server *srv = l->srv;
     if (status < 0 || srv->closing)
         return;
-    conn_start(srv, ls, -1, l->tls);
+    conn_start(srv, ls, -1, (l->tls ? GRPC_ADOPT_TLS : 0) | (l->unix_sock ? GRPC_ADOPT_UNIX : 0));
 }
 
 int grpc_server_adopt(grpc_server *srv, uv_os_sock_t fd)
@@ -1080,7 +1092,7 @@ int grpc_server_adopt(grpc_server *srv, uv_os_sock_t fd)
         close(fd);
         return -ESHUTDOWN;
     }
-    return conn_start(srv, NULL, fd, false);
+    return conn_start(srv, NULL, fd, 0);
 }
 
 int grpc_server_adopt_tls(grpc_server *srv, uv_os_sock_t fd)
@@ -1089,7 +1101,16 @@ int grpc_server_adopt_tls(grpc_server *srv, uv_os_sock_t fd)
         close(fd);
         return -ESHUTDOWN;
     }
-    return conn_start(srv, NULL, fd, true);
+    return conn_start(srv, NULL, fd, GRPC_ADOPT_TLS);
+}
+
+int grpc_server_adopt_flags(grpc_server *srv, uv_os_sock_t fd, unsigned flags)
+{
+    if (srv->closing) {
+        close(fd);
+        return -ESHUTDOWN;
+    }
+    return conn_start(srv, NULL, fd, flags);
 }
 
 static void on_prepare(uv_prepare_t *p)
@@ -1181,6 +1202,10 @@ static void on_listener_closed(uv_handle_t *h)
 {
     struct listener *l = h->data;
     grpc_server *srv = l->srv;
+    if (l->path != NULL) {
+        unlink(l->path);
+        free(l->path);
+    }
     free(l);
     srv->handles--;
     maybe_free_server(srv);
@@ -1198,6 +1223,41 @@ int grpc_server_listen_tls(grpc_server *srv, const char *host, int port, int *bo
     if (srv->tls == NULL)
         return -EINVAL;
     return listen_on(srv, host, port, true, bound_port);
+}
+
+int grpc_server_listen_unix(grpc_server *srv, const char *path, bool tls)
+{
+    if (tls && srv->tls == NULL)
+        return -EINVAL;
+    struct listener *l = calloc(1, sizeof(*l));
+    if (l == NULL)
+        return -ENOMEM;
+    l->srv = srv;
+    l->tls = tls;
+    l->unix_sock = true;
+    int rv = uv_pipe_init(srv->loop, &l->pipe, 0);
+    if (rv != 0) {
+        free(l);
+        return rv;
+    }
+    l->pipe.data = l;
+    srv->handles++;
+    /* as etcd: a stale socket file from an earlier run is removed first */
+    if (unlink(path) != 0 && errno != ENOENT)
+        rv = -errno;
+    if (rv == 0)
+        rv = uv_pipe_bind(&l->pipe, path);
+    if (rv == 0) {
+        l->path = strdup(path);
+        rv = l->path != NULL ? uv_listen((uv_stream_t *)&l->pipe, 511, on_connection) : -ENOMEM;
+    }
+    if (rv != 0) {
+        uv_close((uv_handle_t *)&l->pipe, on_listener_closed);
+        return rv;
+    }
+    l->next = srv->listeners;
+    srv->listeners = l;
+    return 0;
 }
 
 static int listen_on(grpc_server *srv, const char *host, int port, bool tls, int *bound_port)

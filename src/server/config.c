@@ -23,6 +23,25 @@ int config_parse_urls(const char *s, struct url *out, size_t max, size_t *n, cha
             snprintf(err, errlen, "too many URLs in %s", s);
             return -EINVAL;
         }
+        bool unix_sock = strncmp(u, "unix://", 7) == 0 || strncmp(u, "unixs://", 8) == 0;
+        if (unix_sock) {
+            /* etcd's unix listeners: the socket's path is the URL's host
+             * and path ("unix://localhost:2379" -> "localhost:2379") */
+            bool tls = u[4] == 's';
+            const char *path = u + (tls ? 8 : 7);
+            struct url *o = &out[*n];
+            memset(o, 0, sizeof(*o));
+            if (*path == '\0' || strlen(path) >= 108) { /* sun_path */
+                snprintf(err, errlen, "bad unix socket path in URL %s", u);
+                return -EINVAL;
+            }
+            o->unix_sock = true;
+            o->tls = tls;
+            snprintf(o->host, sizeof(o->host), "%s", path);
+            snprintf(o->text, sizeof(o->text), "%s", u);
+            (*n)++;
+            continue;
+        }
         bool tls = strncmp(u, "https://", 8) == 0;
         if (!tls && strncmp(u, "http://", 7) != 0) {
             snprintf(err, errlen, "URL scheme must be http or https: %s", u);
@@ -31,6 +50,7 @@ int config_parse_urls(const char *s, struct url *out, size_t max, size_t *n, cha
         const char *hp = u + (tls ? 8 : 7);
         struct url *o = &out[*n];
         o->tls = tls;
+        o->unix_sock = false;
         const char *colon;
         char host[256];
         if (*hp == '[') {
@@ -86,6 +106,18 @@ static int check_tls(const struct config *c, char *err, size_t errlen)
             return -EINVAL;
         }
     }
+    for (size_t i = 0; i < c->n_listen_peer; i++)
+        if (c->listen_peer[i].unix_sock) {
+            snprintf(err, errlen, "%s: unix sockets are for client URLs only",
+                     c->listen_peer[i].text);
+            return -EINVAL;
+        }
+    for (size_t i = 0; i < c->n_advertise_peer; i++)
+        if (c->advertise_peer[i].unix_sock) {
+            snprintf(err, errlen, "%s: unix sockets are for client URLs only",
+                     c->advertise_peer[i].text);
+            return -EINVAL;
+        }
     const struct tls_cfg *ct = &c->client_tls, *pt = &c->peer_tls;
     bool client_certs = (ct->cert_file[0] && ct->key_file[0]) || ct->auto_tls;
     for (size_t i = 0; i < c->n_listen_client; i++)
@@ -149,7 +181,8 @@ static void usage(void)
            "  --name                          human-readable member name (default \"default\")\n"
            "  --data-dir                      data directory (default \"${name}.quorum\")\n"
            "  --listen-client-urls            URLs to serve clients on "
-           "(default http://localhost:2379)\n"
+           "(default http://localhost:2379;\n"
+           "                                  https://, unix://path, unixs://path too)\n"
            "  --advertise-client-urls         client URLs told to the cluster\n"
            "  --listen-peer-urls              URLs to talk to peers on "
            "(default http://localhost:2380)\n"

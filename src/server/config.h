@@ -14,7 +14,10 @@ struct url {
     char host[256]; /* numeric address to bind/dial ("127.0.0.1", "::1") */
     int port;
     char text[300]; /* as given, normalized: "http://127.0.0.1:2379" */
-    bool tls;       /* https:// */
+    bool tls;       /* https:// (or unixs://) */
+    bool unix_sock; /* unix:// or unixs://: |host| is the socket's path (as
+                       etcd: everything after the scheme), port 0; client
+                       URLs only */
 };
 
 struct member_cfg {

@@ -419,8 +419,10 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
         goto fail;
     }
     for (size_t i = 0; nf == 0 && i < cfg->n_listen_client; i++) {
-        rv = (cfg->listen_client[i].tls ? grpc_server_listen_tls : grpc_server_listen)(
-            s->grpc, cfg->listen_client[i].host, cfg->listen_client[i].port, NULL);
+        const struct url *u = &cfg->listen_client[i];
+        rv = u->unix_sock ? grpc_server_listen_unix(s->grpc, u->host, u->tls)
+             : (u->tls ? grpc_server_listen_tls : grpc_server_listen)(s->grpc, u->host, u->port,
+                                                                      NULL);
         if (rv != 0) {
             log_error("server", "cannot listen on %s: %s", cfg->listen_client[i].text,
                       uv_strerror(rv));

@@ -20,6 +20,8 @@ static void hosts_of(const struct url *urls, size_t n, char *out, size_t cap)
     size_t o = 0;
     out[0] = '\0';
     for (size_t i = 0; i < n; i++) {
+        if (urls[i].unix_sock)
+            continue;
         int k = snprintf(out + o, cap - o, "%s%s", o ? "," : "", urls[i].host);
         if (k < 0 || (size_t)k >= cap - o)
             break;

@@ -186,8 +186,8 @@ const char *tls_conn_alpn(const tls_conn *c);
 
 /* ---- libuv streams (tls_uv.c) ----
  *
- * struct tls_stream holds a uv_tcp_t (ts->tcp) in place of the caller's
- * own; the caller accepts into it or connects it and sets its data as
+ * struct tls_stream holds a uv_tcp_t (ts->tcp; or a uv_pipe_t, ts->pipe,
+ * for a unix socket) in place of the caller's own; the caller accepts into it or connects it and sets its data as
  * before. The callbacks get that handle, as they would from libuv, so
  * handle->data works as before. With TLS:
  *  - reading: ciphertext is read from the handle and fed to the
@@ -208,8 +208,11 @@ const char *tls_conn_alpn(const tls_conn *c);
  *    idle and timer handles) and then calls |cb| with the wrapped handle; pending
  *    write callbacks run with UV_ECANCELED before it, as libuv does. */
 struct tls_stream {
-    uv_tcp_t tcp;   /* the socket: the caller's (data is the caller's) */
-    uv_stream_t *s; /* &tcp */
+    union { /* the socket (its data is the caller's): TCP or a unix socket */
+        uv_tcp_t tcp;
+        uv_pipe_t pipe;
+    };
+    uv_stream_t *s; /* &tcp or &pipe */
     tls_conn *conn; /* NULL: plaintext, straight to libuv */
     uv_idle_t idle; /* TLS: delivers decrypted bytes after read_start */
     uv_timer_t hs_timer; /* TLS: tls_stream_set_handshake_timeout */
@@ -235,6 +238,11 @@ struct tls_stream {
  * NULL: plaintext) and |label| for log lines ("client"). Errors: libuv's
  * (then nothing needs closing). */
 int tls_stream_init(struct tls_stream *ts, uv_loop_t *loop, tls_conn *conn, const char *label);
+
+/* tls_stream_init_pipe is tls_stream_init for a unix socket: ts->pipe
+ * (uv_pipe_init) in place of ts->tcp. */
+int tls_stream_init_pipe(struct tls_stream *ts, uv_loop_t *loop, tls_conn *conn,
+                         const char *label);
 
 /* tls_stream_set_label changes the label of the log lines. */
 void tls_stream_set_label(struct tls_stream *ts, const char *label);

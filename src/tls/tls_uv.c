@@ -33,11 +33,12 @@ static void deliver(struct tls_stream *ts);
 static struct tls_stream *ts_of(uv_handle_t *h);
 static void peer_addr(struct tls_stream *ts, char *out, size_t cap);
 
-int tls_stream_init(struct tls_stream *ts, uv_loop_t *loop, tls_conn *conn, const char *label)
+static int stream_init(struct tls_stream *ts, uv_loop_t *loop, tls_conn *conn, const char *label,
+                       bool pipe)
 {
     memset(ts, 0, sizeof(*ts));
-    ts->s = (uv_stream_t *)&ts->tcp;
-    int rv = uv_tcp_init(loop, &ts->tcp);
+    ts->s = pipe ? (uv_stream_t *)&ts->pipe : (uv_stream_t *)&ts->tcp;
+    int rv = pipe ? uv_pipe_init(loop, &ts->pipe, 0) : uv_tcp_init(loop, &ts->tcp);
     if (rv != 0) {
         tls_conn_free(conn);
         return rv;
@@ -61,7 +62,7 @@ static void on_hs_timeout(uv_timer_t *h)
         return;
     if (!ts->hs_logged) {
         ts->hs_logged = true;
-        char addr[80];
+        char addr[300];
         peer_addr(ts, addr, sizeof(addr));
         log_warn(MOD, "%s TLS handshake with %s failed: not completed within %u ms", ts->label,
                  addr, ts->hs_timeout_ms);
@@ -80,6 +81,17 @@ void tls_stream_set_handshake_timeout(struct tls_stream *ts, unsigned ms)
         return;
     ts->hs_timeout_ms = ms;
     uv_timer_start(&ts->hs_timer, on_hs_timeout, ms, 0);
+}
+
+int tls_stream_init(struct tls_stream *ts, uv_loop_t *loop, tls_conn *conn, const char *label)
+{
+    return stream_init(ts, loop, conn, label, false);
+}
+
+int tls_stream_init_pipe(struct tls_stream *ts, uv_loop_t *loop, tls_conn *conn,
+                         const char *label)
+{
+    return stream_init(ts, loop, conn, label, true);
 }
 
 void tls_stream_set_label(struct tls_stream *ts, const char *label)
@@ -128,6 +140,17 @@ static void peer_addr(struct tls_stream *ts, char *out, size_t cap)
     struct sockaddr_storage ss;
     int len = sizeof(ss);
     out[0] = '\0';
+    if (ts->s->type == UV_NAMED_PIPE) {
+        char name[256];
+        size_t n = sizeof(name);
+        if (uv_pipe_getsockname(&ts->pipe, name, &n) == 0 && n < sizeof(name)) {
+            name[n] = '\0';
+            snprintf(out, cap, "unix socket %s", name);
+        } else {
+            snprintf(out, cap, "a unix socket");
+        }
+        return;
+    }
     if (ts->s->type != UV_TCP || uv_tcp_getpeername((uv_tcp_t *)ts->s, (struct sockaddr *)&ss,
                                                     &len) != 0) {
         snprintf(out, cap, "?");
@@ -155,7 +178,7 @@ static void failed(struct tls_stream *ts)
     ts->pending_err = UV_EPROTO;
     if (!ts->hs_logged) {
         ts->hs_logged = true;
-        char addr[80];
+        char addr[300];
         peer_addr(ts, addr, sizeof(addr));
         log_warn(MOD, "%s TLS %s %s failed: %s", ts->label,
                  tls_conn_done(ts->conn) ? "connection with" : "handshake with", addr,
@@ -277,7 +300,7 @@ static void sock_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         if (nread == UV_EOF) {
             if (!tls_conn_done(ts->conn) && ts->pending_err == 0 && !ts->hs_logged) {
                 ts->hs_logged = true;
-                char addr[80];
+                char addr[300];
                 peer_addr(ts, addr, sizeof(addr));
                 log_warn(MOD, "%s TLS handshake with %s failed: the peer closed the "
                               "connection during the handshake", ts->label, addr);
@@ -418,7 +441,7 @@ size_t tls_stream_write_queue_size(const struct tls_stream *ts)
 
 static void closed_one(uv_handle_t *h)
 {
-    struct tls_stream *ts = h->type == UV_TCP ? ts_of(h) : h->data;
+    struct tls_stream *ts = h->type == UV_TCP || h->type == UV_NAMED_PIPE ? ts_of(h) : h->data;
     if (--ts->closing_handles > 0)
         return;
     tls_conn_free(ts->conn);

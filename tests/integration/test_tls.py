@@ -526,6 +526,46 @@ class TLSReloadAndCiphers(unittest.TestCase):
         finally:
             c.cleanup()
 
+    def test_unix_sockets(self):
+        """unix:// and unixs:// client URLs (etcd's): a unix socket each, the
+        second with TLS and client certificates. Named as etcd's docs do,
+        "unix://localhost:PORT": a socket file of that name in the working
+        directory (the server's certificate is valid for localhost)"""
+        d = self.copy_certs()
+        t = tls_of(d, peer=False)
+        plain = "localhost:%d" % harness.free_port()
+        secure = "localhost:%d" % harness.free_port()
+        cwd = os.getcwd()
+        os.chdir(d)
+        s = Server(TARGET, tls=t)
+        args = s.args()
+        i = args.index("--listen-client-urls") + 1
+        args[i] += ",unix://%s,unixs://%s" % (plain, secure)
+        s.args = lambda: args
+        try:
+            s.start()
+            r = etcdctl("unix://" + plain, "put", "u", "plain")
+            self.assertEqual(r.stdout, "OK\n", r.stderr)
+            r = etcdctl("unixs://" + secure, "get", "u", flags=t.etcdctl_flags())
+            self.assertEqual(r.stdout, "u\nplain\n", r.stderr)
+            # no client certificate on the TLS socket: refused
+            r = etcdctl("unixs://" + secure, "get", "u", flags=["--cacert", t.ca])
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("Error: context deadline exceeded", r.stderr)
+            # quorumctl too
+            q = harness.built_binary("QUORUMCTL_BIN", "tools", "quorumctl", "quorumctl")
+            r = subprocess.run([q, "--endpoints", "unixs://" + secure, "--dial-timeout=2s"]
+                               + t.etcdctl_flags() + ["get", "u"], capture_output=True,
+                               text=True, timeout=30)
+            self.assertEqual(r.stdout, "u\nplain\n", r.stderr)
+            s.stop()
+            if TARGET == "quorum":  # the socket files go with the member
+                self.assertFalse(os.path.exists(plain))
+                self.assertFalse(os.path.exists(secure))
+        finally:
+            s.cleanup()
+            os.chdir(cwd)
+
     def test_https_without_certificate_refused_at_start(self):
         s = Server(TARGET)
         try:
