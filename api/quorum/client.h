@@ -179,6 +179,19 @@ int qc_connect(const struct qc_options *opts, qc_client **out, struct qc_status 
  * be NULL. */
 void qc_close(qc_client *c);
 
+/* qc_authenticate logs in as |user| (etcd's Authenticate) and keeps the
+ * credentials: every call from then on carries the token ("token"
+ * metadata, as etcd's clients send it), and a unary call refused because
+ * the token expired or predates an auth change ("etcdserver: invalid auth
+ * token", "etcdserver: revision of auth store is old") authenticates again
+ * and is retried once. Streams started before a new token keep the old
+ * one. Errors as qc_unary ("etcdserver: authentication failed, invalid
+ * user ID or password", "etcdserver: authentication is not enabled"). */
+int qc_authenticate(qc_client *c, const char *user, const char *password, struct qc_status *st);
+/* qc_set_token sets (or with NULL clears) the token calls carry, without
+ * credentials to renew it. Errors: -ENOMEM. */
+int qc_set_token(qc_client *c, const char *token);
+
 /* qc_endpoint returns the endpoint of the current connection (as given in
  * the options), or NULL when not connected. The pointer stays valid until
  * qc_close; the connection may change at any time. */

@@ -148,11 +148,40 @@ def rss_anon_kib(pid):
     return 0
 
 
+# --security: what each mode turns on. "auth": a root user, a user "bench"
+# with readwrite on bench/ and auth enabled; every request (python gRPC and
+# h2load) carries that user's token, as clients send it. The same for both
+# servers, with their default --bcrypt-cost and simple tokens.
+MODES = ("plain", "auth")
+MD = []  # the metadata of the current run: [("token", T)] with auth
+
+
+def setup_auth(endpoint):
+    """Users and roles over the Auth API, auth enabled; returns a token of "bench"."""
+    channel = grpc.insecure_channel(endpoint)
+    a = rpc_pb2_grpc.AuthStub(channel)
+    from etcd3.etcdrpc import auth_pb2
+    a.UserAdd(rpc_pb2.AuthUserAddRequest(name="root", password="rootpw"), timeout=30)
+    a.RoleAdd(rpc_pb2.AuthRoleAddRequest(name="root"), timeout=10)
+    a.UserGrantRole(rpc_pb2.AuthUserGrantRoleRequest(user="root", role="root"), timeout=10)
+    a.RoleAdd(rpc_pb2.AuthRoleAddRequest(name="bench"), timeout=10)
+    a.RoleGrantPermission(rpc_pb2.AuthRoleGrantPermissionRequest(
+        name="bench", perm=auth_pb2.Permission(permType=auth_pb2.Permission.READWRITE,
+                                               key=b"bench/", range_end=b"bench0")), timeout=10)
+    a.UserAdd(rpc_pb2.AuthUserAddRequest(name="bench", password="benchpw"), timeout=30)
+    a.UserGrantRole(rpc_pb2.AuthUserGrantRoleRequest(user="bench", role="bench"), timeout=10)
+    a.AuthEnable(rpc_pb2.AuthEnableRequest(), timeout=10)
+    tok = a.Authenticate(rpc_pb2.AuthenticateRequest(name="bench", password="benchpw"),
+                         timeout=30).token
+    channel.close()
+    return tok
+
+
 def current_revision(stub):
-    return stub.Range(rpc_pb2.RangeRequest(key=PUT_KEY), timeout=10).header.revision
+    return stub.Range(rpc_pb2.RangeRequest(key=PUT_KEY), timeout=10, metadata=MD).header.revision
 
 
-def run_h2load(case, endpoint, duration, requests, threads, workdir):
+def run_h2load(case, endpoint, duration, requests, threads, workdir, headers=()):
     """Runs h2load for one case, for |requests| requests (-n) when not None,
     else for |duration| seconds (-D); returns (parsed summary dict, log path,
     h2load's cpu fraction)."""
@@ -164,8 +193,10 @@ def run_h2load(case, endpoint, duration, requests, threads, workdir):
     limit = ["-n", str(requests)] if requests else ["-D", str(duration)]
     cmd = ["h2load"] + limit + ["-t", str(threads),
            "-c", str(case.clients), "-m", str(case.streams),
-           "-d", data, "-H", "content-type: application/grpc", "-H", "te: trailers",
-           "--log-file", log, "http://%s%s" % (endpoint, case.path)]
+           "-d", data, "-H", "content-type: application/grpc", "-H", "te: trailers"]
+    for h in headers:
+        cmd += ["-H", h]
+    cmd += ["--log-file", log, "http://%s%s" % (endpoint, case.path)]
     with open(out, "wb") as f:
         proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     # wait4 rather than wait(): it also gives h2load's own CPU use, which tells
@@ -210,12 +241,12 @@ def check_once(case, stub):
     """Does one request of the case with python gRPC; returns the framed response size."""
     if case.method == "Put":
         before = current_revision(stub)
-        resp = stub.Put(case.request, timeout=10)
+        resp = stub.Put(case.request, timeout=10, metadata=MD)
         if resp.header.revision != before + 1:
             raise AssertionError("Put returned revision %d, expected %d"
                                  % (resp.header.revision, before + 1))
     else:
-        resp = stub.Range(case.request, timeout=10)
+        resp = stub.Range(case.request, timeout=10, metadata=MD)
         keys = [kv.key for kv in resp.kvs]
         if keys != case.expect_keys or resp.count != len(case.expect_keys):
             raise AssertionError("Range returned count=%d keys=%r..., expected %d keys %r..."
@@ -227,17 +258,23 @@ def check_once(case, stub):
     return 5 + len(resp.SerializeToString())
 
 
-def run_one(case, kind, duration, threads, put_scale=1.0):
+def run_one(case, kind, duration, threads, put_scale=1.0, mode="plain"):
     """Runs one case against a fresh server of the given kind."""
     r = Result(case, kind)
     workdir = tempfile.mkdtemp(prefix="kv-bench-")
     server = harness.Server(kind)
+    headers = []
     try:
         server.start()
+        MD[:] = []
+        if "auth" in mode:
+            tok = setup_auth(server.endpoint)
+            MD[:] = [("token", tok)]
+            headers.append("token: " + tok)
         channel = grpc.insecure_channel(server.endpoint)
         stub = rpc_pb2_grpc.KVStub(channel)
         for k, v in case.preload:
-            stub.Put(rpc_pb2.PutRequest(key=k, value=v), timeout=10)
+            stub.Put(rpc_pb2.PutRequest(key=k, value=v), timeout=10, metadata=MD)
         try:
             resp_size = check_once(case, stub)
         except AssertionError as e:
@@ -251,7 +288,7 @@ def run_one(case, kind, duration, threads, put_scale=1.0):
         cpu0 = cpu_seconds(server.proc.pid)
         requests = max(1, int(case.requests * put_scale)) if case.requests else None
         summary, log, r.h2_cpu = run_h2load(case, server.endpoint, duration, requests, threads,
-                                            workdir)
+                                            workdir, headers)
         r.requests = requests
         r.srv_cpu = (cpu_seconds(server.proc.pid) - cpu0) / summary["secs"]
         r.rss_kib = server.peak_rss_kib()
@@ -387,7 +424,14 @@ def main():
     ap.add_argument("--only", choices=("etcd", "quorum"), help="run one server only")
     ap.add_argument("--cases", help="comma-separated case names (default: all)")
     ap.add_argument("--threads", type=int, default=1, help="h2load -t (default 1)")
+    ap.add_argument("--security", default="plain",
+                    help="comma-separated modes, each running every case for both servers: "
+                         "%s (default plain); with more than one, the cost of each mode is "
+                         "printed as its quorum/etcd ratio over plain's" % ", ".join(MODES))
     args = ap.parse_args()
+    modes = args.security.split(",")
+    if set(modes) - set(MODES):
+        sys.exit("unknown --security mode(s): %s" % ", ".join(sorted(set(modes) - set(MODES))))
     duration = 3 if args.quick else args.duration
     put_scale = 0.25 if args.quick else args.put_scale
     duration = int(duration) if duration == int(duration) else duration
@@ -417,24 +461,48 @@ def main():
               os.cpu_count(), os.getloadavg()[0]))
     sys.stdout.flush()
     results = {}
-    for case in cases:
-        for kind in kinds:
-            r = run_one(case, kind, duration, args.threads, put_scale)
-            results[(case.name, kind)] = r
-            print(fmt_result(r))
-            for p in r.problems:
-                print("WARNING %s %s INVALID: %s" % (case.name, kind, p))
-            for n in r.notes:
-                print("note %s %s: %s" % (case.name, kind, n))
-            sys.stdout.flush()
-        if len(kinds) == 2:
-            print(fmt_ratio(case.name, results[(case.name, "quorum")],
-                            results[(case.name, "etcd")]))
-            sys.stdout.flush()
+    by_mode = {}
+    for mode in modes:
+        if len(modes) > 1:
+            print("--- security mode: %s" % mode)
+        results = by_mode.setdefault(mode, {})
+        for case in cases:
+            for kind in kinds:
+                r = run_one(case, kind, duration, args.threads, put_scale, mode)
+                results[(case.name, kind)] = r
+                print(fmt_result(r))
+                for p in r.problems:
+                    print("WARNING %s %s INVALID: %s" % (case.name, kind, p))
+                for n in r.notes:
+                    print("note %s %s: %s" % (case.name, kind, n))
+                sys.stdout.flush()
+            if len(kinds) == 2:
+                print(fmt_ratio(case.name, results[(case.name, "quorum")],
+                                results[(case.name, "etcd")]))
+                sys.stdout.flush()
+    if len(kinds) == 2 and "plain" in by_mode and len(by_mode) > 1:
+        print()
+        print("what each mode costs quorum's lead (issue target: its quorum/etcd ratio >= 90%"
+              " of plain's)")
+        base = by_mode["plain"]
+        for mode in modes:
+            if mode == "plain":
+                continue
+            for case in cases:
+                q, e = by_mode[mode][(case.name, "quorum")], by_mode[mode][(case.name, "etcd")]
+                q0, e0 = base[(case.name, "quorum")], base[(case.name, "etcd")]
+                if not all(x.valid for x in (q, e, q0, e0)):
+                    print("  %-9s %-13s n/a (a run is invalid)" % (mode, case.name))
+                    continue
+                x, x0 = q.rps / e.rps, q0.rps / e0.rps
+                print("  %-9s %-13s ratio x%.2f vs plain x%.2f: %3.0f%% %s" % (
+                    mode, case.name, x, x0, 100 * x / x0, "met" if x >= 0.9 * x0 else "NOT MET"))
+        results = base
+    all_results = {(n, k, m): r for m, rs in by_mode.items() for (n, k), r in rs.items()}
     print_targets(results, kinds)
     print("load average at the end: %.2f (other load on the machine skews the numbers)"
           % os.getloadavg()[0])
-    invalid = [k for k, r in results.items() if not r.valid]
+    invalid = [k for k, r in all_results.items() if not r.valid]
     return 1 if invalid else 0
 
 

@@ -52,6 +52,7 @@ struct backend_defrag {
 static const char *const db_names[BACKEND_DB__COUNT] = {
     [BACKEND_DB_KEY] = "key",   [BACKEND_DB_META] = "meta",       [BACKEND_DB_LEASE] = "lease",
     [BACKEND_DB_AUTH] = "auth", [BACKEND_DB_MEMBERS] = "members",
+    [BACKEND_DB_AUTH_USERS] = "authUsers", [BACKEND_DB_AUTH_ROLES] = "authRoles",
 };
 
 /* The last LMDB code backend_err mapped to a quorum error, per thread. */

@@ -12,7 +12,7 @@
  * Layout: the environment is opened with MDB_NOSUBDIR on the file
  * <dir>/data.mdb (lock file <dir>/data.mdb-lock), flags MDB_NOTLS (and
  * MDB_NOSYNC when no_sync). Database names follow etcd's buckets: "key",
- * "meta", "lease", "auth", "members".
+ * "meta", "lease", "auth", "authUsers", "authRoles", "members".
  *
  * Caveats (as LMDB's own): a long-lived read transaction pins old pages and
  * makes the file grow; end them promptly.
@@ -33,6 +33,8 @@ enum backend_db {
     BACKEND_DB_LEASE,   /* lease id -> lease record */
     BACKEND_DB_AUTH,    /* auth state */
     BACKEND_DB_MEMBERS, /* cluster membership */
+    BACKEND_DB_AUTH_USERS, /* user name -> authpb.User (auth/) */
+    BACKEND_DB_AUTH_ROLES, /* role name -> authpb.Role (auth/) */
     BACKEND_DB__COUNT,
 };
 

@@ -52,6 +52,25 @@ enum grpc_status {
     X(QERR_CORRUPT, DATA_LOSS, "etcdserver: corrupt cluster")                                      \
     X(QERR_INVALID_TOKEN, UNAUTHENTICATED, "etcdserver: invalid auth token")                       \
     X(QERR_PERMISSION_DENIED, PERMISSION_DENIED, "etcdserver: permission denied")                  \
+    X(QERR_ROOT_USER_NOT_EXIST, FAILED_PRECONDITION, "etcdserver: root user does not exist")        \
+    X(QERR_ROOT_ROLE_NOT_EXIST, FAILED_PRECONDITION,                                               \
+      "etcdserver: root user does not have root role")                                             \
+    X(QERR_USER_EXISTS, FAILED_PRECONDITION, "etcdserver: user name already exists")               \
+    X(QERR_USER_EMPTY, INVALID_ARGUMENT, "etcdserver: user name is empty")                         \
+    X(QERR_USER_NOT_FOUND, FAILED_PRECONDITION, "etcdserver: user name not found")                 \
+    X(QERR_ROLE_EXISTS, FAILED_PRECONDITION, "etcdserver: role name already exists")               \
+    X(QERR_ROLE_NOT_FOUND, FAILED_PRECONDITION, "etcdserver: role name not found")                 \
+    X(QERR_ROLE_EMPTY, INVALID_ARGUMENT, "etcdserver: role name is empty")                         \
+    X(QERR_AUTH_FAILED, INVALID_ARGUMENT,                                                          \
+      "etcdserver: authentication failed, invalid user ID or password")                            \
+    X(QERR_ROLE_NOT_GRANTED, FAILED_PRECONDITION, "etcdserver: role is not granted to the user")   \
+    X(QERR_PERMISSION_NOT_GRANTED, FAILED_PRECONDITION,                                            \
+      "etcdserver: permission is not granted to the role")                                         \
+    X(QERR_AUTH_NOT_ENABLED, FAILED_PRECONDITION, "etcdserver: authentication is not enabled")     \
+    X(QERR_INVALID_AUTH_MGMT, INVALID_ARGUMENT, "etcdserver: invalid auth management")             \
+    X(QERR_AUTH_OLD_REVISION, INVALID_ARGUMENT, "etcdserver: revision of auth store is old")       \
+    X(QERR_NO_PASSWORD_USER, UNKNOWN,                                                              \
+      "auth: authentication failed, password was given for no password user")                     \
     X(QERR_BAD_REQUEST, INVALID_ARGUMENT, "etcdserver: invalid request")                           \
     X(QERR_UNDECODABLE, INVALID_ARGUMENT, "grpc: error unmarshalling request")                     \
     X(QERR_UNIMPLEMENTED, UNIMPLEMENTED, "unknown method")                                         \

@@ -21,6 +21,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -967,6 +968,8 @@ static void submit_pending(qc_client *c)
         NV("content-type", "application/grpc", 16);
         NV("te", "trailers", 8);
         NV("user-agent", "quorum-client/0.1", 17);
+        if (c->token != NULL && !s->no_token)
+            NV("token", c->token, strlen(c->token));
         if (s->deadline) {
             int64_t left = s->deadline - now_ms();
             if (left <= 0) {
@@ -1285,6 +1288,12 @@ static void client_destroy(qc_client *c)
         SSL_CTX_free(c->ssl_ctx);
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
+    free(c->user);
+    if (c->password != NULL) {
+        explicit_bzero(c->password, strlen(c->password));
+        free(c->password);
+    }
+    free(c->token);
     free(c);
 }
 
@@ -1577,9 +1586,9 @@ static int status_err(const struct qc_status *st, struct qc_status *out, int err
     return err;
 }
 
-int qc_unary_timeout(qc_client *c, const char *method, const ProtobufCMessage *req,
-                     const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
-                     int timeout_ms, struct qc_status *st)
+static int unary_once(qc_client *c, const char *method, const ProtobufCMessage *req,
+                      const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
+                      int timeout_ms, struct qc_status *st, int no_token)
 {
     *resp = NULL;
     set_status(st, 0, "");
@@ -1602,6 +1611,7 @@ int qc_unary_timeout(qc_client *c, const char *method, const ProtobufCMessage *r
     }
     queue_chunk(s, k);
     s->half_close = 1;
+    s->no_token = no_token;
     if (timeout_ms == 0)
         timeout_ms = c->call_timeout_ms;
     if (timeout_ms > 0)
@@ -1654,6 +1664,104 @@ int qc_unary_timeout(qc_client *c, const char *method, const ProtobufCMessage *r
     if (last)
         client_destroy(c);
     return status_err(&fin, st, err);
+}
+
+/* reauthenticate: Authenticate with the stored credentials and keep the
+ * token. */
+static int reauthenticate(qc_client *c, struct qc_status *st)
+{
+    pthread_mutex_lock(&c->mu);
+    char *user = c->user ? strdup(c->user) : NULL;
+    char *pw = c->password ? strdup(c->password) : NULL;
+    pthread_mutex_unlock(&c->mu);
+    int err = -ENOMEM;
+    if (user != NULL && pw != NULL) {
+        Etcdserverpb__AuthenticateRequest r = ETCDSERVERPB__AUTHENTICATE_REQUEST__INIT;
+        r.name = user;
+        r.password = pw;
+        Etcdserverpb__AuthenticateResponse *resp = NULL;
+        /* without the old token: a stale one would refuse the login */
+        err = unary_once(c, "/etcdserverpb.Auth/Authenticate", &r.base,
+                         &etcdserverpb__authenticate_response__descriptor,
+                         (ProtobufCMessage **)&resp, 0, st, 1);
+        if (err == 0) {
+            char *tok = strdup(resp->token);
+            pthread_mutex_lock(&c->mu);
+            free(c->token);
+            c->token = tok;
+            pthread_mutex_unlock(&c->mu);
+            err = tok != NULL ? 0 : -ENOMEM;
+            protobuf_c_message_free_unpacked(&resp->base, NULL);
+        }
+    }
+    free(user);
+    if (pw != NULL) {
+        explicit_bzero(pw, strlen(pw));
+        free(pw);
+    }
+    return err;
+}
+
+int qc_authenticate(qc_client *c, const char *user, const char *password, struct qc_status *st)
+{
+    char *u = strdup(user), *p = strdup(password);
+    if (u == NULL || p == NULL) {
+        free(u);
+        free(p);
+        set_status(st, QC_RESOURCE_EXHAUSTED, "out of memory");
+        return -ENOMEM;
+    }
+    pthread_mutex_lock(&c->mu);
+    free(c->user);
+    if (c->password != NULL) {
+        explicit_bzero(c->password, strlen(c->password));
+        free(c->password);
+    }
+    c->user = u;
+    c->password = p;
+    pthread_mutex_unlock(&c->mu);
+    return reauthenticate(c, st);
+}
+
+int qc_set_token(qc_client *c, const char *token)
+{
+    char *t = token != NULL ? strdup(token) : NULL;
+    if (token != NULL && t == NULL)
+        return -ENOMEM;
+    pthread_mutex_lock(&c->mu);
+    free(c->token);
+    c->token = t;
+    pthread_mutex_unlock(&c->mu);
+    return 0;
+}
+
+/* a token that expired (simple tokens after --auth-token-ttl idle, jwt at
+ * "exp") or predates an auth change: worth one new Authenticate */
+static bool token_stale(const struct qc_status *st)
+{
+    return (st->code == QC_UNAUTHENTICATED &&
+            strcmp(st->message, "etcdserver: invalid auth token") == 0) ||
+           (st->code == QC_INVALID_ARGUMENT &&
+            strcmp(st->message, "etcdserver: revision of auth store is old") == 0);
+}
+
+int qc_unary_timeout(qc_client *c, const char *method, const ProtobufCMessage *req,
+                     const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp,
+                     int timeout_ms, struct qc_status *st)
+{
+    struct qc_status mine;
+    if (st == NULL)
+        st = &mine;
+    int err = unary_once(c, method, req, resp_desc, resp, timeout_ms, st, 0);
+    if (err == 0 || !token_stale(st))
+        return err;
+    pthread_mutex_lock(&c->mu);
+    bool can = c->user != NULL;
+    pthread_mutex_unlock(&c->mu);
+    struct qc_status ast;
+    if (!can || reauthenticate(c, &ast) != 0)
+        return err;
+    return unary_once(c, method, req, resp_desc, resp, timeout_ms, st, 0);
 }
 
 int qc_unary(qc_client *c, const char *method, const ProtobufCMessage *req,

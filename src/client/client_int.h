@@ -37,6 +37,7 @@ struct qc_stream {
     qc_client *c;
     char *path;
     int unary;        /* consume input at once; one response */
+    int no_token;     /* sent without the client's token (Authenticate) */
     int64_t deadline; /* ms, monotonic; 0 = none (grpc-timeout) */
     int state;        /* S_* */
     int refs;         /* user, I/O side (pending or on a conn), dirty list */
@@ -122,6 +123,8 @@ struct qc_client {
     nghttp2_session_callbacks *cbs;
     nghttp2_option *h2opt;
     SSL_CTX *ssl_ctx; /* NULL: no endpoint uses TLS */
+    /* qc_authenticate: the credentials, and the token every call carries */
+    char *user, *password, *token;
 };
 
 /* qc__stream_peak_buffered returns the most bytes of received, untaken

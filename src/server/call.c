@@ -28,8 +28,23 @@ qcall *qcall_new(struct server *s, const struct qcall_method *m, const struct qc
     return c;
 }
 
+int qcall_set_credentials(qcall *call, const char *token, size_t token_len, const char *cn)
+{
+    if (token != NULL) {
+        call->token = strndup(token, token_len);
+        if (call->token == NULL)
+            return -ENOMEM;
+        call->token_len = token_len;
+    }
+    if (cn != NULL && (call->cn = strdup(cn)) == NULL)
+        return -ENOMEM;
+    return 0;
+}
+
 void qcall_free(qcall *call)
 {
+    free(call->token);
+    free(call->cn);
     if (nspare < SPARE_CALLS)
         spare[nspare++] = call;
     else
@@ -67,7 +82,7 @@ const struct qcall_method *const *server_methods;
 size_t server_methods_n;
 
 /* an entry of a closed call must be forgotten: the default on_close */
-static void entry_call_closed(qcall *call)
+void server_entry_call_closed(qcall *call)
 {
     struct entry *e = qcall_get_data(call);
     if (e != NULL)
@@ -81,11 +96,13 @@ int server_methods_init(void)
     const struct qcall_method *tables[] = {server_kv_methods,      server_maintenance_methods,
                                            server_cluster_methods, server_lease_methods,
                                            server_watch_methods,   server_lock_methods,
-                                           server_election_methods};
+                                           server_election_methods,
+                                           server_auth_methods};
     size_t counts[] = {server_kv_methods_n,      server_maintenance_methods_n,
                        server_cluster_methods_n, server_lease_methods_n,
                        server_watch_methods_n,   server_lock_methods_n,
-                       server_election_methods_n};
+                       server_election_methods_n,
+                       server_auth_methods_n};
     const size_t ntables = sizeof(tables) / sizeof(tables[0]);
     size_t total = 0;
     for (size_t i = 0; i < ntables; i++)
@@ -102,7 +119,7 @@ int server_methods_init(void)
         for (size_t j = 0; j < counts[i]; j++) {
             m[k] = tables[i][j];
             if (m[k].on_close == NULL)
-                m[k].on_close = entry_call_closed;
+                m[k].on_close = server_entry_call_closed;
             ptrs[k] = &m[k];
             k++;
         }
@@ -165,6 +182,12 @@ static qcall *core_call(grpc_call *gc)
     if (c == NULL) {
         size_t i = (size_t)(grpc_call_method(gc) - core_methods);
         c = qcall_new(grpc_call_server_data(gc), server_methods[i], &grpc_face, gc);
+        size_t tl = 0;
+        const char *tok = grpc_call_metadata(gc, "token", &tl);
+        if (c != NULL && qcall_set_credentials(c, tok, tl, grpc_call_tls_common_name(gc)) != 0) {
+            qcall_free(c);
+            c = NULL;
+        }
         if (c == NULL) {
             grpc_call_finish(gc, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
             return NULL;

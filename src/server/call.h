@@ -57,6 +57,11 @@ struct qcall {
     const struct qcall_face *face;
     void *face_ctx; /* the face's own record of the stream */
     bool finished;
+    /* credentials the face saw (owned, freed with the call): the "token"
+     * metadata and a verified client certificate's common name, or NULL */
+    char *token;
+    size_t token_len;
+    char *cn;
 };
 
 /* qcall_new makes a call of method |m| on face |face| (the face keeps it in
@@ -64,6 +69,9 @@ struct qcall {
 qcall *qcall_new(struct server *s, const struct qcall_method *m, const struct qcall_face *face,
                  void *face_ctx);
 void qcall_free(qcall *call);
+/* qcall_set_credentials copies a face's credentials into the call (either
+ * may be NULL). Errors: -ENOMEM. */
+int qcall_set_credentials(qcall *call, const char *token, size_t token_len, const char *cn);
 
 /* qcall_send queues one response message (copied). Errors: -EPIPE (the
  * call finished or is going away), -EMSGSIZE, -ENOMEM. */

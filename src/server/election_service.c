@@ -237,6 +237,10 @@ static void on_campaign(qcall *call, const uint8_t *msg, size_t len)
     op->r.free_op = free_camp;
     op->lease = req->lease;
     v3electionpb__campaign_request__free_unpacked(req, NULL);
+    if (!recipe_auth(call, op->pfx, op->pfx_len, true, false)) {
+        free_camp(&op->r);
+        return;
+    }
     qcall_set_data(call, op);
     if (op->lease == 0)
         recipe_grant(&op->r, 60, on_camp_granted);
@@ -305,6 +309,8 @@ static void start_guarded(qcall *call, const V3electionpb__LeaderKey *lk,
         qcall_finish(call, GRPC_STATUS_UNKNOWN, ERR_MISSING_LEADER);
         return;
     }
+    if (!recipe_auth(call, lk->key.data, lk->key.len, true, true))
+        return;
     struct simple_op *op = calloc(1, sizeof(*op));
     if (op == NULL) {
         server_reply_error(call, -ENOMEM);
@@ -375,6 +381,10 @@ static void on_leader(qcall *call, const uint8_t *msg, size_t len)
     size_t plen;
     uint8_t *pfx = make_pfx(&req->name, &plen);
     v3electionpb__leader_request__free_unpacked(req, NULL);
+    if (pfx != NULL && !recipe_auth(call, pfx, plen, false, false)) {
+        free(pfx);
+        return;
+    }
     struct arena a = {0};
     Mvccpb__KeyValue *kv = NULL;
     Etcdserverpb__ResponseHeader *h = NULL;
@@ -538,6 +548,11 @@ static void on_observe(qcall *call, const uint8_t *msg, size_t len)
         return;
     }
     v3electionpb__leader_request__free_unpacked(req, NULL);
+    if (!recipe_auth(call, op->pfx, op->pfx_len, false, false)) {
+        free(op->pfx);
+        free(op);
+        return;
+    }
     op->r.s = s;
     op->r.call = call;
     op->r.refs = 1;

@@ -65,7 +65,18 @@ struct fcall {
     size_t core_sent; /* core: response bytes posted */
     _Atomic size_t front_sent;   /* front: of those, handed to grpc */
     _Atomic size_t grpc_pending; /* front: grpc_call_pending_bytes, refreshed per pass */
+    /* front, before the first MSG: the credentials the core copies */
+    char *token;
+    size_t token_len;
+    char *cn;
 };
+
+static void fcall_free(struct fcall *fc)
+{
+    free(fc->token);
+    free(fc->cn);
+    free(fc);
+}
 
 struct mailbox {
     struct cds_wfcq_head head;
@@ -234,7 +245,7 @@ static void core_handle(struct fronts *all, struct xmsg *m)
         /* the front loops are gone: only the services' close matters */
         if (m->op == XM_CLOSE) {
             core_close_call(fc);
-            free(fc);
+            fcall_free(fc);
         }
         return;
     }
@@ -243,6 +254,11 @@ static void core_handle(struct fronts *all, struct xmsg *m)
     case XM_HALF:
         if (fc->qc == NULL) {
             fc->qc = qcall_new(all->s, server_methods[fc->method], &remote_face, fc);
+            if (fc->qc != NULL &&
+                qcall_set_credentials(fc->qc, fc->token, fc->token_len, fc->cn) != 0) {
+                qcall_free(fc->qc);
+                fc->qc = NULL;
+            }
             if (fc->qc == NULL) {
                 r_finish(&(qcall){.face_ctx = fc}, GRPC_STATUS_RESOURCE_EXHAUSTED,
                          "out of memory");
@@ -389,6 +405,16 @@ static struct fcall *fcall_of(grpc_call *gc)
         fc->fr = grpc_call_server_data(gc);
         fc->gc = gc;
         fc->method = (uint32_t)(grpc_call_method(gc) - front_methods);
+        size_t tl = 0;
+        const char *tok = grpc_call_metadata(gc, "token", &tl);
+        const char *cn = grpc_call_tls_common_name(gc);
+        if ((tok != NULL && (fc->token = strndup(tok, tl)) == NULL) ||
+            (cn != NULL && (fc->cn = strdup(cn)) == NULL)) {
+            fcall_free(fc);
+            grpc_call_finish(gc, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+            return NULL;
+        }
+        fc->token_len = tl;
         grpc_call_set_data(gc, fc);
     }
     return fc;
@@ -401,7 +427,8 @@ static void f_on_message(grpc_call *gc, const uint8_t *msg, size_t len)
         return;
     if (!fc->forwarded) {
         struct front *fr = fc->fr;
-        int rv = server_kv_serve_local(fr->all->s, server_methods[fc->method], msg, len,
+        struct qcreds cr = {fc->token, fc->token_len, fc->cn};
+        int rv = server_kv_serve_local(fr->all->s, server_methods[fc->method], msg, len, &cr,
                                        &fr->arena, &fr->out);
         if (rv != 0) {
             answer_local(gc, rv, &fr->out);
@@ -431,7 +458,7 @@ static void f_on_close(grpc_call *gc)
     if (fc->forwarded)
         to_core(fc->fr, XM_CLOSE, fc, NULL, 0);
     else
-        free(fc);
+        fcall_free(fc);
 }
 
 static void front_handle(struct front *fr, struct xmsg *m)
@@ -453,13 +480,14 @@ static void front_handle(struct front *fr, struct xmsg *m)
             grpc_call_finish(fc->gc, m->status, m->data[0] ? (const char *)m->data : NULL);
         break;
     case XM_RELEASE:
-        free(fc);
+        fcall_free(fc);
         break;
     case XM_READ: {
         if (fc->gc == NULL)
             break; /* gone: its CLOSE is on the way to the core */
+        struct qcreds cr = {fc->token, fc->token_len, fc->cn};
         int rv = server_kv_serve_read_local(fr->all->s, (enum entry_kind)m->status, m->data,
-                                            m->len, m->rev, &fr->arena, &fr->out);
+                                            m->len, m->rev, &cr, &fr->arena, &fr->out);
         if (rv != 0) {
             answer_local(fc->gc, rv, &fr->out);
         } else {

@@ -22,7 +22,9 @@ static bool too_large(struct server *s, size_t len)
 static void range_read(struct server *s, qcall *call, const Etcdserverpb__RangeRequest *r)
 {
     mvcc_read *rd;
-    int rv = mvcc_read_begin(s->kv, &rd);
+    int rv = server_auth_check_call_read(s, call, true, &r->base);
+    if (rv == 0)
+        rv = mvcc_read_begin(s->kv, &rd);
     if (rv != 0) {
         server_reply_error(call, rv);
         return;
@@ -42,8 +44,8 @@ static void range_read(struct server *s, qcall *call, const Etcdserverpb__RangeR
 static void txn_read(struct server *s, qcall *call, const Etcdserverpb__TxnRequest *r)
 {
     mvcc_read *rd;
-    int rv = mvcc_read_begin(s->kv, &rd);
-    if (rv == 0) {
+    int rv = server_auth_check_call_read(s, call, false, &r->base);
+    if (rv == 0 && (rv = mvcc_read_begin(s->kv, &rd)) == 0) {
         arena_reset(&s->arena);
         Etcdserverpb__TxnResponse *resp = NULL;
         rv = apply_txn_read(&s->env, rd, r, &s->arena, &resp);
@@ -185,10 +187,20 @@ static void local_header(struct server *s, Etcdserverpb__ResponseHeader *h)
 
 /* serve_shared answers |req| (a Range or a read-only Txn) from a shared
  * read at |min_rev| or later (mvcc_read_begin_shared): 1 with the packed
- * response in |out|, 0 when it cannot be read from here now, or an error. */
+ * response in |out|, 0 when it cannot be read from here now, or an error.
+ * The client's credentials are checked here, on the front loop. */
 static int serve_shared(struct server *s, bool range, const ProtobufCMessage *req, int64_t min_rev,
-                        struct arena *a, struct buf *out)
+                        const struct qcreds *cr, struct arena *a, struct buf *out)
 {
+    if (s->auth != NULL && (auth_enabled(s->auth) || cr->token != NULL)) {
+        struct auth_info ai;
+        char buf[AUTH_NAME_MAX];
+        int rv = server_auth_identity(s, cr->token, cr->token_len, cr->cn, &ai, buf, sizeof(buf));
+        if (rv == 0)
+            rv = server_auth_check_read(s, &ai, range, req);
+        if (rv != 0)
+            return rv;
+    }
     mvcc_read *rd;
     if (mvcc_read_begin_shared(s->kv, min_rev, &rd) != 0)
         return 0;
@@ -214,7 +226,7 @@ static int serve_shared(struct server *s, bool range, const ProtobufCMessage *re
 }
 
 int server_kv_serve_local(struct server *s, const struct qcall_method *m, const uint8_t *msg,
-                          size_t len, struct arena *a, struct buf *out)
+                          size_t len, const struct qcreds *cr, struct arena *a, struct buf *out)
 {
     bool range = m->on_message == on_range;
     if (!range && m->on_message != on_txn)
@@ -228,19 +240,20 @@ int server_kv_serve_local(struct server *s, const struct qcall_method *m, const 
     if (range) {
         const Etcdserverpb__RangeRequest *r = (const Etcdserverpb__RangeRequest *)req;
         if (r->serializable && apply_check_range(r) == 0)
-            rv = serve_shared(s, true, req, 0, a, out);
+            rv = serve_shared(s, true, req, 0, cr, a, out);
     } else {
         const Etcdserverpb__TxnRequest *r = (const Etcdserverpb__TxnRequest *)req;
         if (apply_check_txn(r, s->cfg.max_txn_ops) == 0 && apply_txn_is_read_only(r) &&
             txn_serializable(r))
-            rv = serve_shared(s, false, req, 0, a, out);
+            rv = serve_shared(s, false, req, 0, cr, a, out);
     }
     protobuf_c_message_free_unpacked(req, NULL);
     return rv;
 }
 
 int server_kv_serve_read_local(struct server *s, enum entry_kind kind, const uint8_t *msg,
-                               size_t len, int64_t min_rev, struct arena *a, struct buf *out)
+                               size_t len, int64_t min_rev, const struct qcreds *cr,
+                               struct arena *a, struct buf *out)
 {
     bool range = kind == ENTRY_READ_RANGE;
     const ProtobufCMessageDescriptor *d =
@@ -248,7 +261,7 @@ int server_kv_serve_read_local(struct server *s, enum entry_kind kind, const uin
     ProtobufCMessage *req = protobuf_c_message_unpack(d, NULL, len, msg);
     if (req == NULL)
         return 0;
-    int rv = serve_shared(s, range, req, min_rev, a, out);
+    int rv = serve_shared(s, range, req, min_rev, cr, a, out);
     protobuf_c_message_free_unpacked(req, NULL);
     return rv;
 }

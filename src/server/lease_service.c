@@ -296,6 +296,11 @@ static void on_time_to_live(qcall *call, const uint8_t *msg, size_t len)
     int64_t id = r->id;
     bool keys = r->keys;
     protobuf_c_message_free_unpacked(&r->base, NULL);
+    int arv = keys ? server_auth_lease_keys(call, id) : 0;
+    if (arv != 0) {
+        server_reply_error(call, arv);
+        return;
+    }
     if (!server_is_leader(s)) {
         int rv = forward(s, call, id, false, keys);
         if (rv != 0)

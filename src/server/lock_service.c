@@ -174,6 +174,11 @@ static void on_lock(qcall *call, const uint8_t *msg, size_t len)
     op->pfx_len = req->name.len + 1;
     op->lease = req->lease;
     v3lockpb__lock_request__free_unpacked(req, NULL);
+    if (!recipe_auth(call, (const uint8_t *)op->pfx, op->pfx_len, true, false)) {
+        free(op->pfx);
+        free(op);
+        return;
+    }
     qcall_set_data(call, op);
     if (op->lease == 0)
         recipe_grant(&op->r, 60, on_granted);
@@ -236,6 +241,10 @@ static void on_unlock(qcall *call, const uint8_t *msg, size_t len)
     Etcdserverpb__DeleteRangeRequest d = ETCDSERVERPB__DELETE_RANGE_REQUEST__INIT;
     d.key = req->key;
     int rv = apply_check_delete_range(&d);
+    if (rv == 0 && !recipe_auth(call, req->key.data, req->key.len, true, true)) {
+        v3lockpb__unlock_request__free_unpacked(req, NULL);
+        return;
+    }
     if (rv != 0) {
         v3lockpb__unlock_request__free_unpacked(req, NULL);
         qcall_finish(call, GRPC_STATUS_UNKNOWN, q_strerror(rv)); /* as etcd */

@@ -96,6 +96,8 @@ static void on_status(qcall *call, const uint8_t *msg, size_t len)
 
 static void on_hash_kv(qcall *call, const uint8_t *msg, size_t len)
 {
+    if (!server_require_admin_raw(call))
+        return;
     struct server *s = server_of(call);
     Etcdserverpb__HashKVRequest *req = (Etcdserverpb__HashKVRequest *)server_unpack(
         call, &etcdserverpb__hash_kvrequest__descriptor, msg, len);
@@ -125,8 +127,10 @@ static const struct {
     const char *name;
     enum backend_db db;
 } hash_dbs[] = {
-    {"auth", BACKEND_DB_AUTH},       {"key", BACKEND_DB_KEY},   {"lease", BACKEND_DB_LEASE},
-    {"members", BACKEND_DB_MEMBERS}, {"meta", BACKEND_DB_META},
+    {"auth", BACKEND_DB_AUTH},       {"authRoles", BACKEND_DB_AUTH_ROLES},
+    {"authUsers", BACKEND_DB_AUTH_USERS}, {"key", BACKEND_DB_KEY},
+    {"lease", BACKEND_DB_LEASE},     {"members", BACKEND_DB_MEMBERS},
+    {"meta", BACKEND_DB_META},
 };
 
 /* Meta records that differ between members holding the same data. */
@@ -178,6 +182,8 @@ static int hash_db(struct server *s, uint32_t *out)
 
 static void on_hash(qcall *call, const uint8_t *msg, size_t len)
 {
+    if (!server_require_admin_raw(call))
+        return;
     struct server *s = server_of(call);
     ProtobufCMessage *req = server_unpack(call, &etcdserverpb__hash_request__descriptor, msg, len);
     if (req == NULL)
@@ -206,6 +212,21 @@ static void on_alarm(qcall *call, const uint8_t *msg, size_t len)
     ProtobufCMessage *req = server_unpack(call, &etcdserverpb__alarm_request__descriptor, msg, len);
     if (req == NULL)
         return;
+    /* etcd's alarm path hands a bad token's error back untranslated */
+    struct auth_info ai;
+    char who[AUTH_NAME_MAX];
+    if (server_call_identity(s, call, &ai, who, sizeof(who)) == QERR_INVALID_TOKEN) {
+        qcall_finish(call, GRPC_STATUS_UNKNOWN, "auth: invalid auth token");
+        protobuf_c_message_free_unpacked(req, NULL);
+        return;
+    }
+    /* raising or clearing an alarm is an operator's act: root only (etcd
+     * 3.4 lets anyone; listing stays open to all) */
+    if (((Etcdserverpb__AlarmRequest *)req)->action != ETCDSERVERPB__ALARM_REQUEST__ALARM_ACTION__GET &&
+        !server_require_admin(call)) {
+        protobuf_c_message_free_unpacked(req, NULL);
+        return;
+    }
     /* every action goes through the log, as etcd's (GET too: linearizable) */
     server_propose(s, call, ENTRY_ALARM, req);
 }
@@ -440,6 +461,8 @@ static void defrag_after(uv_work_t *w, int status)
 
 static void on_defragment(qcall *call, const uint8_t *msg, size_t len)
 {
+    if (!server_require_admin_raw(call))
+        return;
     struct server *s = server_of(call);
     ProtobufCMessage *req =
         server_unpack(call, &etcdserverpb__defragment_request__descriptor, msg, len);
@@ -629,6 +652,8 @@ static void snap_copied(uv_work_t *w, int status)
 
 static void on_snapshot(qcall *call, const uint8_t *msg, size_t len)
 {
+    if (!server_require_admin_raw(call))
+        return;
     struct server *s = server_of(call);
     ProtobufCMessage *req =
         server_unpack(call, &etcdserverpb__snapshot_request__descriptor, msg, len);

@@ -543,6 +543,8 @@ static void propose_attrs(struct server *s, struct conf_wait *w, const char *nam
 
 static void on_member_add(qcall *call, const uint8_t *msg, size_t len)
 {
+    if (!server_require_admin(call))
+        return;
     struct server *s = server_of(call);
     Etcdserverpb__MemberAddRequest *r = (Etcdserverpb__MemberAddRequest *)server_unpack(
         call, &etcdserverpb__member_add_request__descriptor, msg, len);
@@ -581,6 +583,8 @@ static void on_member_add(qcall *call, const uint8_t *msg, size_t len)
 
 static void on_member_remove(qcall *call, const uint8_t *msg, size_t len)
 {
+    if (!server_require_admin(call))
+        return;
     struct server *s = server_of(call);
     Etcdserverpb__MemberRemoveRequest *r = (Etcdserverpb__MemberRemoveRequest *)server_unpack(
         call, &etcdserverpb__member_remove_request__descriptor, msg, len);
@@ -611,6 +615,8 @@ static void on_member_remove(qcall *call, const uint8_t *msg, size_t len)
 
 static void on_member_update(qcall *call, const uint8_t *msg, size_t len)
 {
+    if (!server_require_admin(call))
+        return;
     struct server *s = server_of(call);
     Etcdserverpb__MemberUpdateRequest *r = (Etcdserverpb__MemberUpdateRequest *)server_unpack(
         call, &etcdserverpb__member_update_request__descriptor, msg, len);
@@ -636,6 +642,8 @@ static void on_member_update(qcall *call, const uint8_t *msg, size_t len)
 
 static void on_member_promote(qcall *call, const uint8_t *msg, size_t len)
 {
+    if (!server_require_admin(call))
+        return;
     struct server *s = server_of(call);
     Etcdserverpb__MemberPromoteRequest *r = (Etcdserverpb__MemberPromoteRequest *)server_unpack(
         call, &etcdserverpb__member_promote_request__descriptor, msg, len);
@@ -688,6 +696,8 @@ static void on_member_list(qcall *call, const uint8_t *msg, size_t len)
 
 void server_on_move_leader(qcall *call, const uint8_t *msg, size_t len)
 {
+    if (!server_require_admin(call))
+        return;
     struct server *s = server_of(call);
     Etcdserverpb__MoveLeaderRequest *r = (Etcdserverpb__MoveLeaderRequest *)server_unpack(
         call, &etcdserverpb__move_leader_request__descriptor, msg, len);

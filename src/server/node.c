@@ -45,8 +45,14 @@
 #include "transport/transport.h"
 #include "wal/wal.h"
 
+/* A log entry: kind (1 byte), flags (1), proposing member (8, LE), its
+ * sequence number (8, LE), then with ENTRY_FLAG_AUTH who proposed it: the
+ * auth revision (8, LE), the user name's length (2, LE), the name and a
+ * NUL; then the request, packed. */
 #define ENTRY_HDR 18
 #define ENTRY_FLAG_INTERNAL 1u
+#define ENTRY_FLAG_AUTH 2u
+#define ENTRY_AUTH_FIXED 10
 #define SWEEP_MS 100
 #define BATCH_INTERVAL_MS 100  /* etcd's --backend-batch-interval */
 #define BATCH_MAX_ENTRIES 10000 /* etcd's --backend-batch-limit */
@@ -175,34 +181,84 @@ static const ProtobufCMessageDescriptor *entry_desc(unsigned kind)
         return &etcdserverpb__alarm_request__descriptor;
     case ENTRY_MEMBER:
         return &etcdserverpb__member__descriptor;
+    case ENTRY_AUTH_ENABLE:
+        return &etcdserverpb__auth_enable_request__descriptor;
+    case ENTRY_AUTH_DISABLE:
+        return &etcdserverpb__auth_disable_request__descriptor;
+    case ENTRY_AUTHENTICATE:
+        return &etcdserverpb__internal_authenticate_request__descriptor;
+    case ENTRY_AUTH_USER_ADD:
+        return &etcdserverpb__auth_user_add_request__descriptor;
+    case ENTRY_AUTH_USER_GET:
+        return &etcdserverpb__auth_user_get_request__descriptor;
+    case ENTRY_AUTH_USER_LIST:
+        return &etcdserverpb__auth_user_list_request__descriptor;
+    case ENTRY_AUTH_USER_DELETE:
+        return &etcdserverpb__auth_user_delete_request__descriptor;
+    case ENTRY_AUTH_USER_CHANGE_PASSWORD:
+        return &etcdserverpb__auth_user_change_password_request__descriptor;
+    case ENTRY_AUTH_USER_GRANT_ROLE:
+        return &etcdserverpb__auth_user_grant_role_request__descriptor;
+    case ENTRY_AUTH_USER_REVOKE_ROLE:
+        return &etcdserverpb__auth_user_revoke_role_request__descriptor;
+    case ENTRY_AUTH_ROLE_ADD:
+        return &etcdserverpb__auth_role_add_request__descriptor;
+    case ENTRY_AUTH_ROLE_GET:
+        return &etcdserverpb__auth_role_get_request__descriptor;
+    case ENTRY_AUTH_ROLE_LIST:
+        return &etcdserverpb__auth_role_list_request__descriptor;
+    case ENTRY_AUTH_ROLE_DELETE:
+        return &etcdserverpb__auth_role_delete_request__descriptor;
+    case ENTRY_AUTH_ROLE_GRANT_PERMISSION:
+        return &etcdserverpb__auth_role_grant_permission_request__descriptor;
+    case ENTRY_AUTH_ROLE_REVOKE_PERMISSION:
+        return &etcdserverpb__auth_role_revoke_permission_request__descriptor;
     default:
         return NULL;
     }
 }
 
-/* queue_write encodes |msg| as a log entry and queues it for this pass. */
+/* queue_write encodes |msg| as a log entry and queues it for this pass.
+ * A client's write carries who sent it when auth is on (checked at apply);
+ * an invalid token is refused here, as etcd refuses the proposal. */
 static int queue_write(struct server *s, qcall *call, enum entry_kind kind,
                        const ProtobufCMessage *msg, server_done_fn done, void *arg, bool internal)
 {
+    struct auth_info ai = {NULL, 0};
+    char user[AUTH_NAME_MAX];
+    if (call != NULL && !internal) {
+        int rv = server_call_identity(s, call, &ai, user, sizeof(user));
+        if (rv != 0)
+            return rv;
+    }
+    size_t ulen = ai.user != NULL ? strlen(ai.user) : 0;
+    size_t hdr = ENTRY_HDR + (ai.user != NULL ? ENTRY_AUTH_FIXED + ulen + 1 : 0);
     struct entry *e = calloc(1, sizeof(*e));
     if (e == NULL)
         return -ENOMEM;
     size_t n = protobuf_c_message_get_packed_size(msg);
-    if (buf_reserve(&e->data, ENTRY_HDR + n + 1) != 0) {
+    if (buf_reserve(&e->data, hdr + n + 1) != 0) {
         free(e);
         return -ENOMEM;
     }
     e->seq = ++s->next_seq;
     e->data.data[0] = (uint8_t)kind;
-    e->data.data[1] = internal ? ENTRY_FLAG_INTERNAL : 0;
+    e->data.data[1] = (internal ? ENTRY_FLAG_INTERNAL : 0) | (ai.user ? ENTRY_FLAG_AUTH : 0);
     put_le64(e->data.data + 2, s->member_id);
     put_le64(e->data.data + 10, e->seq);
-    e->data.len = ENTRY_HDR + protobuf_c_message_pack(msg, e->data.data + ENTRY_HDR);
+    if (ai.user != NULL) {
+        uint8_t *p = e->data.data + ENTRY_HDR;
+        put_le64(p, ai.revision);
+        p[8] = (uint8_t)ulen;
+        p[9] = (uint8_t)(ulen >> 8);
+        memcpy(p + ENTRY_AUTH_FIXED, ai.user, ulen + 1);
+    }
+    e->data.len = hdr + protobuf_c_message_pack(msg, e->data.data + hdr);
     if (msg->n_unknown_fields > 0) {
         /* a request with fields we do not know is passed on as it came;
          * make sure every member will be able to read it back */
-        ProtobufCMessage *back = protobuf_c_message_unpack(
-            msg->descriptor, NULL, e->data.len - ENTRY_HDR, e->data.data + ENTRY_HDR);
+        ProtobufCMessage *back = protobuf_c_message_unpack(msg->descriptor, NULL,
+                                                           e->data.len - hdr, e->data.data + hdr);
         if (back == NULL) {
             free_entry(e);
             return QERR_UNDECODABLE;
@@ -225,6 +281,14 @@ void server_propose(struct server *s, qcall *call, enum entry_kind kind, Protobu
 {
     int rv = queue_write(s, call, kind, req, NULL, NULL, false);
     protobuf_c_message_free_unpacked(req, NULL);
+    if (rv != 0)
+        server_reply_error(call, rv);
+}
+
+void server_propose_copy(struct server *s, qcall *call, enum entry_kind kind,
+                         const ProtobufCMessage *req)
+{
+    int rv = queue_write(s, call, kind, req, NULL, NULL, false);
     if (rv != 0)
         server_reply_error(call, rv);
 }
@@ -674,6 +738,8 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
         rv = server_leases_reload(s);
     if (rv == 0)
         rv = server_alarms_load(s);
+    if (rv == 0)
+        rv = auth_reload(s->auth);
     uint64_t ci = 0;
     if (rv == 0)
         rv = backend_meta_get(s->be, NULL, "consistent_index", &ci);
@@ -908,8 +974,24 @@ static int apply_normal(struct server *s, const struct raft_entry *le, struct en
                  kind);
         return 0;
     }
-    ProtobufCMessage *req =
-        protobuf_c_message_unpack(desc, NULL, le->len - ENTRY_HDR, d + ENTRY_HDR);
+    size_t hdr = ENTRY_HDR;
+    const char *auth_user = NULL;
+    uint64_t auth_rev = 0;
+    if (d[1] & ENTRY_FLAG_AUTH) {
+        size_t ulen = le->len >= ENTRY_HDR + ENTRY_AUTH_FIXED
+                          ? (size_t)d[ENTRY_HDR + 8] | (size_t)d[ENTRY_HDR + 9] << 8
+                          : SIZE_MAX;
+        if (ulen == SIZE_MAX || le->len < ENTRY_HDR + ENTRY_AUTH_FIXED + ulen + 1 ||
+            d[ENTRY_HDR + ENTRY_AUTH_FIXED + ulen] != 0) {
+            log_error("server", "entry %llu: bad auth header, skipped",
+                      (unsigned long long)le->index);
+            return 0;
+        }
+        auth_rev = get_le64(d + ENTRY_HDR);
+        auth_user = (const char *)d + ENTRY_HDR + ENTRY_AUTH_FIXED;
+        hdr += ENTRY_AUTH_FIXED + ulen + 1;
+    }
+    ProtobufCMessage *req = protobuf_c_message_unpack(desc, NULL, le->len - hdr, d + hdr);
     if (req == NULL) {
         log_error("server", "entry %llu: undecodable request, skipped",
                   (unsigned long long)le->index);
@@ -921,6 +1003,9 @@ static int apply_normal(struct server *s, const struct raft_entry *le, struct en
     struct entry *e = w != NULL ? w : &tmp;
     e->kind = (enum entry_kind)kind;
     e->internal = (d[1] & ENTRY_FLAG_INTERNAL) != 0;
+    e->auth_user = auth_user;
+    e->auth_rev = auth_rev;
+    e->index = le->index;
     e->req = req;
     e->err = 0;
     int rv = server_apply_entry(s, e);
@@ -935,6 +1020,7 @@ static int apply_normal(struct server *s, const struct raft_entry *le, struct en
     }
     protobuf_c_message_free_unpacked(req, NULL);
     e->req = NULL;
+    e->auth_user = NULL; /* it pointed into the log entry */
     buf_free(&tmp.out);
     if (w != NULL) {
         list_remove(&s->waiting, w);
@@ -1287,6 +1373,8 @@ static void on_sweep(uv_timer_t *t)
     expire(s, &s->reads, now);
     server_members_fail_waits(s, QERR_TIMEOUT, true);
     server_lease_expire_fwds(s, now);
+    if (s->auth != NULL)
+        auth_tokens_expire(s->auth);
 }
 
 void server_node_fail_all(struct server *s, int err)

@@ -94,6 +94,32 @@ void recipe_grant(struct recipe *r, int64_t ttl, recipe_grant_fn fn)
     server_propose_cb(r->s, ENTRY_LEASE_GRANT, &g.base, grant_done, gw);
 }
 
+bool recipe_auth(qcall *call, const uint8_t *pfx, size_t len, bool write, bool exact)
+{
+    struct server *s = server_of(call);
+    if (s->auth == NULL || !auth_enabled(s->auth))
+        return true;
+    struct auth_info ai;
+    char buf[AUTH_NAME_MAX];
+    uint8_t *end = exact ? NULL : malloc(len + 1);
+    if (!exact && end == NULL) {
+        server_reply_error(call, -ENOMEM);
+        return false;
+    }
+    size_t elen = exact ? 0 : recipe_prefix_end(pfx, len, end);
+    int rv = server_call_identity(s, call, &ai, buf, sizeof(buf));
+    if (rv == 0)
+        rv = auth_check(s->auth, &ai, pfx, len, end, elen, AUTH_READ);
+    if (rv == 0 && write)
+        rv = auth_check(s->auth, &ai, pfx, len, end, elen, AUTH_WRITE);
+    free(end);
+    if (rv != 0) {
+        qcall_finish(call, GRPC_STATUS_UNKNOWN, q_strerror(rv));
+        return false;
+    }
+    return true;
+}
+
 size_t recipe_prefix_end(const uint8_t *p, size_t n, uint8_t *out)
 {
     memcpy(out, p, n);

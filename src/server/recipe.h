@@ -72,6 +72,14 @@ void recipe_stop_wait(struct recipe *r);
  * length; 1 with out = "\0" when there is none (every key >= p). */
 size_t recipe_prefix_end(const uint8_t *p, size_t n, uint8_t *out);
 
+/* recipe_auth checks that the call may read (and with |write|, write)
+ * every key under prefix |pfx| (|len| bytes), or with |exact| the key
+ * itself, as the KV requests the recipe makes on the caller's behalf would
+ * be checked (etcd runs them as the caller). On a refusal it finishes the
+ * call as etcd's lock and election services do (UNKNOWN, the error's
+ * text) and returns false. */
+bool recipe_auth(qcall *call, const uint8_t *pfx, size_t len, bool write, bool exact);
+
 /* Txn building: ops and compares on the caller's stack or arena. */
 void recipe_cmp_create(Etcdserverpb__Compare *c, const uint8_t *key, size_t len, int64_t rev);
 void recipe_op_put(Etcdserverpb__RequestOp *op, Etcdserverpb__PutRequest *p, const uint8_t *key,

@@ -169,6 +169,14 @@ int server_apply_entry(struct server *s, struct entry *e)
         e->err = rv;
         return (rv == QERR_NO_SPACE || rv == QERR_CORRUPT) ? 0 : rv;
     }
+    if ((rv = server_auth_check_entry(s, e)) != 0) {
+        e->err = rv;
+        return 0;
+    }
+    if (e->kind >= ENTRY_AUTH_ENABLE && e->kind <= ENTRY_AUTH_ROLE_REVOKE_PERMISSION) {
+        rv = server_auth_apply(s, e, &resp, &h);
+        goto done;
+    }
     switch (e->kind) {
         APPLY_CASE(ENTRY_PUT, apply_put, Etcdserverpb__PutRequest, Etcdserverpb__PutResponse)
         APPLY_CASE(ENTRY_DELETE_RANGE, apply_delete_range, Etcdserverpb__DeleteRangeRequest,
@@ -196,6 +204,7 @@ int server_apply_entry(struct server *s, struct entry *e)
     default:
         rv = -EINVAL;
     }
+done:
     if (rv != 0) {
         bool request_error =
             q_is_qerr(rv) && rv != QERR_STORAGE && rv != QERR_CORRUPT && rv != QERR_NO_SPACE;
@@ -389,6 +398,17 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
     if ((rv = open_leases(s)) != 0)
         goto fail;
 
+    what = "open the auth store";
+    char aerr[512] = "";
+    struct auth_options ao = {.token_opts = cfg->auth_token,
+                              .token_ttl_ms = cfg->auth_token_ttl_s * 1000,
+                              .bcrypt_cost = (unsigned)cfg->bcrypt_cost};
+    if ((rv = auth_open(s->be, &ao, &s->auth, aerr, sizeof(aerr))) != 0) {
+        if (aerr[0] != '\0')
+            log_error("server", "%s", aerr);
+        goto fail;
+    }
+
     what = "read the alarms";
     if ((rv = server_alarms_load(s)) != 0)
         goto fail;
@@ -480,6 +500,7 @@ fail:
     raft_free(s->raft);
     wal_close(s->wal);
     lessor_close(s->leases);
+    auth_close(s->auth);
     watch_hub_free(s->watches);
     if (s->kv)
         mvcc_close(s->kv);
@@ -506,7 +527,9 @@ static void on_handle_closed(uv_handle_t *h)
     server_flush(s); /* nothing may have reopened a batch, but be sure */
     server_snapshot_copies_wait(); /* worker threads reading the store */
     server_defrag_detach(s);
+    server_auth_detach(s);
     lessor_close(s->leases);
+    auth_close(s->auth);
     watch_hub_free(s->watches);
     mvcc_close(s->kv);
     backend_close(s->be);

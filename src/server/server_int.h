@@ -7,6 +7,7 @@
 #include <stdbool.h>
 
 #include "apply/apply.h"
+#include "auth/auth.h"
 #include "backend/backend.h"
 #include "base/arena.h"
 #include "base/buf.h"
@@ -29,6 +30,24 @@ enum entry_kind {
     ENTRY_LEASE_CHECKPOINT,
     ENTRY_ALARM,  /* Etcdserverpb__AlarmRequest (alarm.c) */
     ENTRY_MEMBER, /* Etcdserverpb__Member: a member's attributes (members.c) */
+    /* the Auth service (auth_service.c), each its request message, except
+     * ENTRY_AUTHENTICATE: Etcdserverpb__InternalAuthenticateRequest */
+    ENTRY_AUTH_ENABLE,
+    ENTRY_AUTH_DISABLE,
+    ENTRY_AUTHENTICATE,
+    ENTRY_AUTH_USER_ADD,
+    ENTRY_AUTH_USER_GET,
+    ENTRY_AUTH_USER_LIST,
+    ENTRY_AUTH_USER_DELETE,
+    ENTRY_AUTH_USER_CHANGE_PASSWORD,
+    ENTRY_AUTH_USER_GRANT_ROLE,
+    ENTRY_AUTH_USER_REVOKE_ROLE,
+    ENTRY_AUTH_ROLE_ADD,
+    ENTRY_AUTH_ROLE_GET,
+    ENTRY_AUTH_ROLE_LIST,
+    ENTRY_AUTH_ROLE_DELETE,
+    ENTRY_AUTH_ROLE_GRANT_PERMISSION,
+    ENTRY_AUTH_ROLE_REVOKE_PERMISSION,
     ENTRY__COUNT,
     /* not log entries: linearizable reads waiting for their read index */
     ENTRY_READ_RANGE = 64,
@@ -95,9 +114,14 @@ struct entry {
     enum entry_kind kind;
     bool internal;         /* the server's own write (no client) */
     ProtobufCMessage *req; /* the unpacked request (reads; writes while applied) */
+    /* while applied: who proposed it (auth_service.c), from the entry's
+     * header; NULL and 0 when nobody (or auth was off then) */
+    const char *auth_user;
+    uint64_t auth_rev;
     struct buf data;       /* writes: the encoded log entry */
     uint64_t seq;          /* writes: this member's proposal number */
-    uint64_t ctx, index;   /* reads: read round (0: not asked yet), read index */
+    uint64_t ctx, index;   /* reads: read round (0: not asked yet), read index;
+                              writes while applied: the entry's log index */
     bool ready;            /* reads: |index| is known */
     uint64_t deadline;     /* loop time (ms) when it times out */
     int err;               /* after apply: 0 or the error to answer */
@@ -154,6 +178,8 @@ struct server {
     uint64_t pub_term, pub_cluster_id;
     struct apply_env env;
     lessor *leases;
+    auth_store *auth;             /* users, roles, tokens (auth/) */
+    struct auth_job *auth_jobs;   /* password work on workers (auth_service.c) */
     watch_hub *watches;
     struct wstream *wstreams; /* open Watch streams */
     size_t n_wstreams;
@@ -250,6 +276,51 @@ extern const struct qcall_method server_lock_methods[];
 extern const size_t server_lock_methods_n;
 extern const struct qcall_method server_election_methods[];
 extern const size_t server_election_methods_n;
+extern const struct qcall_method server_auth_methods[];
+extern const size_t server_auth_methods_n;
+
+/* ---- auth_service.c: who a call runs as, and the permission checks ---- */
+
+/* server_auth_identity resolves a call's credentials (|token| the "token"
+ * metadata or NULL, |cn| a verified client certificate's common name or
+ * NULL) into |ai| (the name copied to |buf|): nobody when auth is off or
+ * no credential came. Any thread. Errors: QERR_INVALID_TOKEN. */
+int server_auth_identity(struct server *s, const char *token, size_t tlen, const char *cn,
+                         struct auth_info *ai, char *buf, size_t cap);
+int server_call_identity(struct server *s, qcall *call, struct auth_info *ai, char *buf,
+                         size_t cap);
+/* server_auth_admin: 0 when auth is off or the call runs as a root user,
+ * else the error to answer (etcd's IsAdminPermitted). Core loop. */
+int server_auth_admin(qcall *call);
+/* server_require_admin answers the call with server_auth_admin's refusal
+ * and returns false, or returns true. */
+bool server_require_admin(qcall *call);
+/* server_require_admin_raw refuses as etcd's maintenance services do
+ * (Defragment, Snapshot, Hash, HashKV): UNKNOWN with the "auth: ..." text. */
+bool server_require_admin_raw(qcall *call);
+/* server_auth_lease_keys: a LeaseTimeToLive asking for keys needs read
+ * permission on each key of the lease (etcd 3.4.26/3.5.9), unless admin. */
+int server_auth_lease_keys(qcall *call, int64_t id);
+/* server_auth_check_read checks a Range (|range|) or a read-only Txn as
+ * etcd checks reads (any thread); _call_read resolves the call first. */
+int server_auth_check_read(struct server *s, const struct auth_info *ai, bool range,
+                           const ProtobufCMessage *req);
+int server_auth_check_call_read(struct server *s, qcall *call, bool range,
+                                const ProtobufCMessage *req);
+/* server_auth_check_entry checks an entry being applied against the auth
+ * state at that point of the log (writes, Auth requests): 0 or the error
+ * to answer. */
+int server_auth_check_entry(struct server *s, const struct entry *e);
+/* server_auth_apply applies an ENTRY_AUTH* entry: the response (from the
+ * arena) and its header. */
+int server_auth_apply(struct server *s, struct entry *e, ProtobufCMessage **resp,
+                      Etcdserverpb__ResponseHeader **h);
+/* server_auth_detach lets password work still on workers finish without
+ * the server (it is stopping). */
+void server_auth_detach(struct server *s);
+/* server_entry_call_closed is the default on_close: the call's waiting
+ * entry (if any) forgets it. */
+void server_entry_call_closed(qcall *call);
 
 /* server_snapshot_copies_wait blocks until no Snapshot copy runs on a
  * worker thread (maintenance_service.c): before the store closes. */
@@ -289,8 +360,14 @@ void server_propose_cb(struct server *s, enum entry_kind kind, const ProtobufCMe
  * now (mvcc_read_begin_shared). Returns 1 with the packed response in
  * |out|, a negative error to answer (enum q_err), or 0: the core must
  * answer it (forward the request unchanged). |a| is the thread's arena. */
+/* A client's credentials as a face holds them (see qcall). */
+struct qcreds {
+    const char *token;
+    size_t token_len;
+    const char *cn;
+};
 int server_kv_serve_local(struct server *s, const struct qcall_method *m, const uint8_t *msg,
-                          size_t len, struct arena *a, struct buf *out);
+                          size_t len, const struct qcreds *cr, struct arena *a, struct buf *out);
 
 /* server_kv_serve_read_local answers, on a front loop's thread, a
  * linearizable read (|kind| ENTRY_READ_RANGE or _TXN, its request packed
@@ -298,7 +375,8 @@ int server_kv_serve_local(struct server *s, const struct qcall_method *m, const 
  * from a shared read at |min_rev| or later. Returns as
  * server_kv_serve_local (0: the core must serve it). */
 int server_kv_serve_read_local(struct server *s, enum entry_kind kind, const uint8_t *msg,
-                               size_t len, int64_t min_rev, struct arena *a, struct buf *out);
+                               size_t len, int64_t min_rev, const struct qcreds *cr,
+                               struct arena *a, struct buf *out);
 
 /* server_of returns the server behind a call. */
 struct server *server_of(qcall *call);
@@ -411,5 +489,8 @@ void server_on_move_leader(qcall *call, const uint8_t *msg, size_t len);
 /* server_propose queues a write entry (taking |req|) for the apply hook;
  * the call is answered after the batch that applies it is durable. */
 void server_propose(struct server *s, qcall *call, enum entry_kind kind, ProtobufCMessage *req);
+/* server_propose_copy is server_propose leaving |req| to the caller. */
+void server_propose_copy(struct server *s, qcall *call, enum entry_kind kind,
+                         const ProtobufCMessage *req);
 
 #endif

@@ -344,6 +344,28 @@ static void create_watch(struct wstream *st, const Etcdserverpb__WatchCreateRequ
         key_len = 1;
     }
     int64_t wsrev = mvcc_rev(s->kv);
+    if (s->auth != NULL && (auth_enabled(s->auth) || st->call->token != NULL)) {
+        /* etcd checks read permission on the range when a watch is created
+         * (not on its events later): refused as created and canceled, with
+         * id -1 and the error as grpc-go prints it */
+        Etcdserverpb__RangeRequest rr = ETCDSERVERPB__RANGE_REQUEST__INIT;
+        rr.key = cr->key;
+        rr.range_end = cr->range_end;
+        int rv = server_auth_check_call_read(s, st->call, true, &rr.base);
+        if (rv != 0) {
+            static const char *const names[] = {
+                "OK",       "Canceled",      "Unknown",          "InvalidArgument",
+                "DeadlineExceeded", "NotFound", "AlreadyExists", "PermissionDenied",
+                "ResourceExhausted", "FailedPrecondition", "Aborted", "OutOfRange",
+                "Unimplemented", "Internal", "Unavailable", "DataLoss", "Unauthenticated"};
+            int code = q_err_grpc_status(rv);
+            char reason[256];
+            snprintf(reason, sizeof(reason), "rpc error: code = %s desc = %s",
+                     code >= 0 && code <= 16 ? names[code] : "Unknown", q_strerror(rv));
+            send_ctrl(st, -1, true, true, reason, wsrev);
+            return;
+        }
+    }
     int64_t start = cr->start_revision ? cr->start_revision : wsrev + 1;
     const char *err = NULL;
     int64_t id = cr->watch_id;

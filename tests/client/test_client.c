@@ -59,6 +59,9 @@ static qc_client *connect_to(const char *const *eps, size_t n)
     return c;
 }
 
+/* a flag every server started next gets (NULL: none) */
+static const char *extra_arg;
+
 /* srv_spawn starts member |name| of the cluster |ic| (etcd's
  * --initial-cluster) on client port |cport| and peer port |pport| */
 /* extra flags for the next srv_spawn (TLS tests); NULL-terminated */
@@ -89,8 +92,10 @@ static void srv_spawn(struct srv *s, const char *name, int cport, int pport, con
                                 curl, "--advertise-client-urls", curl, "--listen-peer-urls", purl,
                                 "--initial-advertise-peer-urls", purl, "--initial-cluster", ic};
         size_t na = 15;
-        for (size_t i = 0; spawn_extra[i] != NULL && na < 39; i++)
+        for (size_t i = 0; spawn_extra[i] != NULL && na < 38; i++)
             args[na++] = spawn_extra[i];
+        if (extra_arg != NULL)
+            args[na++] = extra_arg;
         args[na] = NULL;
         execv(bin, (char *const *)args);
         _exit(127);
@@ -156,6 +161,13 @@ static struct srv S1, S2;
 static void setup_one(void)
 {
     srv_start(&S1);
+}
+
+static void setup_ttl_one(void)
+{
+    extra_arg = "--auth-token-ttl=1";
+    srv_start(&S1);
+    extra_arg = NULL;
 }
 
 static void teardown_all(void)
@@ -1226,4 +1238,78 @@ Test(client, grpc_tls_common_name, .init = setup_tls_certs, .fini = teardown_tls
     fake_stop(&b);
     tls_ctx_free(auth);
     tls_ctx_free(open);
+/* ---- auth ---- */
+
+#define AUTH_CALL(c, M, REQ, RESP_T, DESC)                                                         \
+    do {                                                                                           \
+        RESP_T *resp_ = NULL;                                                                      \
+        struct qc_status st_;                                                                      \
+        int r_ = qc_unary(c, "/etcdserverpb.Auth/" M, &(REQ).base, &DESC,                          \
+                          (ProtobufCMessage **)&resp_, &st_);                                      \
+        cr_assert_eq(r_, 0, M ": %s", st_.message);                                                \
+        FREE(resp_);                                                                               \
+    } while (0)
+
+/* qc_authenticate logs in, calls carry the token, and an expired token
+ * (--auth-token-ttl=1) or a bogus one is renewed with the kept
+ * credentials without the caller seeing it. */
+Test(client, auth_login_and_token_renewal, .init = setup_ttl_one, .fini = teardown_all,
+     .timeout = 120)
+{
+    const char *eps[] = {S1.ep};
+    qc_client *c = connect_to(eps, 1);
+    Etcdserverpb__AuthUserAddRequest ua = ETCDSERVERPB__AUTH_USER_ADD_REQUEST__INIT;
+    ua.name = "root";
+    ua.password = "rpw";
+    AUTH_CALL(c, "UserAdd", ua, Etcdserverpb__AuthUserAddResponse,
+              etcdserverpb__auth_user_add_response__descriptor);
+    Etcdserverpb__AuthRoleAddRequest ra = ETCDSERVERPB__AUTH_ROLE_ADD_REQUEST__INIT;
+    ra.name = "root";
+    AUTH_CALL(c, "RoleAdd", ra, Etcdserverpb__AuthRoleAddResponse,
+              etcdserverpb__auth_role_add_response__descriptor);
+    Etcdserverpb__AuthUserGrantRoleRequest g = ETCDSERVERPB__AUTH_USER_GRANT_ROLE_REQUEST__INIT;
+    g.user = "root";
+    g.role = "root";
+    AUTH_CALL(c, "UserGrantRole", g, Etcdserverpb__AuthUserGrantRoleResponse,
+              etcdserverpb__auth_user_grant_role_response__descriptor);
+    Etcdserverpb__AuthEnableRequest en = ETCDSERVERPB__AUTH_ENABLE_REQUEST__INIT;
+    AUTH_CALL(c, "AuthEnable", en, Etcdserverpb__AuthEnableResponse,
+              etcdserverpb__auth_enable_response__descriptor);
+
+    struct qc_status st;
+    cr_assert_lt(qc_put(c, "k", 1, "v", 1, 0, NULL, &st), 0);
+    cr_assert_eq(st.code, QC_INVALID_ARGUMENT);
+    cr_assert_str_eq(st.message, "etcdserver: user name is empty");
+    cr_assert_lt(qc_authenticate(c, "root", "wrong", &st), 0);
+    cr_assert_str_eq(st.message, "etcdserver: authentication failed, invalid user ID or password");
+    cr_assert_eq(qc_authenticate(c, "root", "rpw", &st), 0, "%s", st.message);
+    cr_assert_eq(qc_put(c, "k", 1, "v1", 2, 0, NULL, &st), 0, "%s", st.message);
+    pthread_mutex_lock(&c->mu);
+    char *first = strdup(c->token);
+    pthread_mutex_unlock(&c->mu);
+
+    /* unused for three times its TTL, the token is gone on the server */
+    sleep_ms(3000);
+    cr_assert_eq(qc_put(c, "k", 1, "v2", 2, 0, NULL, &st), 0, "after expiry: %s", st.message);
+    pthread_mutex_lock(&c->mu);
+    cr_assert_str_neq(c->token, first, "a new token was taken");
+    pthread_mutex_unlock(&c->mu);
+    free(first);
+
+    /* a token nobody issued: refused, then renewed */
+    cr_assert_eq(qc_set_token(c, "bogus"), 0);
+    Etcdserverpb__RangeResponse *r = NULL;
+    cr_assert_eq(qc_get(c, "k", 1, NULL, &r, &st), 0, "%s", st.message);
+    cr_assert_eq(r->n_kvs, 1);
+    cr_assert_eq(memcmp(r->kvs[0]->value.data, "v2", 2), 0);
+    FREE(r);
+
+    /* without credentials to renew it, the refusal reaches the caller */
+    qc_client *c2 = connect_to(eps, 1);
+    cr_assert_eq(qc_set_token(c2, "bogus"), 0);
+    cr_assert_lt(qc_get(c2, "k", 1, NULL, NULL, &st), 0);
+    cr_assert_eq(st.code, QC_UNAUTHENTICATED);
+    cr_assert_str_eq(st.message, "etcdserver: invalid auth token");
+    qc_close(c2);
+    qc_close(c);
 }

@@ -439,6 +439,63 @@ def main_in(tmp):
         lock_elect(ep, n)
 
 
+def auth_sequence():
+    """auth, user and role, and --user, on two fresh servers: quorumctl on
+    one and etcdctl on the other, the same commands (passwords from the
+    argument and from stdin), refusals included."""
+    kind = os.environ.get("TARGET", "quorum")
+    extra = ["--bcrypt-cost=4"] if kind == "quorum" else []
+    with Server(kind, extra_args=extra) as qs, Server(kind, extra_args=extra) as es:
+        nq = Norm().server(qs.endpoint)
+        ne = Norm().server(es.endpoint)
+        R = ["--user=root:rpw"]
+        A = ["--user=alice:apw"]
+        steps = [
+            (["auth", "enable"], ""), (["user", "add", "root:rpw"], ""),
+            (["user", "add", "alice", "--interactive=false"], "apw\n"),
+            (["user", "add", "alice:x"], ""), (["user", "add", "nopw", "--no-password"], ""),
+            (["user", "add"], ""), (["role", "add", "r1"], ""), (["role", "add", "r1"], ""),
+            (["role", "add", "r2"], ""),
+            (["role", "grant-permission", "r1", "readwrite", "foo", "--prefix"], ""),
+            (["role", "grant-permission", "r1", "read", "a", "c"], ""),
+            (["role", "grant-permission", "r1", "write", "z", "--from-key"], ""),
+            (["role", "grant-permission", "r1", "read", "k1"], ""),
+            (["role", "grant-permission", "r1", "readx", "k1"], ""),
+            (["role", "grant-permission", "nope", "read", "k1"], ""),
+            (["role", "get", "r1"], ""), (["role", "get", "nope"], ""), (["role", "list"], ""),
+            (["user", "grant-role", "alice", "r1"], ""), (["user", "grant-role", "alice", "r2"], ""),
+            (["user", "grant-role", "alice", "nope"], ""), (["user", "grant-role", "bob", "r1"], ""),
+            (["user", "get", "alice"], ""), (["user", "get", "alice", "--detail"], ""),
+            (["user", "get", "bob"], ""), (["user", "list"], ""),
+            (["user", "revoke-role", "alice", "r2"], ""), (["user", "revoke-role", "alice", "r2"], ""),
+            (["role", "revoke-permission", "r1", "k2"], ""),
+            (["role", "revoke-permission", "r1", "a", "c"], ""),
+            (["user", "get", "root"], ""),
+            (["auth", "enable"], ""),  # grants root the root role first, as etcdctl
+            (R + ["user", "get", "root"], ""), (R + ["role", "get", "root"], ""),
+            (["put", "foo1", "v"], ""), (A + ["put", "foo1", "v"], ""), (A + ["get", "foo1"], ""),
+            (A + ["put", "bar", "v"], ""), (A + ["get", "bar"], ""), (A + ["get", "k1"], ""),
+            (["--user=alice:wrong", "get", "foo1"], ""), (["--user=ghost:x", "get", "foo1"], ""),
+            (["--user=alice", "--password=apw", "get", "foo1", "--print-value-only"], ""),
+            (A + ["user", "list"], ""), (A + ["user", "get", "alice"], ""),
+            (A + ["user", "get", "root"], ""), (A + ["role", "get", "r1"], ""),
+            (A + ["role", "get", "r2"], ""), (A + ["auth", "disable"], ""),
+            (A + ["del", "foo", "--prefix"], ""), (A + ["del", "", "--prefix"], ""),
+            (R + ["user", "delete", "root"], ""), (R + ["user", "revoke-role", "root", "root"], ""),
+            (R + ["role", "delete", "root"], ""),
+            (R + ["user", "passwd", "alice", "--interactive=false"], "apw2\n"),
+            (A + ["get", "foo1"], ""), (["--user=alice:apw2", "get", "foo1"], ""),
+            (R + ["role", "delete", "r1"], ""), (["--user=alice:apw2", "get", "foo1"], ""),
+            (R + ["user", "delete", "alice"], ""), (R + ["user", "delete", "alice"], ""),
+            (R + ["user", "list"], ""), (R + ["role", "list"], ""),
+            (R + ["auth", "disable"], ""), (["get", "foo1"], ""), (["auth", "disable"], ""),
+        ]
+        for args, inp in steps:
+            a = run("q", qs.endpoint, args, inp)
+            b = run("e", es.endpoint, args, inp)
+            compare("auth " + " ".join(args), a, b, nq, ne)
+
+
 def sized(s):
     """endpoint status lines with the db size taken out"""
     return re.sub(r", [\d.]+ [kMG]?B, ", ", <SIZE>, ", s)
@@ -733,6 +790,7 @@ if __name__ == "__main__":
         print("quorumctl not found at %s (build first or set QUORUMCTL_BIN)" % QCTL)
         sys.exit(1)
     main()
+    auth_sequence()
     members()
     print("%d comparisons, %d differ" % (CHECKS[0], len(FAILS)))
     if FAILS:

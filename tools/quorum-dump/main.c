@@ -139,7 +139,8 @@ static int dump_db(const char *data_dir)
         backend_close(be);
         return 1;
     }
-    static const char *names[BACKEND_DB__COUNT] = {"key", "meta", "lease", "auth", "members"};
+    static const char *names[BACKEND_DB__COUNT] = {"key", "meta", "lease", "auth", "members",
+                                                   "authUsers", "authRoles"};
     for (int i = 0; i < BACKEND_DB__COUNT; i++) {
         MDB_stat ds;
         if (mdb_stat(txn, backend_dbi(be, (enum backend_db)i), &ds) == 0)

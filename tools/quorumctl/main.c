@@ -45,6 +45,14 @@ static void usage(FILE *f)
                "snapshot file\n"
                "  snapshot restore <file> --data-dir <dir> [--name ...] [--skip-hash-check]\n"
                "                                     a new member's data dir from a snapshot\n"
+               "  auth enable | disable\n"
+               "  user add <name[:password]> [--no-password] [--interactive=false] |\n"
+               "       delete|get [--detail]|passwd <name> | list |\n"
+               "       grant-role|revoke-role <name> <role>\n"
+               "  role add|delete|get <role> | list |\n"
+               "       grant-permission [--prefix|--from-key] <role> read|write|readwrite <key> "
+               "[end] |\n"
+               "       revoke-permission [--prefix|--from-key] <role> <key> [end]\n"
                "  version                            print the version\n"
                "\n"
                "global flags:\n"
@@ -53,6 +61,7 @@ static void usage(FILE *f)
                "  --cacert=ca.crt   --cert=client.crt   --key=client.key   (TLS; https:// "
                "endpoints)\n"
                "  --insecure-skip-tls-verify   TLS without verifying the server's certificate\n"
+               "  --user=name[:password] --password=<password>   log in (auth enabled)\n"
                "  --hex                  print keys and values as hex (\\x6b\\x31) in simple "
                "output\n");
 }
@@ -158,7 +167,8 @@ static const struct {
     {"txn", cmd_txn},       {"watch", cmd_watch},   {"compaction", cmd_compaction},
     {"lease", cmd_lease},   {"member", cmd_member}, {"endpoint", cmd_endpoint},
     {"defrag", cmd_defrag}, {"alarm", cmd_alarm},   {"move-leader", cmd_move_leader},
-    {"lock", cmd_lock},     {"elect", cmd_elect},
+    {"lock", cmd_lock},     {"elect", cmd_elect},   {"auth", cmd_auth},
+    {"user", cmd_user},     {"role", cmd_role},
 };
 
 static int (*find_command(const char *name))(struct ctl *, int, char **)
@@ -194,6 +204,10 @@ int main(int argc, char **argv)
                 ctl.format = CTL_FIELDS;
             else /* etcdctl 3.4: NewPrinter gives nil */
                 ctl_die(CTL_EXIT_BAD_FEATURE, "unsupported output format");
+        } else if ((v = flag_value(argc, argv, &i, "user", NULL)) != NULL) {
+            ctl.user = v;
+        } else if ((v = flag_value(argc, argv, &i, "password", NULL)) != NULL) {
+            ctl.password = v;
         } else if ((v = flag_value(argc, argv, &i, "command-timeout", NULL)) != NULL) {
             if (parse_duration(v, &ctl.command_timeout_ms) < 0)
                 return bad_duration(v, "command-timeout");

@@ -15,6 +15,8 @@ struct ctl {
     unsigned command_timeout_ms;
     unsigned dial_timeout_ms;
     bool print_value_only; /* get/watch --print-value-only */
+    const char *user;      /* --user name[:password] */
+    const char *password;  /* --password */
     /* TLS, etcdctl's flags: --cacert, --cert, --key,
      * --insecure-skip-tls-verify */
     const char *cacert, *cert, *key;
@@ -107,6 +109,13 @@ int cmd_move_leader(struct ctl *ctl, int argc, char **argv);
 int cmd_snapshot_save(struct ctl *ctl, int argc, char **argv);
 int cmd_lock(struct ctl *ctl, int argc, char **argv);
 int cmd_elect(struct ctl *ctl, int argc, char **argv);
+
+/* auth.c: ctl_login authenticates a new connection as --user (asking for
+ * the password when not given); the commands auth, user and role */
+void ctl_login(struct ctl *ctl, qc_client *c);
+int cmd_auth(struct ctl *ctl, int argc, char **argv);
+int cmd_user(struct ctl *ctl, int argc, char **argv);
+int cmd_role(struct ctl *ctl, int argc, char **argv);
 
 /* Commands: argv holds what follows the command words; the return value is
  * the exit status. */

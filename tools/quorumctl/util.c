@@ -37,6 +37,7 @@ static qc_client *connect_or_exit(struct ctl *ctl, const char *const *eps, size_
         ctl_fail(rc, &st);
         exit(CTL_EXIT_ERROR);
     }
+    ctl_login(ctl, c);
     return c;
 }
 
