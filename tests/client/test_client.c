@@ -1238,6 +1238,8 @@ Test(client, grpc_tls_common_name, .init = setup_tls_certs, .fini = teardown_tls
     fake_stop(&b);
     tls_ctx_free(auth);
     tls_ctx_free(open);
+}
+
 /* ---- auth ---- */
 
 #define AUTH_CALL(c, M, REQ, RESP_T, DESC)                                                         \

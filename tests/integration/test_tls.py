@@ -566,6 +566,64 @@ class TLSReloadAndCiphers(unittest.TestCase):
             s.cleanup()
             os.chdir(cwd)
 
+    def client_cert(self, d, cn):
+        """a client certificate with common name |cn| from the recipe's CA"""
+        r = subprocess.run(
+            "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+            "-keyout {0}.key -out {0}.csr -subj /CN={0} && "
+            "openssl x509 -req -in {0}.csr -CA ca.crt -CAkey ca.key -CAcreateserial "
+            "-days 825 -extfile client.ext -out {0}.crt".format(cn),
+            shell=True, cwd=d, capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return ["--cacert", os.path.join(d, "ca.crt"), "--cert", os.path.join(d, cn + ".crt"),
+                "--key", os.path.join(d, cn + ".key")]
+
+    def test_common_name_is_the_user(self):
+        """with auth on and --client-cert-auth, a request without a token is
+        made as the user its client certificate names (etcd's
+        AuthInfoFromTLS); a token, when given, wins"""
+        d = self.copy_certs()
+        t = tls_of(d, peer=False)
+        with Server(TARGET, tls=t) as s:
+            ep = "https://" + s.endpoint
+            root = t.etcdctl_flags()  # the recipe's client certificate: CN root
+            app = self.client_cert(d, "app")
+            ghost = self.client_cert(d, "ghost")
+
+            def ctl(flags, *args):
+                return etcdctl(ep, *args, flags=flags)
+            for cmd in (["user", "add", "root:rootpw"], ["user", "add", "app:apppw"],
+                        ["role", "add", "approle"],
+                        ["role", "grant-permission", "approle", "readwrite", "/app/",
+                         "--prefix"],
+                        ["user", "grant-role", "app", "approle"], ["auth", "enable"]):
+                r = ctl(root, *cmd)
+                self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(ctl(root, "put", "/other", "by-root").stdout, "OK\n")
+            self.assertEqual(ctl(app, "put", "/app/x", "by-app").stdout, "OK\n")
+            r = ctl(app, "put", "/other", "by-app")
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("Error: etcdserver: permission denied", r.stderr)
+            r = ctl(app, "get", "/other")
+            self.assertIn("Error: etcdserver: permission denied", r.stderr)
+            r = ctl(ghost, "put", "/app/y", "by-ghost")
+            self.assertEqual(r.returncode, 1)
+            # a name that is no user: as etcd, permission denied
+            self.assertIn("Error: etcdserver: permission denied", r.stderr)
+            # a token wins over the certificate's name
+            r = ctl(app + ["--user", "root:rootpw"], "put", "/other", "root-by-token")
+            self.assertEqual(r.stdout, "OK\n", r.stderr)
+            self.assertEqual(ctl(root, "get", "/other", "--print-value-only").stdout,
+                             "root-by-token\n")
+            # python3-etcd3 with the certificate alone
+            import etcd3
+            c = etcd3.client("127.0.0.1", s.client_port, timeout=10, ca_cert=t.ca,
+                             cert_cert=os.path.join(d, "app.crt"),
+                             cert_key=os.path.join(d, "app.key"))
+            c.put("/app/py", "1")
+            self.assertEqual(c.get("/app/py")[0], b"1")
+            c.close()
+
     def test_https_without_certificate_refused_at_start(self):
         s = Server(TARGET)
         try:
