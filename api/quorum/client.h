@@ -1,6 +1,7 @@
 /* quorum/client.h: libquorum-client, the C client of quorum (and of any
- * etcd v3 server): gRPC over HTTP/2 cleartext (h2c, prior knowledge), as
- * etcdctl speaks to etcd's client port.
+ * etcd v3 server): gRPC over HTTP/2, cleartext (h2c, prior knowledge) or
+ * over TLS (OpenSSL, ALPN h2) for https:// endpoints, as etcdctl speaks to
+ * etcd's client port.
  *
  * Model
  *   A qc_client holds one HTTP/2 connection at a time to one of its
@@ -65,8 +66,7 @@
  *   stream_buffer bytes wait to be sent on that stream.
  *
  * Caveats
- *   No TLS and no authentication token yet ("https://" endpoints fail with
- *   -EINVAL). A stream is bound to the connection it was opened on: when
+ *   No authentication token yet. A stream is bound to the connection it was opened on: when
  *   that breaks, the stream ends with QC_EUNAVAILABLE and the caller opens
  *   a new one (a watcher resumes from its last revision + 1).
  */
@@ -125,7 +125,10 @@ struct qc_status {
 
 struct qc_options {
     /* endpoints: "127.0.0.1:2379", "http://127.0.0.1:2379", "[::1]:2379",
-     * "localhost:2379". Copied by qc_connect. At least one. */
+     * "localhost:2379", "https://127.0.0.1:2379", and unix sockets as etcd
+     * names them: "unix://localhost:2379" (the file "localhost:2379"),
+     * "unix:///run/quorum.sock", "unixs://..." (TLS). Copied by
+     * qc_connect. At least one. */
     const char *const *endpoints;
     size_t n_endpoints;
     int dial_timeout_ms;      /* per connect attempt; 0 = 5000 */
@@ -137,6 +140,19 @@ struct qc_options {
     size_t max_send_msg_size; /* largest request message; 0 = 2 GiB - 1 */
     size_t stream_buffer;     /* per-stream receive window and buffer of
                                  untaken messages; 0 = 4 MiB */
+    /* TLS (OpenSSL), as etcdctl's --cacert, --cert, --key and
+     * --insecure-skip-tls-verify: an "https://" endpoint, or one without a
+     * scheme when any of these is set, is dialed with TLS ("http://" never
+     * is). The server's certificate is verified against ca_file (NULL: the
+     * system's CAs) and the endpoint's host (IP SAN or DNS name) unless
+     * insecure_skip_verify; cert_file/key_file (PEM) are the client
+     * certificate, if the server asks for one. A failed handshake fails
+     * the dial with OpenSSL's reason ("TLS handshake: certificate verify
+     * failed: ..."). Copied by qc_connect. */
+    const char *ca_file;
+    const char *cert_file;
+    const char *key_file;
+    int insecure_skip_verify;
 };
 
 typedef struct qc_client qc_client;

@@ -5,7 +5,7 @@
  *   qbench [--endpoints h:p,...] [--conns N] [--clients N] [--total N]
  *          [--key-size N] [--val-size N] [--key-space N] [--sequential-keys]
  *          [--watchers N] [--streams N] [--duration S] [--pause-ms N]
- *          [--no-preload] [--timeout-ms N]
+ *          [--no-preload] [--timeout-ms N] [--cacert F --cert F --key F]
  *          put | range [--consistency l|s] | txn-put | lease-keepalive | watch
  *
  * --clients threads share --conns clients (each one HTTP/2 connection) round
@@ -293,7 +293,7 @@ static int usage(void)
     fprintf(stderr, "usage: qbench [--endpoints h:p,...] [--conns N] [--clients N] [--total N] "
                     "[--key-size N] [--val-size N] [--key-space N] [--sequential-keys] "
                     "[--watchers N] [--streams N] [--duration S] [--pause-ms N] "
-                    "[--no-preload] [--timeout-ms N] "
+                    "[--no-preload] [--timeout-ms N] [--cacert F --cert F --key F] "
                     "put | range [--consistency l|s] | txn-put | lease-keepalive | watch\n");
     return 2;
 }
@@ -301,6 +301,7 @@ static int usage(void)
 int main(int argc, char **argv)
 {
     const char *cmd = NULL;
+    const char *tls_ca = NULL, *tls_cert = NULL, *tls_key = NULL; /* TLS, as etcdctl's */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -323,6 +324,12 @@ int main(int argc, char **argv)
         NUMFLAG("--timeout-ms", cfg.timeout_ms)
         if (strcmp(a, "--endpoints") == 0 && v) {
             cfg.endpoints = argv[++i];
+        } else if (strcmp(a, "--cacert") == 0 && v) {
+            tls_ca = argv[++i];
+        } else if (strcmp(a, "--cert") == 0 && v) {
+            tls_cert = argv[++i];
+        } else if (strcmp(a, "--key") == 0 && v) {
+            tls_key = argv[++i];
         } else if (strcmp(a, "--sequential-keys") == 0) {
             cfg.sequential = 1;
         } else if (strcmp(a, "--no-preload") == 0) {
@@ -361,7 +368,10 @@ int main(int argc, char **argv)
     for (int i = 0; i < cfg.conns; i++) {
         struct qc_options o = {.endpoints = list,
                                .n_endpoints = n_eps,
-                               .call_timeout_ms = (int)cfg.timeout_ms};
+                               .call_timeout_ms = (int)cfg.timeout_ms,
+                               .ca_file = tls_ca,
+                               .cert_file = tls_cert,
+                               .key_file = tls_key};
         struct qc_status st;
         if (qc_connect(&o, &conns[i], &st) != 0) {
             fprintf(stderr, "qbench: cannot connect: %s\n", st.message);

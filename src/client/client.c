@@ -24,8 +24,13 @@
 #include <stdbool.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <arpa/inet.h>
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
 
 #include "client/client_int.h"
 
@@ -35,6 +40,7 @@
 #define DEFAULT_STREAM_BUF ((size_t)4 << 20)
 #define CONN_WINDOW ((int32_t)1 << 30)
 #define MAX_CONNS 8 /* the current one plus draining ones */
+#define TLS_OUT_MAX ((size_t)4 << 20) /* ciphertext queued before nghttp2 waits */
 
 static int64_t now_ms(void)
 {
@@ -296,6 +302,9 @@ static void conn_free(struct qc_conn *cn)
 {
     if (cn->sess)
         nghttp2_session_del(cn->sess);
+    if (cn->ssl)
+        SSL_free(cn->ssl); /* and its BIOs */
+    free(cn->tout);
     if (cn->fd >= 0)
         close(cn->fd);
     free(cn);
@@ -319,10 +328,206 @@ static void reap_conns(qc_client *c)
 
 /* ---- nghttp2 callbacks (c->mu held: they run inside session calls) ---- */
 
+/* ---- TLS (c->mu held) ---- */
+
+/* ssl_reason describes the last OpenSSL error of |cn| after |ret|. */
+static void ssl_reason(struct qc_conn *cn, int ret, const char *when, char *out, size_t cap)
+{
+    long vr = SSL_get_verify_result(cn->ssl);
+    unsigned long e, last = 0;
+    while ((e = ERR_get_error()) != 0)
+        last = e;
+    if (vr != X509_V_OK)
+        snprintf(out, cap, "%s: certificate verify failed: %s", when,
+                 X509_verify_cert_error_string(vr));
+    else if (last != 0)
+        snprintf(out, cap, "%s: %s", when, ERR_reason_error_string(last));
+    else
+        snprintf(out, cap, "%s: the server closed the connection (%d)", when,
+                 SSL_get_error(cn->ssl, ret));
+}
+
+/* tls_flush moves the ciphertext OpenSSL produced to the socket, keeping
+ * what the socket does not take. Returns 0 or -errno. */
+static int tls_flush(struct qc_conn *cn)
+{
+    size_t pend = BIO_ctrl_pending(cn->wbio);
+    if (pend > 0) {
+        if (cn->tout_off > 0 && cn->tout_off == cn->tout_len)
+            cn->tout_off = cn->tout_len = 0;
+        if (cn->tout_len + pend > cn->tout_cap) {
+            size_t cap = cn->tout_cap ? cn->tout_cap : 65536;
+            while (cap < cn->tout_len + pend)
+                cap *= 2;
+            uint8_t *t = realloc(cn->tout, cap);
+            if (!t)
+                return -ENOMEM;
+            cn->tout = t;
+            cn->tout_cap = cap;
+        }
+        int r = BIO_read(cn->wbio, cn->tout + cn->tout_len, (int)pend);
+        if (r > 0)
+            cn->tout_len += (size_t)r;
+    }
+    while (cn->tout_off < cn->tout_len) {
+        ssize_t n = send(cn->fd, cn->tout + cn->tout_off, cn->tout_len - cn->tout_off,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+                return 0;
+            return -errno;
+        }
+        cn->tout_off += (size_t)n;
+    }
+    cn->tout_off = cn->tout_len = 0;
+    return 0;
+}
+
+static size_t tls_backlog(const struct qc_conn *cn)
+{
+    return cn->tout_len - cn->tout_off;
+}
+
+static void tcp_up(struct qc_conn *cn);
+
+/* tls_step drives the handshake; HTTP/2 starts once it is done. */
+static void tls_step(struct qc_conn *cn)
+{
+    ERR_clear_error();
+    int r = SSL_do_handshake(cn->ssl);
+    int fr = tls_flush(cn);
+    if (r == 1) {
+        if (fr != 0) {
+            conn_fail(cn, strerror(-fr));
+            return;
+        }
+        tcp_up(cn);
+        return;
+    }
+    int e = SSL_get_error(cn->ssl, r);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        if (fr != 0)
+            conn_fail(cn, strerror(-fr));
+        return;
+    }
+    char why[300];
+    ssl_reason(cn, r, "TLS handshake", why, sizeof(why));
+    conn_fail(cn, why);
+}
+
+/* tls_start begins the handshake on a connected socket. */
+static void tls_start(struct qc_conn *cn)
+{
+    qc_client *c = cn->c;
+    cn->ssl = SSL_new(c->ssl_ctx);
+    cn->rbio = BIO_new(BIO_s_mem());
+    cn->wbio = BIO_new(BIO_s_mem());
+    if (!cn->ssl || !cn->rbio || !cn->wbio) {
+        if (cn->ssl) {
+            SSL_free(cn->ssl);
+            cn->ssl = NULL;
+        }
+        BIO_free(cn->rbio);
+        BIO_free(cn->wbio);
+        cn->rbio = cn->wbio = NULL;
+        conn_fail(cn, "out of memory");
+        return;
+    }
+    BIO_set_mem_eof_return(cn->rbio, -1);
+    SSL_set_bio(cn->ssl, cn->rbio, cn->wbio);
+    SSL_set_connect_state(cn->ssl);
+    char name[256];
+    snprintf(name, sizeof(name), "%s", c->eps[cn->ep].host);
+    if (c->eps[cn->ep].unix_sock) {
+        /* "unixs://localhost:2379": the name before the colon; a path
+         * names no host (the CA check alone) */
+        char *colon = strchr(name, ':');
+        if (colon != NULL)
+            *colon = '\0';
+        if (name[0] == '/' || name[0] == '.' || strchr(name, '/') != NULL)
+            name[0] = '\0';
+    }
+    const char *host = name;
+    unsigned char ab[16];
+    X509_VERIFY_PARAM *vp = SSL_get0_param(cn->ssl);
+    if (host[0] == '\0') {
+        /* no name to check */
+    } else if (inet_pton(AF_INET, host, ab) == 1 || inet_pton(AF_INET6, host, ab) == 1) {
+        X509_VERIFY_PARAM_set1_ip_asc(vp, host);
+    } else {
+        SSL_set_tlsext_host_name(cn->ssl, host);
+        X509_VERIFY_PARAM_set1_host(vp, host, 0);
+    }
+    cn->state = C_TLS;
+    tls_step(cn);
+}
+
+/* build_ssl_ctx makes the client's TLS context from its options. */
+static int build_ssl_ctx(qc_client *c, const struct qc_options *o, struct qc_status *st)
+{
+    char m[256];
+    SSL_CTX *x = SSL_CTX_new(TLS_client_method());
+    if (!x) {
+        set_status(st, QC_RESOURCE_EXHAUSTED, "out of memory");
+        return -ENOMEM;
+    }
+    SSL_CTX_set_min_proto_version(x, TLS1_2_VERSION);
+    SSL_CTX_set_mode(x, SSL_MODE_RELEASE_BUFFERS);
+    static const unsigned char alpn[] = {2, 'h', '2'};
+    SSL_CTX_set_alpn_protos(x, alpn, sizeof(alpn));
+    const char *what = NULL, *file = NULL;
+    if (o->ca_file && *o->ca_file) {
+        if (SSL_CTX_load_verify_locations(x, o->ca_file, NULL) != 1)
+            what = "cannot load the CA file", file = o->ca_file;
+    } else {
+        SSL_CTX_set_default_verify_paths(x);
+    }
+    if (!what && o->cert_file && *o->cert_file) {
+        const char *key = o->key_file && *o->key_file ? o->key_file : o->cert_file;
+        if (SSL_CTX_use_certificate_chain_file(x, o->cert_file) != 1)
+            what = "cannot load the certificate", file = o->cert_file;
+        else if (SSL_CTX_use_PrivateKey_file(x, key, SSL_FILETYPE_PEM) != 1)
+            what = "cannot load the key", file = key;
+        else if (SSL_CTX_check_private_key(x) != 1)
+            what = "the key does not match the certificate", file = key;
+    } else if (!what && o->key_file && *o->key_file) {
+        what = "a key without a certificate", file = o->key_file;
+    }
+    if (what) {
+        unsigned long e = ERR_peek_last_error();
+        snprintf(m, sizeof(m), "%s %.100s: %s", what, file,
+                 e ? ERR_reason_error_string(e) : "invalid");
+        ERR_clear_error();
+        SSL_CTX_free(x);
+        set_status(st, QC_INVALID_ARGUMENT, m);
+        return -EINVAL;
+    }
+    SSL_CTX_set_verify(x, o->insecure_skip_verify ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, NULL);
+    c->ssl_ctx = x;
+    return 0;
+}
+
 static ssize_t cb_send(nghttp2_session *sess, const uint8_t *data, size_t len, int flags,
                        void *user)
 {
     struct qc_conn *cn = user;
+    if (cn->ssl) {
+        if (tls_backlog(cn) >= TLS_OUT_MAX) {
+            if (tls_flush(cn) != 0)
+                return NGHTTP2_ERR_CALLBACK_FAILURE;
+            if (tls_backlog(cn) >= TLS_OUT_MAX)
+                return NGHTTP2_ERR_WOULDBLOCK;
+        }
+        ERR_clear_error();
+        int w = SSL_write(cn->ssl, data, len > 0x7fffffff ? 0x7fffffff : (int)len);
+        if (w <= 0) {
+            errno = EPROTO;
+            return NGHTTP2_ERR_CALLBACK_FAILURE;
+        }
+        if (tls_flush(cn) != 0)
+            return NGHTTP2_ERR_CALLBACK_FAILURE;
+        return w;
+    }
     ssize_t n = send(cn->fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK)
@@ -671,6 +876,21 @@ static void start_dial(qc_client *c)
     c->cur = cn;
 
     struct qc_endpoint *e = &c->eps[ep];
+    if (e->unix_sock) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", e->host);
+        cn->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (cn->fd < 0) {
+            conn_fail(cn, strerror(errno));
+            return;
+        }
+        if (connect(cn->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS &&
+            errno != EAGAIN) {
+            conn_fail(cn, strerror(errno));
+            return;
+        }
+        return;
+    }
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
     int r = getaddrinfo(e->host, e->port, &hints, &ai);
     if (r != 0) {
@@ -739,7 +959,10 @@ static void submit_pending(qc_client *c)
     }
         const char *auth = c->eps[cn->ep].authority;
         NV(":method", "POST", 4);
-        NV(":scheme", "http", 4);
+        if (c->eps[cn->ep].tls)
+            NV(":scheme", "https", 5);
+        else
+            NV(":scheme", "http", 4);
         NV(":path", s->path, strlen(s->path));
         NV(":authority", auth, strlen(auth));
         NV("content-type", "application/grpc", 16);
@@ -824,6 +1047,51 @@ static void flush(struct qc_conn *cn)
         conn_fail(cn, "connection closed");
 }
 
+/* tls_input feeds |n| bytes of ciphertext and hands the plaintext to
+ * nghttp2 (or drives the handshake). Returns 0, or -1 when |cn| failed. */
+static int tls_input(struct qc_conn *cn, const uint8_t *p, size_t n)
+{
+    if (BIO_write(cn->rbio, p, (int)n) != (int)n) {
+        conn_fail(cn, "out of memory");
+        return -1;
+    }
+    if (cn->state == C_TLS) {
+        tls_step(cn);
+        if (cn->dead || cn->state == C_TLS)
+            return cn->dead ? -1 : 0;
+    }
+    uint8_t pt[16384];
+    for (;;) {
+        ERR_clear_error();
+        int r = SSL_read(cn->ssl, pt, sizeof(pt));
+        if (r > 0) {
+            ssize_t k = nghttp2_session_mem_recv(cn->sess, pt, (size_t)r);
+            if (k < 0) {
+                conn_fail(cn, nghttp2_strerror((int)k));
+                return -1;
+            }
+            continue;
+        }
+        int e = SSL_get_error(cn->ssl, r);
+        if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+            break;
+        if (e == SSL_ERROR_ZERO_RETURN) {
+            conn_fail(cn, "EOF");
+            return -1;
+        }
+        char why[300];
+        ssl_reason(cn, r, "TLS", why, sizeof(why));
+        conn_fail(cn, why);
+        return -1;
+    }
+    int fr = tls_flush(cn); /* post-handshake messages */
+    if (fr != 0) {
+        conn_fail(cn, strerror(-fr));
+        return -1;
+    }
+    return 0;
+}
+
 static void on_readable(struct qc_conn *cn)
 {
     uint8_t buf[65536];
@@ -838,6 +1106,13 @@ static void on_readable(struct qc_conn *cn)
                 return;
             conn_fail(cn, strerror(errno));
             return;
+        }
+        if (cn->ssl) {
+            if (tls_input(cn, buf, (size_t)n) != 0)
+                return;
+            if ((size_t)n < sizeof(buf))
+                return;
+            continue;
         }
         ssize_t r = nghttp2_session_mem_recv(cn->sess, buf, (size_t)n);
         if (r < 0) {
@@ -859,7 +1134,10 @@ static void on_connected(struct qc_conn *cn)
         conn_fail(cn, strerror(err));
         return;
     }
-    tcp_up(cn);
+    if (cn->c->eps[cn->ep].tls)
+        tls_start(cn);
+    else
+        tcp_up(cn);
 }
 
 static void shutdown_all(qc_client *c)
@@ -928,8 +1206,12 @@ static void *io_main(void *arg)
             short ev = 0;
             if (cn->state == C_CONNECTING)
                 ev = POLLOUT;
+            else if (cn->state == C_TLS)
+                ev = POLLIN | (tls_backlog(cn) ? POLLOUT : 0);
             else
-                ev = POLLIN | (nghttp2_session_want_write(cn->sess) ? POLLOUT : 0);
+                ev = POLLIN | (nghttp2_session_want_write(cn->sess) || (cn->ssl && tls_backlog(cn))
+                                   ? POLLOUT
+                                   : 0);
             if (cn->state != C_READY) {
                 int64_t left = cn->dial_deadline - now;
                 if (left < 0)
@@ -955,16 +1237,27 @@ static void *io_main(void *arg)
             struct qc_conn *cn = pc[i];
             if (cn->dead || !pfd[i].revents)
                 continue;
-            if (cn->state == C_CONNECTING)
+            if (cn->state == C_CONNECTING) {
                 on_connected(cn);
-            else if (pfd[i].revents & (POLLIN | POLLERR | POLLHUP))
+                continue;
+            }
+            if (cn->ssl && (pfd[i].revents & POLLOUT) && tls_backlog(cn)) {
+                int fr = tls_flush(cn);
+                if (fr != 0) {
+                    conn_fail(cn, strerror(-fr));
+                    continue;
+                }
+            }
+            if (pfd[i].revents & (POLLIN | POLLERR | POLLHUP))
                 on_readable(cn);
         }
         now = now_ms();
         for (struct qc_conn *cn = c->conns; cn; cn = cn->next)
             if (!cn->dead && cn->state != C_READY && now >= cn->dial_deadline)
                 conn_fail(cn,
-                          cn->state == C_CONNECTING ? "dial timeout" : "HTTP/2 handshake timeout");
+                          cn->state == C_CONNECTING ? "dial timeout"
+                          : cn->state == C_TLS      ? "TLS handshake timeout"
+                                                    : "HTTP/2 handshake timeout");
         reap_conns(c);
     }
     shutdown_all(c);
@@ -991,6 +1284,8 @@ static void client_destroy(qc_client *c)
         nghttp2_session_callbacks_del(c->cbs);
     if (c->h2opt)
         nghttp2_option_del(c->h2opt);
+    if (c->ssl_ctx)
+        SSL_CTX_free(c->ssl_ctx);
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
     free(c->user);
@@ -1002,14 +1297,35 @@ static void client_destroy(qc_client *c)
     free(c);
 }
 
-/* parse_endpoint splits "[http://]host:port" */
-static int parse_endpoint(const char *given, struct qc_endpoint *e)
+/* parse_endpoint splits "[http[s]://]host:port"; without a scheme the
+ * endpoint uses TLS when |tls| (a TLS option was given, as etcdctl) */
+static int parse_endpoint(const char *given, struct qc_endpoint *e, int tls)
 {
     const char *p = given;
-    if (strncmp(p, "http://", 7) == 0)
+    e->tls = tls;
+    if (strncmp(p, "http://", 7) == 0) {
         p += 7;
-    else if (strstr(p, "://"))
-        return -EINVAL; /* https, unix: not supported */
+        e->tls = 0;
+    } else if (strncmp(p, "https://", 8) == 0) {
+        p += 8;
+        e->tls = 1;
+    } else if (strncmp(p, "unix://", 7) == 0 || strncmp(p, "unixs://", 8) == 0) {
+        /* etcd's unix sockets: the path is everything after the scheme */
+        e->tls = p[4] == 's';
+        e->unix_sock = 1;
+        p += e->tls ? 8 : 7;
+        if (*p == '\0' || strlen(p) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+            return -EINVAL;
+        e->given = strdup(given);
+        e->host = strdup(p);
+        e->port = strdup("");
+        e->authority = strdup("localhost");
+        if (!e->given || !e->host || !e->port || !e->authority)
+            return -ENOMEM;
+        return 0;
+    } else if (strstr(p, "://")) {
+        return -EINVAL;
+    }
     size_t len = strlen(p);
     while (len > 0 && p[len - 1] == '/')
         len--;
@@ -1086,8 +1402,13 @@ int qc_connect(const struct qc_options *o, qc_client **out, struct qc_status *st
     if (!c->eps)
         goto fail;
     c->n_eps = o->n_endpoints;
+    int want_tls = (o->ca_file && *o->ca_file) || (o->cert_file && *o->cert_file) ||
+                   (o->key_file && *o->key_file) || o->insecure_skip_verify;
+    int any_tls = 0;
     for (size_t i = 0; i < o->n_endpoints; i++) {
-        err = o->endpoints[i] ? parse_endpoint(o->endpoints[i], &c->eps[i]) : -EINVAL;
+        err = o->endpoints[i] ? parse_endpoint(o->endpoints[i], &c->eps[i], want_tls) : -EINVAL;
+        if (!err)
+            any_tls |= c->eps[i].tls;
         if (err) {
             char m[200];
             snprintf(m, sizeof(m), "bad endpoint \"%.150s\"",
@@ -1095,6 +1416,10 @@ int qc_connect(const struct qc_options *o, qc_client **out, struct qc_status *st
             set_status(st, err == -EINVAL ? QC_INVALID_ARGUMENT : QC_RESOURCE_EXHAUSTED, m);
             goto fail;
         }
+    }
+    if (any_tls && (err = build_ssl_ctx(c, o, st)) != 0) {
+        client_destroy(c);
+        return err;
     }
     err = -ENOMEM;
     if (nghttp2_session_callbacks_new(&c->cbs) != 0 || nghttp2_option_new(&c->h2opt) != 0)

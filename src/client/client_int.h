@@ -9,6 +9,7 @@
 #define QUORUM_CLIENT_CLIENT_INT_H
 
 #include <nghttp2/nghttp2.h>
+#include <openssl/ssl.h>
 #include <pthread.h>
 
 #include "quorum/client.h"
@@ -28,7 +29,7 @@ struct qc_chunk {
 };
 
 enum { S_PENDING, S_OPEN, S_DONE };
-enum { C_CONNECTING, C_HANDSHAKE, C_READY };
+enum { C_CONNECTING, C_TLS, C_HANDSHAKE, C_READY };
 
 struct qc_conn;
 
@@ -76,6 +77,8 @@ struct qc_endpoint {
     char *host;  /* without brackets */
     char *port;
     char *authority; /* host:port for :authority */
+    int tls;         /* dial with TLS */
+    int unix_sock;   /* unix:// or unixs://: |host| is the socket's path */
 };
 
 struct qc_conn {
@@ -86,6 +89,11 @@ struct qc_conn {
     int state; /* C_* */
     int64_t dial_deadline;
     nghttp2_session *sess;
+    /* TLS: OpenSSL on memory BIOs; ciphertext not yet sent in tout */
+    SSL *ssl;
+    BIO *rbio, *wbio;
+    uint8_t *tout;
+    size_t tout_len, tout_off, tout_cap;
     int draining, dead;
     struct qc_stream *streams;
     size_t nstreams;
@@ -114,6 +122,7 @@ struct qc_client {
     struct qc_stream *dirty;
     nghttp2_session_callbacks *cbs;
     nghttp2_option *h2opt;
+    SSL_CTX *ssl_ctx; /* NULL: no endpoint uses TLS */
     /* qc_authenticate: the credentials, and the token every call carries */
     char *user, *password, *token;
 };

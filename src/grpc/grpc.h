@@ -1,5 +1,6 @@
-/* grpc/grpc.h: gRPC server over HTTP/2 cleartext (h2c with prior knowledge,
- * as etcd serves its client port), nghttp2 on libuv TCP.
+/* grpc/grpc.h: gRPC server over HTTP/2, cleartext (h2c with prior
+ * knowledge, as etcd serves an http:// client URL) or over TLS (an https://
+ * URL; tls/ does the handshake), nghttp2 on libuv TCP.
  *
  * This module moves bytes: it frames and unframes gRPC messages (the 5-byte
  * length prefix), answers HTTP/2, and reports events through the method
@@ -67,11 +68,13 @@
 #ifndef QUORUM_GRPC_GRPC_H
 #define QUORUM_GRPC_GRPC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
 
 typedef struct grpc_server grpc_server;
+struct tls_ctx;
 typedef struct grpc_call grpc_call;
 
 enum grpc_method_kind {
@@ -106,6 +109,10 @@ struct grpc_server_options {
     size_t max_send_msg_size;
     /* HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; 0 = unlimited (etcd's default) */
     uint32_t max_concurrent_streams;
+    /* TLS for the connections of grpc_server_listen_tls and
+     * grpc_server_adopt_tls (a server context of tls/, ALPN "h2"; shared,
+     * not owned: it must outlive the server). NULL: no TLS. */
+    struct tls_ctx *tls;
 };
 
 /* grpc_server_new creates a server with |n| methods (the table and its
@@ -120,11 +127,36 @@ int grpc_server_new(uv_loop_t *loop, const struct grpc_method *methods, size_t n
  * listeners). Errors: libuv's (negative errno), e.g. -EADDRINUSE. */
 int grpc_server_listen(grpc_server *srv, const char *host, int port, int *bound_port);
 
+/* grpc_server_listen_tls is grpc_server_listen for an https:// URL: every
+ * connection completes a TLS handshake (options.tls) before HTTP/2. A
+ * handshake that fails (plain text, no or a wrong client certificate, a
+ * truncated hello, or none completed within 10 s) is logged with its
+ * reason ("client TLS handshake with ADDR failed: ...") and the connection
+ * closed. Errors: -EINVAL when the
+ * server has no TLS context, else grpc_server_listen's. */
+int grpc_server_listen_tls(grpc_server *srv, const char *host, int port, int *bound_port);
+
 /* grpc_server_adopt serves connected socket |fd|, accepted elsewhere (a
  * front loop's share of a listener; server/front.c). On success the server
  * owns it; on error (-ENOMEM, -ESHUTDOWN when closing, libuv's) the socket
  * is closed. */
 int grpc_server_adopt(grpc_server *srv, uv_os_sock_t fd);
+
+/* grpc_server_adopt_tls is grpc_server_adopt for a socket accepted on an
+ * https:// listener: TLS first, as grpc_server_listen_tls. -EINVAL (and
+ * the socket closed) when the server has no TLS context. */
+int grpc_server_adopt_tls(grpc_server *srv, uv_os_sock_t fd);
+
+/* grpc_server_listen_unix listens on the unix socket |path| (etcd's
+ * unix:// and, with |tls|, unixs:// URLs); a file already there is
+ * removed first and the socket file is removed when the server closes.
+ * Errors: -EINVAL (|tls| without a TLS context), libuv's. */
+int grpc_server_listen_unix(grpc_server *srv, const char *path, bool tls);
+
+/* grpc_server_adopt_flags is grpc_server_adopt with GRPC_ADOPT_* flags:
+ * TLS first, and/or |fd| is a unix socket. */
+enum { GRPC_ADOPT_TLS = 1, GRPC_ADOPT_UNIX = 2 };
+int grpc_server_adopt_flags(grpc_server *srv, uv_os_sock_t fd, unsigned flags);
 
 /* grpc_server_close stops listening, resets every open call (each gets
  * on_close), closes every connection, and calls |cb| when all handles are
@@ -150,8 +182,11 @@ const char *grpc_call_path(const grpc_call *call);
  * Valid for the call's life. */
 const char *grpc_call_metadata(const grpc_call *call, const char *name, size_t *len);
 
-/* grpc_call_tls_common_name is the common name of the verified client
- * certificate of the call's connection, or NULL (no TLS, no certificate). */
+/* grpc_call_tls_common_name returns the common name of the verified
+ * client certificate of the call's connection, or NULL: no TLS, no client
+ * certificate, or one that was not verified (a server that does not ask
+ * for client certificates). Valid for the call's life. etcd uses it as
+ * the user name when authentication is on and the request has no token. */
 const char *grpc_call_tls_common_name(const grpc_call *call);
 
 /* grpc_call_send queues one response message (the bytes are copied; the

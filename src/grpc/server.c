@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,7 @@
 
 #include "base/err.h"
 #include "grpc/grpc_int.h"
+#include "tls/tls.h"
 
 /* a drained response queue larger than this is freed, not kept */
 #define OUT_KEEP_BYTES (64u << 10)
@@ -44,6 +46,9 @@
  * beyond it the call that grows it fails RESOURCE_EXHAUSTED */
 #define CONN_GATHER_MAX ((size_t)256 * 1024 * 1024)
 #define INLINE_HEADERS 8
+/* a TLS client must complete its handshake within this (half a hello
+ * would otherwise hold a connection for ever) */
+#define TLS_HANDSHAKE_MS 10000
 
 struct hdr {
     nghttp2_rcbuf *name;
@@ -79,14 +84,20 @@ struct grpc_call {
 };
 
 struct listener {
-    uv_tcp_t tcp;
+    union {
+        uv_tcp_t tcp;
+        uv_pipe_t pipe; /* a unix socket (grpc_server_listen_unix) */
+    };
     grpc_server *srv;
+    bool tls;
+    bool unix_sock;
+    char *path; /* unix: removed when the listener closes */
     struct listener *next;
 };
 
 struct grpc_conn {
     grpc_server *srv;
-    uv_tcp_t tcp;
+    struct tls_stream ts; /* the socket, with TLS or without */
     int is_mem;
     nghttp2_session *sess;
     grpc_conn *prev, *next;   /* srv->conns */
@@ -113,6 +124,7 @@ struct grpc_server {
     size_t max_recv;
     size_t max_send;
     uint32_t max_streams;
+    tls_ctx *tls;
     void *data;
     struct listener *listeners;
     grpc_conn *conns;
@@ -827,7 +839,7 @@ static void conn_close(grpc_conn *c)
     nghttp2_session_del(c->sess);
     c->sess = NULL;
     if (!c->is_mem)
-        uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+        tls_stream_close(&c->ts, on_conn_closed);
 }
 
 /* conn_check closes |c| if a deferred close is due or the session is done
@@ -859,7 +871,7 @@ static void on_write(uv_write_t *req, int status)
     if (c->read_stopped) {
         c->read_stopped = 0;
         /* errors here surface on the next write or read */
-        (void)uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+        (void)tls_stream_read_start(&c->ts, on_alloc, on_read);
     }
     conn_flush(c);
 }
@@ -886,7 +898,7 @@ static void conn_flush(grpc_conn *c)
     uv_buf_t b = uv_buf_init((char *)c->wbuf.data, (unsigned)c->wbuf.len);
     c->wreq.data = c;
     c->writing = 1;
-    if (uv_write(&c->wreq, (uv_stream_t *)&c->tcp, &b, 1, on_write) != 0) {
+    if (tls_stream_write(&c->ts, &c->wreq, &b, 1, on_write) != 0) {
         c->writing = 0;
         conn_close(c);
     }
@@ -953,10 +965,10 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         return;
     if (rv != 0 || !nghttp2_session_want_read(c->sess)) {
         /* no more input is wanted: send what is left (GOAWAY) and close */
-        uv_read_stop(s);
+        tls_stream_read_stop(&c->ts);
         c->read_stopped = 0;
-    } else if (c->writing && uv_stream_get_write_queue_size(s) > WRITE_BACKLOG) {
-        uv_read_stop(s);
+    } else if (c->writing && tls_stream_write_queue_size(&c->ts) > WRITE_BACKLOG) {
+        tls_stream_read_stop(&c->ts);
         c->read_stopped = 1;
     }
     mark_dirty(c);
@@ -1003,33 +1015,61 @@ static void on_reject_closed(uv_handle_t *h)
     maybe_free_server(srv);
 }
 
-/* conn_start serves a connection: from a listener of ours (|ls|) or a
- * socket accepted elsewhere (|fd|, when |ls| is NULL). */
-static int conn_start(grpc_server *srv, uv_stream_t *ls, uv_os_sock_t fd)
+static void free_handle(uv_handle_t *h)
 {
+    free(h);
+}
+
+/* conn_start serves a connection: from a listener of ours (|ls|) or a
+ * socket accepted elsewhere (|fd|, when |ls| is NULL); with TLS first when
+ * GRPC_ADOPT_TLS, a unix socket when GRPC_ADOPT_UNIX. */
+static int conn_start(grpc_server *srv, uv_stream_t *ls, uv_os_sock_t fd, unsigned flags)
+{
+    bool tls = flags & GRPC_ADOPT_TLS, unix_sock = flags & GRPC_ADOPT_UNIX;
     grpc_conn *c = calloc(1, sizeof(*c));
-    int rv = c != NULL ? uv_tcp_init(srv->loop, &c->tcp) : -ENOMEM;
+    tls_conn *tc = NULL;
+    int rv = c != NULL ? 0 : -ENOMEM;
+    if (rv == 0 && tls)
+        rv = srv->tls != NULL ? tls_conn_new(srv->tls, NULL, &tc) : -EINVAL;
+    if (rv == 0)
+        rv = (unix_sock ? tls_stream_init_pipe : tls_stream_init)(&c->ts, srv->loop, tc,
+                                                                 "client");
     if (rv != 0) {
+        if (ls != NULL) { /* take it off the backlog all the same */
+            uv_pipe_t *t = malloc(sizeof(uv_pipe_t) > sizeof(uv_tcp_t) ? sizeof(uv_pipe_t)
+                                                                        : sizeof(uv_tcp_t));
+            if (t != NULL && (unix_sock ? uv_pipe_init(srv->loop, t, 0)
+                                        : uv_tcp_init(srv->loop, (uv_tcp_t *)t)) == 0) {
+                (void)uv_accept(ls, (uv_stream_t *)t);
+                uv_close((uv_handle_t *)t, free_handle);
+            } else {
+                free(t);
+            }
+        }
         free(c);
         if (ls == NULL)
             close(fd);
         return rv;
     }
     c->srv = srv;
-    c->tcp.data = c;
+    c->ts.tcp.data = c;
     srv->handles++;
-    rv = ls != NULL ? uv_accept(ls, (uv_stream_t *)&c->tcp) : uv_tcp_open(&c->tcp, fd);
+    rv = ls != NULL    ? uv_accept(ls, c->ts.s)
+         : unix_sock ? uv_pipe_open(&c->ts.pipe, fd)
+                     : uv_tcp_open(&c->ts.tcp, fd);
     if (rv != 0 && ls == NULL)
         close(fd); /* not the handle's: uv_close would leave it open */
     else if (rv == 0 && session_new(c) != 0)
         rv = -ENOMEM;
     if (rv != 0) {
-        uv_close((uv_handle_t *)&c->tcp, on_reject_closed);
+        tls_stream_close(&c->ts, on_reject_closed);
         return rv;
     }
-    uv_tcp_nodelay(&c->tcp, 1);
+    if (!unix_sock)
+        uv_tcp_nodelay(&c->ts.tcp, 1);
+    tls_stream_set_handshake_timeout(&c->ts, TLS_HANDSHAKE_MS);
     conn_link(c);
-    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0) {
+    if (tls_stream_read_start(&c->ts, on_alloc, on_read) != 0) {
         conn_close(c);
         return 0;
     }
@@ -1043,7 +1083,7 @@ static void on_connection(uv_stream_t *ls, int status)
     grpc_server *srv = l->srv;
     if (status < 0 || srv->closing)
         return;
-    conn_start(srv, ls, -1);
+    conn_start(srv, ls, -1, (l->tls ? GRPC_ADOPT_TLS : 0) | (l->unix_sock ? GRPC_ADOPT_UNIX : 0));
 }
 
 int grpc_server_adopt(grpc_server *srv, uv_os_sock_t fd)
@@ -1052,7 +1092,25 @@ int grpc_server_adopt(grpc_server *srv, uv_os_sock_t fd)
         close(fd);
         return -ESHUTDOWN;
     }
-    return conn_start(srv, NULL, fd);
+    return conn_start(srv, NULL, fd, 0);
+}
+
+int grpc_server_adopt_tls(grpc_server *srv, uv_os_sock_t fd)
+{
+    if (srv->closing) {
+        close(fd);
+        return -ESHUTDOWN;
+    }
+    return conn_start(srv, NULL, fd, GRPC_ADOPT_TLS);
+}
+
+int grpc_server_adopt_flags(grpc_server *srv, uv_os_sock_t fd, unsigned flags)
+{
+    if (srv->closing) {
+        close(fd);
+        return -ESHUTDOWN;
+    }
+    return conn_start(srv, NULL, fd, flags);
 }
 
 static void on_prepare(uv_prepare_t *p)
@@ -1092,6 +1150,7 @@ int grpc_server_new(uv_loop_t *loop, const struct grpc_method *methods, size_t n
     if (srv->max_send > GRPC_DEFAULT_MAX_SEND)
         srv->max_send = GRPC_DEFAULT_MAX_SEND;
     srv->max_streams = opts ? opts->max_concurrent_streams : 0;
+    srv->tls = opts ? opts->tls : NULL;
     srv->sorted = malloc((n ? n : 1) * sizeof(*srv->sorted));
     srv->rbuf = malloc(READ_BUF_SIZE);
     if (srv->sorted == NULL || srv->rbuf == NULL)
@@ -1143,12 +1202,65 @@ static void on_listener_closed(uv_handle_t *h)
 {
     struct listener *l = h->data;
     grpc_server *srv = l->srv;
+    if (l->path != NULL) {
+        unlink(l->path);
+        free(l->path);
+    }
     free(l);
     srv->handles--;
     maybe_free_server(srv);
 }
 
+static int listen_on(grpc_server *srv, const char *host, int port, bool tls, int *bound_port);
+
 int grpc_server_listen(grpc_server *srv, const char *host, int port, int *bound_port)
+{
+    return listen_on(srv, host, port, false, bound_port);
+}
+
+int grpc_server_listen_tls(grpc_server *srv, const char *host, int port, int *bound_port)
+{
+    if (srv->tls == NULL)
+        return -EINVAL;
+    return listen_on(srv, host, port, true, bound_port);
+}
+
+int grpc_server_listen_unix(grpc_server *srv, const char *path, bool tls)
+{
+    if (tls && srv->tls == NULL)
+        return -EINVAL;
+    struct listener *l = calloc(1, sizeof(*l));
+    if (l == NULL)
+        return -ENOMEM;
+    l->srv = srv;
+    l->tls = tls;
+    l->unix_sock = true;
+    int rv = uv_pipe_init(srv->loop, &l->pipe, 0);
+    if (rv != 0) {
+        free(l);
+        return rv;
+    }
+    l->pipe.data = l;
+    srv->handles++;
+    /* as etcd: a stale socket file from an earlier run is removed first */
+    if (unlink(path) != 0 && errno != ENOENT)
+        rv = -errno;
+    if (rv == 0)
+        rv = uv_pipe_bind(&l->pipe, path);
+    if (rv == 0) {
+        l->path = strdup(path);
+        rv = l->path != NULL ? uv_listen((uv_stream_t *)&l->pipe, 511, on_connection) : -ENOMEM;
+    }
+    if (rv != 0) {
+        uv_close((uv_handle_t *)&l->pipe, on_listener_closed);
+        return rv;
+    }
+    l->next = srv->listeners;
+    srv->listeners = l;
+    return 0;
+}
+
+static int listen_on(grpc_server *srv, const char *host, int port, bool tls, int *bound_port)
 {
     struct sockaddr_storage ss;
     int rv = uv_ip4_addr(host, port, (struct sockaddr_in *)&ss);
@@ -1160,6 +1272,7 @@ int grpc_server_listen(grpc_server *srv, const char *host, int port, int *bound_
     if (l == NULL)
         return -ENOMEM;
     l->srv = srv;
+    l->tls = tls;
     rv = uv_tcp_init(srv->loop, &l->tcp);
     if (rv != 0) {
         free(l);
@@ -1249,11 +1362,6 @@ const char *grpc_call_metadata(const grpc_call *call, const char *name, size_t *
     return (const char *)vec.base;
 }
 
-const char *grpc_call_tls_common_name(const grpc_call *call)
-{
-    return NULL; /* no TLS on this build's connections yet */
-}
-
 int grpc_call_send(grpc_call *call, const uint8_t *msg, size_t len)
 {
     grpc_conn *c = call->conn;
@@ -1303,6 +1411,12 @@ int grpc_call_finish(grpc_call *call, int status, const char *message)
     if (call->finished || call->closed || c->closed || c->want_close)
         return -EPIPE;
     return call_end(call, status, message);
+}
+
+const char *grpc_call_tls_common_name(const grpc_call *call)
+{
+    const grpc_conn *c = call->conn;
+    return c->is_mem ? NULL : tls_stream_peer_cn(&c->ts);
 }
 
 size_t grpc_call_pending_bytes(const grpc_call *call)

@@ -1,6 +1,8 @@
 /* server/config.c: flag parsing with etcd's names and defaults. */
 #include "server/config.h"
 
+#include "tls/tls.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,16 +23,34 @@ int config_parse_urls(const char *s, struct url *out, size_t max, size_t *n, cha
             snprintf(err, errlen, "too many URLs in %s", s);
             return -EINVAL;
         }
-        if (strncmp(u, "https://", 8) == 0) {
-            snprintf(err, errlen, "%s: TLS is not supported yet; use http://", u);
+        bool unix_sock = strncmp(u, "unix://", 7) == 0 || strncmp(u, "unixs://", 8) == 0;
+        if (unix_sock) {
+            /* etcd's unix listeners: the socket's path is the URL's host
+             * and path ("unix://localhost:2379" -> "localhost:2379") */
+            bool tls = u[4] == 's';
+            const char *path = u + (tls ? 8 : 7);
+            struct url *o = &out[*n];
+            memset(o, 0, sizeof(*o));
+            if (*path == '\0' || strlen(path) >= 108) { /* sun_path */
+                snprintf(err, errlen, "bad unix socket path in URL %s", u);
+                return -EINVAL;
+            }
+            o->unix_sock = true;
+            o->tls = tls;
+            snprintf(o->host, sizeof(o->host), "%s", path);
+            snprintf(o->text, sizeof(o->text), "%s", u);
+            (*n)++;
+            continue;
+        }
+        bool tls = strncmp(u, "https://", 8) == 0;
+        if (!tls && strncmp(u, "http://", 7) != 0) {
+            snprintf(err, errlen, "URL scheme must be http or https: %s", u);
             return -EINVAL;
         }
-        if (strncmp(u, "http://", 7) != 0) {
-            snprintf(err, errlen, "URL scheme must be http: %s", u);
-            return -EINVAL;
-        }
-        const char *hp = u + 7;
+        const char *hp = u + (tls ? 8 : 7);
         struct url *o = &out[*n];
+        o->tls = tls;
+        o->unix_sock = false;
         const char *colon;
         char host[256];
         if (*hp == '[') {
@@ -59,8 +79,9 @@ int config_parse_urls(const char *s, struct url *out, size_t max, size_t *n, cha
             snprintf(host, sizeof(host), "127.0.0.1");
         snprintf(o->host, sizeof(o->host), "%s", host[0] ? host : "0.0.0.0");
         o->port = (int)port;
-        snprintf(o->text, sizeof(o->text), "http://%.*s", (int)(sizeof(o->text) - 8), hp);
-        char *slash = strchr(o->text + 7, '/');
+        snprintf(o->text, sizeof(o->text), "%s%.*s", tls ? "https://" : "http://",
+                 (int)(sizeof(o->text) - 9), hp);
+        char *slash = strchr(o->text + (tls ? 8 : 7), '/');
         if (slash != NULL)
             *slash = '\0';
         (*n)++;
@@ -69,6 +90,52 @@ int config_parse_urls(const char *s, struct url *out, size_t max, size_t *n, cha
         snprintf(err, errlen, "empty URL list");
         return -EINVAL;
     }
+    return 0;
+}
+
+/* check_tls refuses what etcd 3.4 refuses at start: an https:// URL with
+ * no certificate to serve it, an unknown cipher suite name. */
+static int check_tls(const struct config *c, char *err, size_t errlen)
+{
+    char tmp[sizeof(c->cipher_suites)];
+    snprintf(tmp, sizeof(tmp), "%s", c->cipher_suites);
+    char *save = NULL;
+    for (char *t = strtok_r(tmp, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+        if (tls_cipher_openssl_name(t) == NULL) {
+            snprintf(err, errlen, "unexpected TLS cipher suite \"%s\"", t);
+            return -EINVAL;
+        }
+    }
+    for (size_t i = 0; i < c->n_listen_peer; i++)
+        if (c->listen_peer[i].unix_sock) {
+            snprintf(err, errlen, "%s: unix sockets are for client URLs only",
+                     c->listen_peer[i].text);
+            return -EINVAL;
+        }
+    for (size_t i = 0; i < c->n_advertise_peer; i++)
+        if (c->advertise_peer[i].unix_sock) {
+            snprintf(err, errlen, "%s: unix sockets are for client URLs only",
+                     c->advertise_peer[i].text);
+            return -EINVAL;
+        }
+    const struct tls_cfg *ct = &c->client_tls, *pt = &c->peer_tls;
+    bool client_certs = (ct->cert_file[0] && ct->key_file[0]) || ct->auto_tls;
+    for (size_t i = 0; i < c->n_listen_client; i++)
+        if (c->listen_client[i].tls && !client_certs) {
+            snprintf(err, errlen,
+                     "TLS key/cert (--cert-file, --key-file) must be provided for client url %s "
+                     "with HTTPS scheme",
+                     c->listen_client[i].text);
+            return -EINVAL;
+        }
+    bool peer_certs = (pt->cert_file[0] && pt->key_file[0]) || pt->auto_tls;
+    for (size_t i = 0; i < c->n_listen_peer; i++)
+        if (c->listen_peer[i].tls && !peer_certs) {
+            snprintf(err, errlen, "cannot listen on TLS for %s:%d: KeyFile and CertFile are not "
+                                  "presented",
+                     c->listen_peer[i].host, c->listen_peer[i].port);
+            return -EINVAL;
+        }
     return 0;
 }
 
@@ -114,7 +181,8 @@ static void usage(void)
            "  --name                          human-readable member name (default \"default\")\n"
            "  --data-dir                      data directory (default \"${name}.quorum\")\n"
            "  --listen-client-urls            URLs to serve clients on "
-           "(default http://localhost:2379)\n"
+           "(default http://localhost:2379;\n"
+           "                                  https://, unix://path, unixs://path too)\n"
            "  --advertise-client-urls         client URLs told to the cluster\n"
            "  --listen-peer-urls              URLs to talk to peers on "
            "(default http://localhost:2380)\n"
@@ -449,6 +517,8 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
                           errlen) ||
         config_parse_urls(advertise_peer, c->advertise_peer, CONFIG_MAX_URLS, &c->n_advertise_peer,
                           err, errlen))
+        return -EINVAL;
+    if (check_tls(c, err, errlen) != 0)
         return -EINVAL;
     if (cluster == NULL) {
         /* etcd's default: this member alone, at its advertised peer URLs */

@@ -14,6 +14,10 @@ struct url {
     char host[256]; /* numeric address to bind/dial ("127.0.0.1", "::1") */
     int port;
     char text[300]; /* as given, normalized: "http://127.0.0.1:2379" */
+    bool tls;       /* https:// (or unixs://) */
+    bool unix_sock; /* unix:// or unixs://: |host| is the socket's path (as
+                       etcd: everything after the scheme), port 0; client
+                       URLs only */
 };
 
 struct member_cfg {
@@ -100,7 +104,8 @@ struct config {
  * -EINVAL. Returns 1 when --help or --version was answered (printed). */
 int config_parse(struct config *c, int argc, char **argv, char *err, size_t errlen);
 
-/* config_parse_urls parses a comma-separated URL list ("http://h:p,...");
+/* config_parse_urls parses a comma-separated URL list ("http://h:p,...",
+ * https:// sets url.tls);
  * -EINVAL with a reason in |err| on a bad one. */
 int config_parse_urls(const char *s, struct url *out, size_t max, size_t *n, char *err,
                       size_t errlen);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include <urcu/wfcqueue.h>
 
@@ -500,9 +501,9 @@ static void front_handle(struct front *fr, struct xmsg *m)
         }
         break;
     }
-    case XM_ADOPT:
+    case XM_ADOPT: /* |rev|: GRPC_ADOPT_* flags of the listener */
         if (fr->grpc != NULL)
-            grpc_server_adopt(fr->grpc, m->status);
+            grpc_server_adopt_flags(fr->grpc, m->status, (unsigned)m->rev);
         else
             close(m->status);
         break;
@@ -567,12 +568,15 @@ static void on_poll(uv_poll_t *h, int status, int events)
         return;
     }
     struct fronts *all = fr->all;
+    const struct url *u = &all->s->cfg.listen_client[h - fr->polls];
+    unsigned flags = (u->tls ? GRPC_ADOPT_TLS : 0) | (u->unix_sock ? GRPC_ADOPT_UNIX : 0);
     unsigned to = __atomic_fetch_add(&all->next_accept, 1, __ATOMIC_RELAXED) % all->n;
     struct xmsg *m = to == fr->idx ? NULL : xmsg_new(XM_ADOPT, NULL, c, NULL, 0);
     if (m == NULL) {
-        grpc_server_adopt(fr->grpc, c);
+        grpc_server_adopt_flags(fr->grpc, c, flags);
         return;
     }
+    m->rev = flags;
     post(&all->f[to].in, m);
     uv_async_send(&all->f[to].in.async);
 }
@@ -638,8 +642,29 @@ unsigned fronts_count_auto(void)
     return n - 1 > CONFIG_MAX_FRONTS ? CONFIG_MAX_FRONTS : (unsigned)(n - 1);
 }
 
+static int listen_unix_fd(const struct url *u, int *out)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", u->host);
+    /* as etcd: a stale socket file from an earlier run is removed first */
+    if (unlink(u->host) != 0 && errno != ENOENT)
+        return -errno;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, 511) != 0) {
+        int rv = -errno;
+        close(fd);
+        return rv;
+    }
+    *out = fd;
+    return 0;
+}
+
 static int listen_fd(const struct url *u, int *out)
 {
+    if (u->unix_sock)
+        return listen_unix_fd(u, out);
     struct sockaddr_storage ss;
     int rv = uv_ip4_addr(u->host, u->port, (struct sockaddr_in *)&ss);
     if (rv != 0)
@@ -676,8 +701,11 @@ static int allowed_cpus(int *cpus, int max)
 
 static void fronts_free(struct fronts *all)
 {
-    for (size_t i = 0; i < all->nl; i++)
+    for (size_t i = 0; i < all->nl; i++) {
         close(all->lfd[i]);
+        if (all->s->cfg.listen_client[i].unix_sock)
+            unlink(all->s->cfg.listen_client[i].host);
+    }
     free(all->f);
     free(all);
 }

@@ -517,6 +517,7 @@ static void sync_peers(struct server *s)
         } else if (transport_update_peer(s->tp, ids[i], u.host, u.port) != 0) {
             continue;
         }
+        transport_peer_set_tls(s->tp, ids[i], u.tls);
         s->peers[k].id = ids[i];
         snprintf(s->peers[k].url, sizeof(s->peers[k].url), "%s", url);
     }
@@ -1588,6 +1589,8 @@ int server_node_start(struct server *s)
                .on_peer_rejected = on_peer_rejected,
                .refuse_peer = refuse_peer},
         .arg = s,
+        .tls_server = c->n_listen_peer > 0 && c->listen_peer[0].tls ? s->tls.peer_server : NULL,
+        .tls_client = s->tls.peer_client,
     };
     if ((rv = transport_new(s->loop, &to, &s->tp)) != 0)
         return rv;

@@ -378,6 +378,9 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
     int rv = fs_mkdir_p(dir);
     if (rv != 0)
         goto fail;
+    what = "set up TLS";
+    if ((rv = server_tls_open(cfg, &s->tls)) != 0)
+        goto fail;
     what = "open the store";
     uint64_t map = cfg->quota_backend_bytes * 2;
     if (map < (8ull << 30))
@@ -420,6 +423,7 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
     what = "start the gRPC server";
     struct grpc_server_options go = {
         .max_recv_msg_size = cfg->max_request_bytes + 512 * 1024,
+        .tls = s->tls.client,
     };
     unsigned nf = cfg->front_loops == CONFIG_FRONT_AUTO ? fronts_count_auto() : cfg->front_loops;
     if (nf > 0) {
@@ -435,8 +439,10 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
         goto fail;
     }
     for (size_t i = 0; nf == 0 && i < cfg->n_listen_client; i++) {
-        rv = grpc_server_listen(s->grpc, cfg->listen_client[i].host, cfg->listen_client[i].port,
-                                NULL);
+        const struct url *u = &cfg->listen_client[i];
+        rv = u->unix_sock ? grpc_server_listen_unix(s->grpc, u->host, u->tls)
+             : (u->tls ? grpc_server_listen_tls : grpc_server_listen)(s->grpc, u->host, u->port,
+                                                                      NULL);
         if (rv != 0) {
             log_error("server", "cannot listen on %s: %s", cfg->listen_client[i].text,
                       uv_strerror(rv));
@@ -500,6 +506,7 @@ fail:
         mvcc_close(s->kv);
     if (s->be)
         backend_close(s->be);
+    server_tls_close(&s->tls);
     free(s);
     return rv;
 }
@@ -528,6 +535,7 @@ static void on_handle_closed(uv_handle_t *h)
     backend_close(s->be);
     arena_free(&s->arena);
     buf_free(&s->scratch);
+    server_tls_close(&s->tls); /* every connection is closed */
     void (*cb)(void *) = s->stop_cb;
     void *arg = s->stop_arg;
     free(s);

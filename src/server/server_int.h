@@ -151,6 +151,21 @@ struct peer_addr {
     char url[300];
 };
 
+/* The member's TLS contexts (tls_setup.c): NULL where a link has no TLS.
+ * client: the client port's https:// listeners; peer_server: the peer
+ * listener; peer_client: dialing https:// peers. */
+struct server_tls {
+    struct tls_ctx *client;
+    struct tls_ctx *peer_server;
+    struct tls_ctx *peer_client;
+};
+
+/* server_tls_open builds the contexts |c| asks for (making auto-TLS
+ * certificates under <data-dir>/fixtures/{client,peer}) and makes SIGHUP
+ * reload them; errors are logged. server_tls_close frees them. */
+int server_tls_open(const struct config *c, struct server_tls *st);
+void server_tls_close(struct server_tls *st);
+
 struct server {
     uv_loop_t *loop;
     struct config cfg;
@@ -158,6 +173,7 @@ struct server {
     mvcc_store *kv;
     grpc_server *grpc;      /* the core loop's own, without front loops */
     struct fronts *fronts; /* the front loops (front.h), or NULL */
+    struct server_tls tls;
     /* for the front loops, stored by the core each pass (__atomic) */
     uint64_t pub_term, pub_cluster_id;
     struct apply_env env;

@@ -28,6 +28,7 @@
 
 #include "base/crc32c.h"
 #include "base/log.h"
+#include "tls/tls.h"
 #include "transport/transport.h"
 
 #define MOD "transport"
@@ -44,7 +45,7 @@ struct transport;
 struct out_conn {
     struct transport *t;
     struct peer *peer; /* NULL once detached (closing) */
-    uv_tcp_t tcp;
+    struct tls_stream ts; /* the socket, with TLS or without */
     uv_connect_t creq;
     uv_write_t wreq;
     uint8_t hs[HS_LEN];
@@ -63,7 +64,7 @@ struct snap_out {
     uint64_t to;
     int refs;
     bool closing, reported, acked_ok, header_sent, crc_sent;
-    uv_tcp_t tcp;
+    struct tls_stream ts;
     uv_connect_t creq;
     uv_write_t hsreq; /* the handshake: may overlap the header write */
     uv_write_t wreq;  /* header, chunks, CRC: one after the other */
@@ -86,6 +87,7 @@ struct peer {
     struct peer *next;
     uint64_t id;
     struct sockaddr_storage addr;
+    bool tls; /* dial with TLS (an https:// peer URL) */
     uv_timer_t timer;
     bool backoff_active;
     unsigned backoff_ms;
@@ -105,7 +107,7 @@ struct conn {
     bool closing;
     enum conn_state state;
     uint64_t from;
-    uv_tcp_t tcp;
+    struct tls_stream ts;
     uv_timer_t hs_timer; /* closes a connection that never says hello */
     uv_fs_t fsreq;
     bool fs_busy;
@@ -244,6 +246,34 @@ static int parse_reply(const struct buf *in, char *reason, size_t rcap)
     return -1;
 }
 
+/* link_init sets up the socket of a connection: to peer |p| (TLS when its
+ * URL is https://), or accepted (|p| NULL: TLS when the listener is). */
+static int link_init(struct transport *t, struct tls_stream *ts, const struct peer *p)
+{
+    tls_conn *tc = NULL;
+    bool tls = p != NULL ? p->tls : t->o.tls_server != NULL;
+    if (tls) {
+        struct tls_ctx *ctx = p != NULL ? t->o.tls_client : t->o.tls_server;
+        char host[64] = "";
+        if (ctx == NULL) {
+            log_warn(MOD, "member %" PRIx64 " has an https:// peer URL but no peer TLS is "
+                          "configured (--peer-cert-file, --peer-key-file, --peer-trusted-ca-file)",
+                     p->id);
+            return -EINVAL;
+        }
+        if (p != NULL) {
+            if (p->addr.ss_family == AF_INET6)
+                uv_ip6_name((const struct sockaddr_in6 *)&p->addr, host, sizeof(host));
+            else
+                uv_ip4_name((const struct sockaddr_in *)&p->addr, host, sizeof(host));
+        }
+        int rv = tls_conn_new(ctx, p != NULL ? host : NULL, &tc);
+        if (rv != 0)
+            return rv;
+    }
+    return tls_stream_init(ts, t->loop, tc, "peer");
+}
+
 /* ---- outgoing message connections ---- */
 
 static void peer_connect(struct peer *p);
@@ -271,7 +301,7 @@ static void oc_detach(struct peer *p)
     p->st.connected = false;
     if (oc->writing)
         p->st.dropped += oc->inflight_msgs; /* the write will be cancelled */
-    uv_close((uv_handle_t *)&oc->tcp, oc_closed);
+    tls_stream_close(&oc->ts, oc_closed);
 }
 
 /* peer_fail drops the connection and retries after the backoff. */
@@ -341,7 +371,7 @@ static void flush_peer(struct peer *p)
     p->pending_msgs = 0;
     uv_buf_t b = uv_buf_init((char *)oc->inflight.data, (unsigned)oc->inflight.len);
     oc->wreq.data = oc;
-    int rv = uv_write(&oc->wreq, (uv_stream_t *)&oc->tcp, &b, 1, oc_write_done);
+    int rv = tls_stream_write(&oc->ts, &oc->wreq, &b, 1, oc_write_done);
     if (rv != 0) {
         p->st.dropped += oc->inflight_msgs;
         oc->inflight_msgs = 0;
@@ -415,14 +445,14 @@ static void oc_connected(uv_connect_t *req, int status)
         peer_fail(p);
         return;
     }
-    uv_tcp_nodelay(&oc->tcp, 1);
-    uv_tcp_keepalive(&oc->tcp, 1, 30);
+    uv_tcp_nodelay(&oc->ts.tcp, 1);
+    uv_tcp_keepalive(&oc->ts.tcp, 1, 30);
     make_handshake(p->t, KIND_MSGS, p->id, oc->hs);
     uv_buf_t b = uv_buf_init((char *)oc->hs, HS_LEN);
     oc->wreq.data = oc;
     oc->writing = true; /* no inflight messages: a failure counts nothing */
-    if (uv_write(&oc->wreq, (uv_stream_t *)&oc->tcp, &b, 1, oc_write_done) != 0 ||
-        uv_read_start((uv_stream_t *)&oc->tcp, oc_alloc, oc_read) != 0) {
+    if (tls_stream_write(&oc->ts, &oc->wreq, &b, 1, oc_write_done) != 0 ||
+        tls_stream_read_start(&oc->ts, oc_alloc, oc_read) != 0) {
         peer_fail(p);
     }
 }
@@ -437,7 +467,7 @@ static void peer_connect(struct peer *p)
         peer_fail(p);
         return;
     }
-    if (uv_tcp_init(t->loop, &oc->tcp) != 0) {
+    if (link_init(t, &oc->ts, p) != 0) {
         free(oc);
         peer_fail(p);
         return;
@@ -445,11 +475,11 @@ static void peer_connect(struct peer *p)
     t->refs++;
     p->st.dials++;
     oc->t = t;
-    oc->tcp.data = oc;
+    oc->ts.tcp.data = oc;
     oc->peer = p;
     p->oc = oc;
     oc->creq.data = oc;
-    int rv = uv_tcp_connect(&oc->creq, &oc->tcp, (struct sockaddr *)&p->addr, oc_connected);
+    int rv = uv_tcp_connect(&oc->creq, &oc->ts.tcp, (struct sockaddr *)&p->addr, oc_connected);
     if (rv != 0) {
         log_debug(MOD, "connect to member %" PRIx64 ": %s", p->id, uv_strerror(rv));
         peer_fail(p);
@@ -506,7 +536,7 @@ static void snap_finish(struct snap_out *s, bool ok)
     s->closing = true;
     struct peer *p = s->peer;
     struct transport *t = s->t;
-    uv_close((uv_handle_t *)&s->tcp, snap_closed);
+    tls_stream_close(&s->ts, snap_closed);
     if (p == NULL)
         return;
     p->snap = NULL;
@@ -541,7 +571,7 @@ static void snap_write(struct snap_out *s, const void *p, size_t n)
 {
     uv_buf_t b = uv_buf_init((char *)p, (unsigned)n);
     s->wreq.data = s;
-    if (uv_write(&s->wreq, (uv_stream_t *)&s->tcp, &b, 1, snap_write_done) != 0)
+    if (tls_stream_write(&s->ts, &s->wreq, &b, 1, snap_write_done) != 0)
         snap_finish(s, false);
 }
 
@@ -685,15 +715,15 @@ static void snap_connected(uv_connect_t *req, int status)
         snap_finish(s, false);
         return;
     }
-    uv_tcp_nodelay(&s->tcp, 1);
+    uv_tcp_nodelay(&s->ts.tcp, 1);
     make_handshake(s->t, KIND_SNAP, s->to, s->hs);
-    if (uv_read_start((uv_stream_t *)&s->tcp, snap_alloc, snap_read) != 0) {
+    if (tls_stream_read_start(&s->ts, snap_alloc, snap_read) != 0) {
         snap_finish(s, false);
         return;
     }
     uv_buf_t b = uv_buf_init((char *)s->hs, HS_LEN);
     s->hsreq.data = s;
-    if (uv_write(&s->hsreq, (uv_stream_t *)&s->tcp, &b, 1, snap_hs_written) != 0)
+    if (tls_stream_write(&s->ts, &s->hsreq, &b, 1, snap_hs_written) != 0)
         snap_finish(s, false);
 }
 
@@ -759,22 +789,22 @@ int transport_send_snapshot(struct transport *t, const struct raft_msg *m, const
     put_be64(be, s->size);
     if ((rv = buf_append(&s->hdr, be, 8)) != 0)
         goto fail;
-    if ((rv = uv_tcp_init(t->loop, &s->tcp)) != 0)
+    if ((rv = link_init(t, &s->ts, p)) != 0)
         goto fail;
-    s->tcp.data = s;
+    s->ts.tcp.data = s;
     s->refs = 1;
     t->refs++;
     s->peer = p;
     p->snap = s;
     s->creq.data = s;
-    rv = uv_tcp_connect(&s->creq, &s->tcp, (struct sockaddr *)&p->addr, snap_connected);
+    rv = uv_tcp_connect(&s->creq, &s->ts.tcp, (struct sockaddr *)&p->addr, snap_connected);
     if (rv != 0) {
         /* report through the callback like any other failed transfer, but
          * not from inside this call */
         p->snap = NULL;
         s->peer = NULL;
         s->closing = true;
-        uv_close((uv_handle_t *)&s->tcp, snap_closed);
+        tls_stream_close(&s->ts, snap_closed);
         return rv;
     }
     if (reader != NULL) /* released with the transfer from now on */
@@ -830,7 +860,7 @@ static void conn_close(struct conn *c)
             break;
         }
     }
-    uv_close((uv_handle_t *)&c->tcp, conn_closed);
+    tls_stream_close(&c->ts, conn_closed);
     uv_close((uv_handle_t *)&c->hs_timer, conn_closed);
 }
 
@@ -866,7 +896,7 @@ static void conn_write(struct conn *c, const void *p, size_t n, bool then_close)
     w->then_close = then_close;
     memcpy(w->data, p, n);
     uv_buf_t b = uv_buf_init((char *)w->data, (unsigned)n);
-    if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, conn_written) != 0) {
+    if (tls_stream_write(&c->ts, &w->req, &b, 1, conn_written) != 0) {
         free(w);
         conn_close(c);
     }
@@ -1057,7 +1087,7 @@ static void snap_in_fail(struct conn *c, const char *why)
 {
     log_warn(MOD, "rejected snapshot from member %" PRIx64 ": %s", c->from, why);
     c->state = C_DONE;
-    uv_read_stop((uv_stream_t *)&c->tcp);
+    tls_stream_read_stop(&c->ts);
     uint8_t verdict = 1;
     conn_write(c, &verdict, 1, true);
 }
@@ -1107,7 +1137,7 @@ static void snap_in_written(uv_fs_t *req);
  * is the backpressure that keeps a fast sender from filling our memory. */
 static void snap_in_flush(struct conn *c)
 {
-    uv_read_stop((uv_stream_t *)&c->tcp);
+    tls_stream_read_stop(&c->ts);
     uv_buf_t b = uv_buf_init((char *)c->chunk.data, (unsigned)c->chunk.len);
     c->fsreq.data = c;
     int rv = uv_fs_write(c->t->loop, &c->fsreq, c->fd, &b, 1, (int64_t)c->written, snap_in_written);
@@ -1136,7 +1166,7 @@ static void snap_in_written(uv_fs_t *req)
     }
     c->written += c->chunk.len;
     buf_reset(&c->chunk);
-    if (uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_read) != 0) {
+    if (tls_stream_read_start(&c->ts, conn_alloc, conn_read) != 0) {
         conn_close(c);
         return;
     }
@@ -1237,7 +1267,7 @@ static void snap_in_process(struct conn *c)
             return;
         }
         c->state = C_DONE;
-        uv_read_stop((uv_stream_t *)&c->tcp);
+        tls_stream_read_stop(&c->ts);
         c->fsreq.data = c;
         int rv = uv_fs_fdatasync(t->loop, &c->fsreq, c->fd, snap_in_synced);
         if (rv != 0) {
@@ -1268,24 +1298,24 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     c->t = t;
     c->fd = -1;
-    if (uv_tcp_init(t->loop, &c->tcp) != 0) {
+    if (link_init(t, &c->ts, NULL) != 0) {
         free(c);
         return;
     }
-    c->tcp.data = c;
+    c->ts.tcp.data = c;
     uv_timer_init(t->loop, &c->hs_timer); /* cannot fail */
     c->hs_timer.data = c;
     c->refs = 2; /* the connection and the timer */
     t->refs++;
     c->next = t->conns;
     t->conns = c;
-    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0 ||
+    if (uv_accept(server, (uv_stream_t *)&c->ts.tcp) != 0 ||
         uv_timer_start(&c->hs_timer, hs_timeout, t->o.handshake_timeout_ms, 0) != 0 ||
-        uv_read_start((uv_stream_t *)&c->tcp, conn_alloc, conn_read) != 0) {
+        tls_stream_read_start(&c->ts, conn_alloc, conn_read) != 0) {
         conn_close(c);
         return;
     }
-    uv_tcp_nodelay(&c->tcp, 1);
+    uv_tcp_nodelay(&c->ts.tcp, 1);
 }
 
 /* ---- public ---- */
@@ -1452,10 +1482,24 @@ static void peer_destroy(struct peer *p)
         p->snap = NULL;
         s->peer = NULL;
         s->closing = true;
-        uv_close((uv_handle_t *)&s->tcp, snap_closed);
+        tls_stream_close(&s->ts, snap_closed);
     }
     uv_timer_stop(&p->timer);
     uv_close((uv_handle_t *)&p->timer, peer_timer_closed);
+}
+
+int transport_peer_set_tls(struct transport *t, uint64_t id, bool tls)
+{
+    struct peer *p = peer_find(t, id);
+    if (p == NULL)
+        return -ENOENT;
+    if (p->tls == tls)
+        return 0;
+    p->tls = tls;
+    /* a link being made the old way is dropped; one that is up stays */
+    if (p->oc != NULL && !p->oc->ready)
+        oc_detach(p);
+    return 0;
 }
 
 int transport_remove_peer(struct transport *t, uint64_t id)

@@ -67,8 +67,8 @@
  * CAVEATS: a write to a connection the peer has closed raises SIGPIPE on
  * Linux; the process must ignore it (signal(SIGPIPE, SIG_IGN)) before the
  * first send. Host names are numeric IPv4 or IPv6 addresses: name
- * resolution is the caller's job. Peers are not authenticated beyond the
- * cluster id (no TLS). Snapshot data is written and fdatasync'ed with async uv_fs
+ * resolution is the caller's job. Without TLS peers are not authenticated
+ * beyond the cluster id. Snapshot data is written and fdatasync'ed with async uv_fs
  * requests; creating, closing and unlinking the temp file are synchronous
  * (short) calls on the loop thread. Only one snapshot transfer per peer
  * runs at a time (-EBUSY).
@@ -162,6 +162,7 @@ void transport_msg_view_free(struct transport_msg_view *v);
  * ------------------------------------------------------------------------ */
 
 struct transport;
+struct tls_ctx;
 
 /* The callbacks; each gets the |arg| of struct transport_options. None runs
  * after transport_close was called. A callback may call any transport
@@ -234,6 +235,15 @@ struct transport_options {
     unsigned handshake_timeout_ms;
     /* Snapshot chunk size, 0: 1 MiB. */
     size_t snap_chunk;
+    /* TLS (tls/; shared, not owned, must outlive the transport): the
+     * listener's server context (NULL: the listener is plain TCP), and
+     * the client context for peers marked with transport_peer_set_tls
+     * (their certificate is checked against the peer's address). Every
+     * connection, messages and snapshots, then runs the TLS handshake
+     * before the transport's own; a failed one is logged ("peer TLS
+     * handshake with ADDR failed: ...") and closed. */
+    struct tls_ctx *tls_server;
+    struct tls_ctx *tls_client;
     struct transport_callbacks cb;
     void *arg;
 };
@@ -265,6 +275,11 @@ int transport_add_peer(struct transport *t, uint64_t id, const char *host, int p
  * dropped and the next dial uses the new address. Queued messages are kept.
  * Errors: -EINVAL, -ENOENT. */
 int transport_update_peer(struct transport *t, uint64_t id, const char *host, int port);
+
+/* transport_peer_set_tls makes the links to |id| use TLS (its peer URL
+ * is https://) or not. A link being made is dropped; one that is up stays
+ * until it fails. Errors: -ENOENT. */
+int transport_peer_set_tls(struct transport *t, uint64_t id, bool tls);
 
 /* transport_remove_peer forgets |id|: its connection, queue and snapshot
  * transfer are dropped (no on_snapshot_sent), and the connections it

@@ -64,6 +64,9 @@ static const char *extra_arg;
 
 /* srv_spawn starts member |name| of the cluster |ic| (etcd's
  * --initial-cluster) on client port |cport| and peer port |pport| */
+/* extra flags for the next srv_spawn (TLS tests); NULL-terminated */
+static const char *spawn_extra[16];
+
 static void srv_spawn(struct srv *s, const char *name, int cport, int pport, const char *ic)
 {
     const char *bin = getenv("QUORUM_BIN");
@@ -85,10 +88,16 @@ static void srv_spawn(struct srv *s, const char *name, int cport, int pport, con
             dup2(fd, 1);
             dup2(fd, 2);
         }
-        execl(bin, bin, "--name", name, "--data-dir", data, "--listen-client-urls", curl,
-              "--advertise-client-urls", curl, "--listen-peer-urls", purl,
-              "--initial-advertise-peer-urls", purl, "--initial-cluster", ic, extra_arg,
-              (char *)NULL);
+        const char *args[40] = {bin,  "--name", name, "--data-dir", data, "--listen-client-urls",
+                                curl, "--advertise-client-urls", curl, "--listen-peer-urls", purl,
+                                "--initial-advertise-peer-urls", purl, "--initial-cluster", ic};
+        size_t na = 15;
+        for (size_t i = 0; spawn_extra[i] != NULL && na < 38; i++)
+            args[na++] = spawn_extra[i];
+        if (extra_arg != NULL)
+            args[na++] = extra_arg;
+        args[na] = NULL;
+        execv(bin, (char *const *)args);
         _exit(127);
     }
 }
@@ -734,8 +743,8 @@ Test(client, dead_first_endpoint_at_connect, .init = setup_one, .fini = teardown
     cr_assert_eq(st.code, QC_UNAVAILABLE);
     cr_assert(strstr(st.message, "refused"), "%s", st.message);
 
-    /* bad endpoints */
-    const char *bad[] = {"https://127.0.0.1:1"};
+    /* bad endpoints (https:// and unix:// work now: tls_* tests below) */
+    const char *bad[] = {"ftp://127.0.0.1:1"};
     o.endpoints = bad;
     cr_assert_eq(qc_connect(&o, &c, &st), -EINVAL);
     const char *bad2[] = {"127.0.0.1"};
@@ -957,6 +966,278 @@ Test(client, silent_first_endpoint_times_out)
     cr_assert(strstr(st.message, "handshake timeout"), "%s", st.message);
     fake_stop(&b);
     close(l);
+}
+
+/* ---- TLS: an https:// member with client-certificate auth; the
+ * certificates are made with the openssl CLI in the test's dir ---- */
+
+static char tls_dir[128];
+
+static void tls_sh(const char *cmd)
+{
+    char full[2048];
+    snprintf(full, sizeof(full), "cd %s && (%s) >/dev/null 2>&1", tls_dir, cmd);
+    cr_assert_eq(system(full), 0, "%s", cmd);
+}
+
+#define EC "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
+
+static char tls_paths[6][192];
+
+static void setup_tls(void)
+{
+    snprintf(tls_dir, sizeof(tls_dir), "/tmp/qc-tls-XXXXXX");
+    cr_assert(mkdtemp(tls_dir));
+    tls_sh("printf 'subjectAltName=IP:127.0.0.1\\nextendedKeyUsage=serverAuth,clientAuth\\n' "
+           "> san.ext");
+    tls_sh("openssl req -x509 " EC " -keyout ca.key -out ca.crt -days 30 -subj /CN=ca");
+    tls_sh("openssl req " EC " -keyout server.key -out server.csr -subj /CN=server && "
+           "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial "
+           "-out server.crt -days 30 -extfile san.ext");
+    tls_sh("openssl req " EC " -keyout client.key -out client.csr -subj /CN=root && "
+           "openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial "
+           "-out client.crt -days 30 -extfile san.ext");
+    tls_sh("openssl req -x509 " EC " -keyout ca2.key -out ca2.crt -days 30 -subj /CN=ca2");
+    const char *names[] = {"ca.crt", "server.crt", "server.key", "client.crt", "client.key",
+                           "ca2.crt"};
+    for (int i = 0; i < 6; i++)
+        snprintf(tls_paths[i], sizeof(tls_paths[i]), "%s/%s", tls_dir, names[i]);
+    const char *extra[] = {"--cert-file",   tls_paths[1], "--key-file", tls_paths[2],
+                           "--trusted-ca-file", tls_paths[0], "--client-cert-auth", NULL};
+    memcpy(spawn_extra, extra, sizeof(extra));
+    int cport = free_port(), pport = free_port();
+    char ic[96];
+    snprintf(ic, sizeof(ic), "default=http://127.0.0.1:%d", pport);
+    /* srv_spawn writes http:// client URLs: an https one is passed again,
+     * later flags win (Go's flag package, and ours) */
+    char curl[64];
+    snprintf(curl, sizeof(curl), "https://127.0.0.1:%d", cport);
+    static char curl_s[64];
+    snprintf(curl_s, sizeof(curl_s), "%s", curl);
+    spawn_extra[7] = "--listen-client-urls";
+    spawn_extra[8] = curl_s;
+    spawn_extra[9] = "--advertise-client-urls";
+    spawn_extra[10] = curl_s;
+    spawn_extra[11] = NULL;
+    srv_spawn(&S1, "default", cport, pport, ic);
+    memset(spawn_extra, 0, sizeof(spawn_extra));
+    snprintf(S1.ep, sizeof(S1.ep), "%s", curl_s);
+}
+
+static void teardown_tls(void)
+{
+    teardown_all();
+    char cmd[200];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", tls_dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", tls_dir);
+}
+
+static int tls_connect(const char *ep, const char *ca, const char *cert, const char *key,
+                       int skip, qc_client **c, struct qc_status *st)
+{
+    const char *eps[] = {ep};
+    struct qc_options o = {.endpoints = eps,
+                           .n_endpoints = 1,
+                           .dial_timeout_ms = 2000,
+                           .ca_file = ca,
+                           .cert_file = cert,
+                           .key_file = key,
+                           .insecure_skip_verify = skip};
+    *c = NULL;
+    return qc_connect(&o, c, st);
+}
+
+Test(client, tls_with_client_certificate, .init = setup_tls, .fini = teardown_tls)
+{
+    qc_client *c = NULL;
+    struct qc_status st;
+    int r = -1;
+    /* wait until it serves */
+    for (int i = 0; i < 400 && r != 0; i++) {
+        r = tls_connect(S1.ep, tls_paths[0], tls_paths[3], tls_paths[4], 0, &c, &st);
+        if (r == 0 && (r = qc_put(c, "tls", 3, "yes", 3, 0, NULL, &st)) != 0) {
+            qc_close(c);
+            c = NULL;
+        }
+        if (r != 0)
+            sleep_ms(50);
+    }
+    cr_assert_eq(r, 0, "%d %s", r, st.message);
+    Etcdserverpb__RangeResponse *g = NULL;
+    cr_assert_eq(qc_get(c, "tls", 3, NULL, &g, &st), 0, "%s", st.message);
+    cr_assert_eq(g->n_kvs, 1);
+    cr_assert_eq(memcmp(g->kvs[0]->value.data, "yes", 3), 0);
+    FREE(g);
+    /* a stream too */
+    qc_stream *s = NULL;
+    cr_assert_eq(qc_stream_open(c, QC_METHOD_WATCH, &s), 0);
+    Etcdserverpb__WatchCreateRequest cr = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
+    cr.key = (ProtobufCBinaryData){3, (uint8_t *)"tls"};
+    Etcdserverpb__WatchRequest wr = ETCDSERVERPB__WATCH_REQUEST__INIT;
+    wr.request_union_case = ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST;
+    wr.create_request = &cr;
+    cr_assert_eq(qc_stream_send(s, &wr.base), 0);
+    ProtobufCMessage *m = NULL;
+    cr_assert_eq(qc_stream_recv(s, &etcdserverpb__watch_response__descriptor, &m, 10000, &st), 0);
+    FREE((Etcdserverpb__WatchResponse *)m);
+    /* a big value: many TLS records each way */
+    static char big[1 << 20];
+    memset(big, 'b', sizeof(big));
+    cr_assert_eq(qc_put(c, "tls", 3, big, sizeof(big), 0, NULL, &st), 0, "%s", st.message);
+    cr_assert_eq(qc_stream_recv(s, &etcdserverpb__watch_response__descriptor, &m, 10000, &st), 0);
+    Etcdserverpb__WatchResponse *w = (void *)m;
+    cr_assert_eq(w->n_events, 1);
+    cr_assert_eq(w->events[0]->kv->value.len, sizeof(big));
+    FREE(w);
+    qc_stream_free(s);
+    qc_close(c);
+
+    /* no scheme: TLS because TLS options are given, as etcdctl */
+    cr_assert_eq(tls_connect(S1.ep + 8, tls_paths[0], tls_paths[3], tls_paths[4], 0, &c, &st), 0,
+                 "%s", st.message);
+    qc_close(c);
+    /* verification skipped: any server certificate goes */
+    cr_assert_eq(tls_connect(S1.ep, NULL, tls_paths[3], tls_paths[4], 1, &c, &st), 0, "%s",
+                 st.message);
+    qc_close(c);
+}
+
+Test(client, tls_refusals, .init = setup_tls, .fini = teardown_tls)
+{
+    qc_client *c = NULL;
+    struct qc_status st;
+    int r = -1;
+    for (int i = 0; i < 400 && r != 0; i++) {
+        r = tls_connect(S1.ep, tls_paths[0], tls_paths[3], tls_paths[4], 0, &c, &st);
+        if (r != 0)
+            sleep_ms(50);
+    }
+    cr_assert_eq(r, 0, "%s", st.message);
+    qc_close(c);
+    /* the server's certificate is not from the CA we trust */
+    r = tls_connect(S1.ep, tls_paths[5], tls_paths[3], tls_paths[4], 0, &c, &st);
+    cr_assert_eq(r, QC_EUNAVAILABLE);
+    cr_assert(strstr(st.message, "certificate verify failed") != NULL, "%s", st.message);
+    /* no client certificate: the server refuses */
+    r = tls_connect(S1.ep, tls_paths[0], NULL, NULL, 0, &c, &st);
+    cr_assert_eq(r, QC_EUNAVAILABLE, "%s", st.message);
+    /* plain HTTP/2 to the TLS port */
+    char plain[80];
+    snprintf(plain, sizeof(plain), "http://%s", S1.ep + 8);
+    const char *eps[] = {plain};
+    struct qc_options o = {.endpoints = eps, .n_endpoints = 1, .dial_timeout_ms = 2000};
+    cr_assert_eq(qc_connect(&o, &c, &st), QC_EUNAVAILABLE);
+    /* bad files are the caller's error */
+    r = tls_connect(S1.ep, "/nonexistent/ca.crt", NULL, NULL, 0, &c, &st);
+    cr_assert_eq(r, -EINVAL);
+    cr_assert_eq(st.code, QC_INVALID_ARGUMENT);
+    cr_assert(strstr(st.message, "/nonexistent/ca.crt") != NULL, "%s", st.message);
+    /* the member still serves */
+    cr_assert_eq(tls_connect(S1.ep, tls_paths[0], tls_paths[3], tls_paths[4], 0, &c, &st), 0);
+    cr_assert_eq(qc_put(c, "still", 5, "up", 2, 0, NULL, &st), 0, "%s", st.message);
+    qc_close(c);
+}
+
+/* grpc_server_listen_tls and grpc_call_tls_common_name (src/grpc) seen
+ * through the client: a fake member on TLS whose Range answers one key,
+ * the common name of the caller's verified certificate (or "-"). */
+#include "tls/tls.h"
+
+static void fake_whoami(grpc_call *call, const uint8_t *msg, size_t len)
+{
+    const char *cn = grpc_call_tls_common_name(call);
+    Mvccpb__KeyValue kv = MVCCPB__KEY_VALUE__INIT;
+    kv.key.data = (uint8_t *)(cn ? cn : "-");
+    kv.key.len = strlen((const char *)kv.key.data);
+    Mvccpb__KeyValue *kvs[] = {&kv};
+    Etcdserverpb__RangeResponse rr = ETCDSERVERPB__RANGE_RESPONSE__INIT;
+    rr.kvs = kvs;
+    rr.n_kvs = 1;
+    rr.count = 1;
+    uint8_t out[512];
+    size_t n = protobuf_c_message_pack(&rr.base, out);
+    grpc_call_send(call, out, n);
+    grpc_call_finish(call, QC_OK, NULL);
+}
+
+static const struct grpc_method whoami_methods[] = {
+    {"/etcdserverpb.KV/Range", GRPC_UNARY, fake_whoami, NULL, NULL},
+};
+
+static void fake_tls_start(struct fake *f, tls_ctx *ctx)
+{
+    memset(f, 0, sizeof(*f));
+    cr_assert_eq(uv_loop_init(&f->loop), 0);
+    cr_assert_eq(uv_async_init(&f->loop, &f->stop, fake_stop_cb), 0);
+    f->stop.data = f;
+    struct grpc_server_options go = {.tls = ctx};
+    cr_assert_eq(grpc_server_new(&f->loop, whoami_methods, 1, &go, f, &f->srv), 0);
+    cr_assert_eq(grpc_server_listen_tls(f->srv, "127.0.0.1", 0, &f->port), 0);
+    snprintf(f->ep, sizeof(f->ep), "https://127.0.0.1:%d", f->port);
+    cr_assert_eq(pthread_create(&f->th, NULL, fake_main, f), 0);
+}
+
+static char *whoami(const char *ep, const char *cert, const char *key)
+{
+    qc_client *c = NULL;
+    struct qc_status st;
+    cr_assert_eq(tls_connect(ep, tls_paths[0], cert, key, 0, &c, &st), 0, "%s", st.message);
+    Etcdserverpb__RangeResponse *r = NULL;
+    cr_assert_eq(qc_get(c, "x", 1, NULL, &r, &st), 0, "%s", st.message);
+    cr_assert_eq(r->n_kvs, 1);
+    char *out = strndup((const char *)r->kvs[0]->key.data, r->kvs[0]->key.len);
+    FREE(r);
+    qc_close(c);
+    return out;
+}
+
+static void setup_tls_certs(void)
+{
+    setup_tls();
+    srv_kill(&S1); /* only the certificates are wanted here */
+}
+
+Test(client, grpc_tls_common_name, .init = setup_tls_certs, .fini = teardown_tls)
+{
+    char err[512] = "";
+    struct tls_config cfg = {.role = TLS_SERVER,
+                             .cert_file = tls_paths[1],
+                             .key_file = tls_paths[2],
+                             .ca_file = tls_paths[0],
+                             .client_cert_auth = true,
+                             .alpn = "h2"};
+    tls_ctx *auth = NULL, *open = NULL;
+    cr_assert_eq(tls_ctx_new(&cfg, &auth, err, sizeof(err)), 0, "%s", err);
+    cfg.ca_file = NULL;
+    cfg.client_cert_auth = false;
+    cr_assert_eq(tls_ctx_new(&cfg, &open, err, sizeof(err)), 0, "%s", err);
+    struct fake a, b;
+    fake_tls_start(&a, auth);
+    fake_tls_start(&b, open);
+    char *cn = whoami(a.ep, tls_paths[3], tls_paths[4]);
+    cr_assert_str_eq(cn, "root");
+    free(cn);
+    /* a server that does not verify client certificates reports none */
+    cn = whoami(b.ep, tls_paths[3], tls_paths[4]);
+    cr_assert_str_eq(cn, "-");
+    free(cn);
+    cn = whoami(b.ep, NULL, NULL);
+    cr_assert_str_eq(cn, "-");
+    free(cn);
+    /* plain listeners are refused a TLS context they do not have */
+    grpc_server *plain = NULL;
+    uv_loop_t l;
+    uv_loop_init(&l);
+    cr_assert_eq(grpc_server_new(&l, whoami_methods, 1, NULL, NULL, &plain), 0);
+    cr_assert_eq(grpc_server_listen_tls(plain, "127.0.0.1", 0, NULL), -EINVAL);
+    grpc_server_close(plain, NULL, NULL);
+    uv_run(&l, UV_RUN_DEFAULT);
+    cr_assert_eq(uv_loop_close(&l), 0);
+    fake_stop(&a);
+    fake_stop(&b);
+    tls_ctx_free(auth);
+    tls_ctx_free(open);
 }
 
 /* ---- auth ---- */

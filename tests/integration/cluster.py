@@ -65,11 +65,11 @@ class Member:
 
     @property
     def client_url(self):
-        return "http://127.0.0.1:%d" % self.client_port
+        return "%s://127.0.0.1:%d" % (self.cluster.client_scheme, self.client_port)
 
     @property
     def peer_url(self):
-        return "http://127.0.0.1:%d" % self.peer_port
+        return "%s://127.0.0.1:%d" % (self.cluster.peer_scheme, self.peer_port)
 
     def args(self):
         c = self.cluster
@@ -83,7 +83,8 @@ class Member:
                 "--initial-cluster-state", self.state,
                 "--initial-cluster-token", self.token,
                 "--heartbeat-interval", str(c.heartbeat_ms),
-                "--election-timeout", str(c.election_ms)] + c.extra_args + self.extra_args + (
+                "--election-timeout", str(c.election_ms)] + (
+                    c.tls.member_flags() if c.tls else []) + c.extra_args + self.extra_args + (
                     harness.quorum_args() if c.kind == "quorum" else [])
 
     def running(self):
@@ -143,8 +144,13 @@ class Cluster:
     """n members m0..m(n-1) of kind "quorum" or "etcd", started all at once."""
 
     def __init__(self, kind, n=3, extra_args=(), token="test-cluster", heartbeat_ms=50,
-                 election_ms=500, command_timeout="15s", keep=None):
+                 election_ms=500, command_timeout="15s", keep=None, tls=None):
+        """tls: a harness.TLS: https:// client and/or peer URLs, its flags to every
+        member and its --cacert/--cert/--key to etcdctl."""
         self.kind = kind
+        self.tls = tls
+        self.client_scheme = tls.client_scheme if tls else "http"
+        self.peer_scheme = tls.peer_scheme if tls else "http"
         self.n = n
         self.extra_args = list(extra_args)
         self.token = token
@@ -155,7 +161,8 @@ class Cluster:
         self.tmp = tempfile.mkdtemp(prefix="%s-cluster-" % kind)
         self.members = []
         ports = [(harness.free_port(), harness.free_port()) for _ in range(n)]
-        initial = ",".join("m%d=http://127.0.0.1:%d" % (i, p[1]) for i, p in enumerate(ports))
+        initial = ",".join("m%d=%s://127.0.0.1:%d" % (i, self.peer_scheme, p[1])
+                           for i, p in enumerate(ports))
         for i in range(n):
             self.members.append(Member(self, i, "m%d" % i, "new", initial, token, (),
                                        client_port=ports[i][0], peer_port=ports[i][1]))
@@ -226,7 +233,8 @@ class Cluster:
         if timeout is None:
             timeout = _seconds(ct) + 30
         cmd = ["etcdctl", "--endpoints", self.members[i].endpoint,
-               "--command-timeout=%s" % ct] + list(args)
+               "--command-timeout=%s" % ct] + (
+                   self.tls.etcdctl_flags() if self.tls else []) + list(args)
         r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout,
                            input=input)
         if check and r.returncode != 0:
@@ -378,7 +386,7 @@ class Cluster:
         printed. Returns the new member's index."""
         via = via if via is not None else self.live()[0]
         client_port, peer_port = harness.free_port(), harness.free_port()
-        purl = "http://127.0.0.1:%d" % peer_port
+        purl = "%s://127.0.0.1:%d" % (self.peer_scheme, peer_port)
         args = ["member", "add", name, "--peer-urls=%s" % purl]
         if learner:
             args.append("--learner")

@@ -80,6 +80,66 @@ def free_port():
         return s.getsockname()[1]
 
 
+class TLS:
+    """Certificates for a TLS test (paths), and the flags they make: both
+    quorum and etcd take member_flags(); etcdctl takes etcdctl_flags().
+    client/peer: whether the client URLs and the peer URLs are https://.
+    The same object goes to Server(tls=...) and cluster.Cluster(tls=...);
+    without one nothing changes."""
+
+    def __init__(self, ca, server_cert, server_key, peer_cert=None, peer_key=None,
+                 client_cert=None, client_key=None, client=True, peer=True,
+                 client_cert_auth=True, peer_client_cert_auth=True, extra=()):
+        self.ca = ca
+        self.server_cert, self.server_key = server_cert, server_key
+        self.peer_cert = peer_cert or server_cert
+        self.peer_key = peer_key or server_key
+        self.client_cert, self.client_key = client_cert, client_key
+        self.client, self.peer = client, peer
+        self.client_cert_auth = client_cert_auth
+        self.peer_client_cert_auth = peer_client_cert_auth
+        self.extra = list(extra)
+
+    @property
+    def client_scheme(self):
+        return "https" if self.client else "http"
+
+    @property
+    def peer_scheme(self):
+        return "https" if self.peer else "http"
+
+    def member_flags(self):
+        f = []
+        if self.client:
+            f += ["--cert-file", self.server_cert, "--key-file", self.server_key,
+                  "--trusted-ca-file", self.ca]
+            if self.client_cert_auth:
+                f.append("--client-cert-auth")
+        if self.peer:
+            f += ["--peer-cert-file", self.peer_cert, "--peer-key-file", self.peer_key,
+                  "--peer-trusted-ca-file", self.ca]
+            if self.peer_client_cert_auth:
+                f.append("--peer-client-cert-auth")
+        return f + self.extra
+
+    def etcdctl_flags(self):
+        if not self.client:
+            return []
+        f = ["--cacert", self.ca]
+        if self.client_cert:
+            f += ["--cert", self.client_cert, "--key", self.client_key]
+        return f
+
+    def etcd3_kwargs(self):
+        """python3-etcd3's etcd3.client(...) arguments"""
+        if not self.client:
+            return {}
+        kw = {"ca_cert": self.ca}
+        if self.client_cert:
+            kw.update(cert_cert=self.client_cert, cert_key=self.client_key)
+        return kw
+
+
 class Server:
     """One single-member server: kind is "quorum" or "etcd". The kind
     "quorum-cluster" gives a ClusterServer instead: three quorum members
@@ -91,8 +151,9 @@ class Server:
             return ClusterServer(*args, **kwargs)
         return super().__new__(cls)
 
-    def __init__(self, kind, name="default", data_dir=None, extra_args=(), log=None):
+    def __init__(self, kind, name="default", data_dir=None, extra_args=(), log=None, tls=None):
         self.kind = kind
+        self.tls = tls
         self.name = name
         self.own_dir = data_dir is None
         self.tmp = tempfile.mkdtemp(prefix="%s-test-" % kind) if self.own_dir else None
@@ -109,13 +170,16 @@ class Server:
         return "127.0.0.1:%d" % self.client_port
 
     def args(self):
-        curl = "http://127.0.0.1:%d" % self.client_port
-        purl = "http://127.0.0.1:%d" % self.peer_port
+        cs = self.tls.client_scheme if self.tls else "http"
+        ps = self.tls.peer_scheme if self.tls else "http"
+        curl = "%s://127.0.0.1:%d" % (cs, self.client_port)
+        purl = "%s://127.0.0.1:%d" % (ps, self.peer_port)
         binary = quorum_binary() if self.kind == "quorum" else etcd_binary()
         return [binary, "--name", self.name, "--data-dir", self.data_dir,
                 "--listen-client-urls", curl, "--advertise-client-urls", curl,
                 "--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl,
-                "--initial-cluster", "%s=%s" % (self.name, purl)] + self.extra_args + (
+                "--initial-cluster", "%s=%s" % (self.name, purl)] + (
+                    self.tls.member_flags() if self.tls else []) + self.extra_args + (
                     quorum_args() if self.kind == "quorum" else [])
 
     def start(self, timeout=20.0):
@@ -152,6 +216,7 @@ class Server:
     def etcdctl(self, *args, check=True, timeout=30, input=None):
         env = dict(os.environ, ETCDCTL_API="3")
         r = subprocess.run(["etcdctl", "--endpoints", self.endpoint, "--command-timeout=10s"]
+                           + (self.tls.etcdctl_flags() if self.tls else [])
                            + list(args), capture_output=True, text=True, env=env,
                            timeout=timeout, input=input)
         if check and r.returncode != 0:
@@ -161,7 +226,8 @@ class Server:
 
     def client(self):
         import etcd3
-        return etcd3.client(host="127.0.0.1", port=self.client_port, timeout=10)
+        return etcd3.client(host="127.0.0.1", port=self.client_port, timeout=10,
+                            **(self.tls.etcd3_kwargs() if self.tls else {}))
 
     def kill(self, sig=signal.SIGKILL):
         """Kill by PID (SIGKILL by default) and reap. Returns False if the

@@ -4,7 +4,11 @@ defragmentation, for a few seconds; then every outcome is checked and the
 member must stop cleanly. tests/run runs it with the ThreadSanitizer build
 of quorum too (a data race makes the member exit 66, and stop() fails).
 
-    /usr/bin/python3 tests/integration/stress_threads.py [--seconds N] [--fronts N]
+    /usr/bin/python3 tests/integration/stress_threads.py [--seconds N] [--fronts N] [--tls]
+
+--tls serves the client port over TLS with client-certificate auth (the
+certificates from docs/security.md's recipe) and sends the member SIGHUP
+(certificate reload) every half second meanwhile.
 
 What must hold:
   - every acknowledged put is what a later read of that key returns (its
@@ -18,6 +22,7 @@ What must hold:
 """
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -34,7 +39,12 @@ from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc  # noqa: E402
 OPTS = [("grpc.use_local_subchannel_pool", 1)]
 
 
+CREDS = None  # --tls: grpc.ssl_channel_credentials
+
+
 def channel(srv):
+    if CREDS is not None:
+        return grpc.secure_channel(srv.endpoint, CREDS, options=OPTS)
     return grpc.insecure_channel(srv.endpoint, options=OPTS)
 
 
@@ -208,8 +218,19 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--fronts", default="auto")
+    ap.add_argument("--tls", action="store_true")
     a = ap.parse_args()
-    srv = Server("quorum", extra_args=["--front-loops", a.fronts]).start(timeout=60)
+    tls = None
+    if a.tls:
+        global CREDS
+        import tempfile
+        import test_tls
+        d = tempfile.mkdtemp(prefix="stress-tls-")
+        test_tls.run_recipe(d)
+        tls = test_tls.tls_of(d, peer=False)
+        rd = lambda f: open(f, "rb").read()  # noqa: E731
+        CREDS = grpc.ssl_channel_credentials(rd(tls.ca), rd(tls.client_key), rd(tls.client_cert))
+    srv = Server("quorum", extra_args=["--front-loops", a.fronts], tls=tls).start(timeout=60)
     fails = Failures()
     stats = {}
     lock = threading.Lock()
@@ -237,7 +258,17 @@ def main():
                 threading.Thread(target=maintainer, args=(srv, stop, fails, stats))]
     for t in threads:
         t.start()
-    time.sleep(a.seconds)
+    end = time.monotonic() + a.seconds
+    while time.monotonic() < end:
+        time.sleep(0.5)
+        if a.tls:  # reloads while connections are accepted on every loop
+            os.kill(srv.proc.pid, signal.SIGHUP)
+            # and new connections meanwhile
+            kv = rpc_pb2_grpc.KVStub(channel(srv))
+            try:
+                kv.Range(rpc_pb2.RangeRequest(key=b"stress/new-conn"), timeout=10)
+            except grpc.RpcError as e:
+                fails.add("a new TLS connection: %s %s" % (e.code(), e.details()))
     stop.set()
     for t in threads:
         t.join(120)

@@ -1200,3 +1200,190 @@ Test(transport, bad_arguments, .init = setup)
     dir_remove(a.dir);
     loop_finish(&loop);
 }
+
+/* ---- TLS (tls/): the same links with certificates made by the openssl
+ * CLI at test time: a CA, a member certificate (IP:127.0.0.1) used on
+ * both sides, and a certificate from another CA ---- */
+
+#include "tls/tls.h"
+
+static char tlsdir[64];
+
+static void tls_sh(const char *cmd)
+{
+    char full[2048];
+    snprintf(full, sizeof(full), "cd %s && (%s) >/dev/null 2>&1", tlsdir, cmd);
+    cr_assert_eq(system(full), 0, "%s", cmd);
+}
+
+#define TLS_EC "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
+
+static void tls_certs(void)
+{
+    snprintf(tlsdir, sizeof(tlsdir), "/tmp/qtransport-tls-XXXXXX");
+    cr_assert_not_null(mkdtemp(tlsdir));
+    tls_sh("printf 'subjectAltName=IP:127.0.0.1\\nextendedKeyUsage=serverAuth,clientAuth\\n' "
+           "> san.ext");
+    tls_sh("openssl req -x509 " TLS_EC " -keyout ca.key -out ca.crt -days 30 -subj /CN=ca");
+    tls_sh("openssl req " TLS_EC " -keyout peer.key -out peer.csr -subj /CN=peer && "
+           "openssl x509 -req -in peer.csr -CA ca.crt -CAkey ca.key -CAcreateserial "
+           "-out peer.crt -days 30 -extfile san.ext");
+    tls_sh("openssl req -x509 " TLS_EC " -keyout ca2.key -out ca2.crt -days 30 -subj /CN=ca2");
+    tls_sh("openssl req " TLS_EC " -keyout other.key -out other.csr -subj /CN=peer && "
+           "openssl x509 -req -in other.csr -CA ca2.crt -CAkey ca2.key -CAcreateserial "
+           "-out other.crt -days 30 -extfile san.ext");
+}
+
+static tls_ctx *tls_make(enum tls_role role, const char *cert, const char *allowed_cn)
+{
+    char c[128], k[128], ca[128], err[512] = "";
+    snprintf(c, sizeof(c), "%s/%s.crt", tlsdir, cert ? cert : "");
+    snprintf(k, sizeof(k), "%s/%s.key", tlsdir, cert ? cert : "");
+    snprintf(ca, sizeof(ca), "%s/ca.crt", tlsdir);
+    struct tls_config cfg = {
+        .role = role,
+        .cert_file = cert ? c : NULL,
+        .key_file = cert ? k : NULL,
+        .ca_file = ca,
+        .client_cert_auth = true,
+        .allowed_cn = allowed_cn,
+        .label = "peer",
+    };
+    tls_ctx *ctx = NULL;
+    cr_assert_eq(tls_ctx_new(&cfg, &ctx, err, sizeof(err)), 0, "%s", err);
+    return ctx;
+}
+
+static void tls_node_start(struct node *n, tls_ctx *srv, tls_ctx *cli)
+{
+    struct transport_options o = node_opts(n, CLUSTER);
+    o.tls_server = srv;
+    o.tls_client = cli;
+    node_start_opts(n, &o);
+}
+
+Test(transport, tls_messages_and_snapshot, .init = setup, .timeout = 120)
+{
+    tls_certs();
+    tls_ctx *srv = tls_make(TLS_SERVER, "peer", "peer");
+    tls_ctx *cli = tls_make(TLS_CLIENT, "peer", NULL);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct node a, b;
+    node_init(&a, &loop, 1);
+    node_init(&b, &loop, 2);
+    tls_node_start(&a, srv, cli);
+    tls_node_start(&b, srv, cli);
+    cr_assert_eq(transport_add_peer(a.t, 2, "127.0.0.1", b.port), 0);
+    cr_assert_eq(transport_add_peer(b.t, 1, "127.0.0.1", a.port), 0);
+    cr_assert_eq(transport_peer_set_tls(a.t, 2, true), 0);
+    cr_assert_eq(transport_peer_set_tls(b.t, 1, true), 0);
+    cr_assert_eq(transport_peer_set_tls(b.t, 9, true), -ENOENT);
+    for (uint64_t k = 0; k < 2000; k++) {
+        send_seq(&a, 2, k);
+        send_seq(&b, 1, k);
+        if (k % 500 == 0)
+            uv_run(&loop, UV_RUN_NOWAIT);
+    }
+    struct want1 w1 = {&b, 1, 2000}, w2 = {&a, 2, 2000};
+    cr_assert(run_until(&loop, got_enough, &w1, DEADLINE_MS));
+    cr_assert(run_until(&loop, got_enough, &w2, DEADLINE_MS));
+    /* a snapshot of several chunks on its own TLS connection */
+    struct raft_snapshot s = snap_meta(1000);
+    struct raft_msg m = {.type = RAFT_MSG_SNAP, .from = 1, .to = 2, .term = 3, .snapshot = &s};
+    int calls = 0;
+    struct transport_snap_reader r = {SNAP_SIZE, gen_read, gen_release, &calls};
+    cr_assert_eq(transport_send_snapshot(a.t, &m, NULL, &r), 0);
+    struct snapwait w = {&a, 1};
+    cr_assert(run_until(&loop, snap_reported, &w, DEADLINE_MS));
+    cr_assert_eq(a.sent_ok, 1);
+    cr_assert_eq(b.snaps, 1);
+    cr_assert_eq(b.snap_size, SNAP_SIZE);
+    cr_assert_eq(b.snap_crc, gen_crc(SNAP_SIZE));
+    node_stop(&a);
+    node_stop(&b);
+    dir_remove(a.dir);
+    dir_remove(b.dir);
+    loop_finish(&loop);
+    tls_ctx_free(srv);
+    tls_ctx_free(cli);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", tlsdir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+struct dialwait {
+    struct node *n;
+    uint64_t peer;
+    uint64_t dials;
+};
+
+static bool dialed(void *arg)
+{
+    struct dialwait *d = arg;
+    struct transport_peer_stats st;
+    return transport_peer_stats(d->n->t, d->peer, &st) == 0 && st.dials >= d->dials;
+}
+
+/* a peer without a certificate, with one from another CA, or speaking
+ * plain TCP to a TLS listener never gets a message through; the listener
+ * keeps serving the member that has the right one */
+Test(transport, tls_refuses_peers_without_the_right_certificate, .init = setup, .timeout = 120)
+{
+    tls_certs();
+    tls_ctx *srv = tls_make(TLS_SERVER, "peer", NULL);
+    tls_ctx *good = tls_make(TLS_CLIENT, "peer", NULL);
+    tls_ctx *nocert = tls_make(TLS_CLIENT, NULL, NULL);
+    tls_ctx *other = tls_make(TLS_CLIENT, "other", NULL);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct node a, b, c, d, e;
+    node_init(&a, &loop, 1);
+    node_init(&b, &loop, 2);
+    node_init(&c, &loop, 3);
+    node_init(&d, &loop, 5); /* never delivers: beyond MAXN is fine */
+    node_init(&e, &loop, 4);
+    tls_node_start(&a, srv, good);
+    tls_node_start(&b, NULL, nocert);
+    tls_node_start(&c, NULL, other);
+    node_start(&d, CLUSTER); /* plain TCP */
+    tls_node_start(&e, NULL, good);
+    struct node *senders[] = {&b, &c, &d, &e};
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(transport_add_peer(senders[i]->t, 1, "127.0.0.1", a.port), 0);
+        if (senders[i] != &d)
+            cr_assert_eq(transport_peer_set_tls(senders[i]->t, 1, true), 0);
+    }
+    for (uint64_t k = 0; k < 10; k++)
+        for (int i = 0; i < 4; i++)
+            send_seq(senders[i], 1, k);
+    struct want1 w = {&a, 4, 10};
+    cr_assert(run_until(&loop, got_enough, &w, DEADLINE_MS));
+    /* each refused sender tried, failed and tried again */
+    for (int i = 0; i < 3; i++) {
+        struct dialwait dw = {senders[i], 1, 2};
+        cr_assert(run_until(&loop, dialed, &dw, DEADLINE_MS));
+        struct transport_peer_stats st;
+        cr_assert_eq(transport_peer_stats(senders[i]->t, 1, &st), 0);
+        cr_assert_eq(st.connects, 0);
+        if (senders[i]->id <= MAXN)
+            cr_assert_eq(a.got[senders[i]->id], 0);
+    }
+    for (uint64_t k = 10; k < 20; k++)
+        send_seq(&e, 1, k);
+    w.want = 20;
+    cr_assert(run_until(&loop, got_enough, &w, DEADLINE_MS));
+    struct node *all[] = {&a, &b, &c, &d, &e};
+    for (int i = 0; i < 5; i++) {
+        node_stop(all[i]);
+        dir_remove(all[i]->dir);
+    }
+    loop_finish(&loop);
+    tls_ctx_free(srv);
+    tls_ctx_free(good);
+    tls_ctx_free(nocert);
+    tls_ctx_free(other);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", tlsdir);
+    cr_assert_eq(system(cmd), 0);
+}

@@ -58,6 +58,9 @@ static void usage(FILE *f)
                "global flags:\n"
                "  --endpoints=127.0.0.1:2379   -w, --write-out=simple|json|table|fields\n"
                "  --command-timeout=5s   --dial-timeout=2s\n"
+               "  --cacert=ca.crt   --cert=client.crt   --key=client.key   (TLS; https:// "
+               "endpoints)\n"
+               "  --insecure-skip-tls-verify   TLS without verifying the server's certificate\n"
                "  --user=name[:password] --password=<password>   log in (auth enabled)\n"
                "  --hex                  print keys and values as hex (\\x6b\\x31) in simple "
                "output\n");
@@ -211,6 +214,14 @@ int main(int argc, char **argv)
         } else if ((v = flag_value(argc, argv, &i, "dial-timeout", NULL)) != NULL) {
             if (parse_duration(v, &ctl.dial_timeout_ms) < 0)
                 return bad_duration(v, "dial-timeout");
+        } else if ((v = flag_value(argc, argv, &i, "cacert", NULL)) != NULL) {
+            ctl.cacert = v;
+        } else if ((v = flag_value(argc, argv, &i, "cert", NULL)) != NULL) {
+            ctl.cert = v;
+        } else if ((v = flag_value(argc, argv, &i, "key", NULL)) != NULL) {
+            ctl.key = v;
+        } else if (ctl_bool(argv[i], "insecure-skip-tls-verify", &ctl.insecure_skip_tls_verify)) {
+            /* TLS without checking the server's certificate */
         } else if (ctl_bool(argv[i], "hex", &ctl.hex)) {
             /* print byte strings as hex encoded strings */
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {

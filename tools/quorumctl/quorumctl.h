@@ -17,6 +17,10 @@ struct ctl {
     bool print_value_only; /* get/watch --print-value-only */
     const char *user;      /* --user name[:password] */
     const char *password;  /* --password */
+    /* TLS, etcdctl's flags: --cacert, --cert, --key,
+     * --insecure-skip-tls-verify */
+    const char *cacert, *cert, *key;
+    bool insecure_skip_tls_verify;
 };
 
 #include <stddef.h>

@@ -18,7 +18,11 @@ int ctl_dial(struct ctl *ctl, const char *const *eps, size_t n, qc_client **c,
     struct qc_options o = {.endpoints = eps,
                            .n_endpoints = n,
                            .dial_timeout_ms = (int)ctl->dial_timeout_ms,
-                           .call_timeout_ms = (int)ctl->command_timeout_ms};
+                           .call_timeout_ms = (int)ctl->command_timeout_ms,
+                           .ca_file = ctl->cacert,
+                           .cert_file = ctl->cert,
+                           .key_file = ctl->key,
+                           .insecure_skip_verify = ctl->insecure_skip_tls_verify};
     *c = NULL;
     return qc_connect(&o, c, st);
 }
