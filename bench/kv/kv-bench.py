@@ -152,13 +152,39 @@ def rss_anon_kib(pid):
 # with readwrite on bench/ and auth enabled; every request (python gRPC and
 # h2load) carries that user's token, as clients send it. The same for both
 # servers, with their default --bcrypt-cost and simple tokens.
-MODES = ("plain", "auth")
+# "tls": the client port on https:// with a certificate from the recipe in
+# docs/security.md (no client certificates: h2load cannot present one), so
+# every connection handshakes TLS 1.3 and every byte is encrypted.
+MODES = ("plain", "auth", "tls", "tls+auth")
 MD = []  # the metadata of the current run: [("token", T)] with auth
+CERTS = {}  # "dir": the recipe's certificates, made once per run
 
 
-def setup_auth(endpoint):
+def certs():
+    if "dir" not in CERTS:
+        import test_tls
+        d = tempfile.mkdtemp(prefix="kv-bench-certs-")
+        test_tls.run_recipe(d)
+        CERTS["dir"] = d
+        t = test_tls.tls_of(d, client=True, peer=False, client_cert_auth=False)
+        # only the server's certificate: a --trusted-ca-file alone makes
+        # etcd 3.4 (and quorum) require client certificates
+        t.member_flags = lambda: ["--cert-file", t.server_cert, "--key-file", t.server_key]
+        CERTS["tls"] = t
+    return CERTS["tls"]
+
+
+def channel_for(endpoint, tls):
+    if tls is None:
+        return grpc.insecure_channel(endpoint)
+    with open(tls.ca, "rb") as f:
+        creds = grpc.ssl_channel_credentials(root_certificates=f.read())
+    return grpc.secure_channel(endpoint, creds)
+
+
+def setup_auth(endpoint, tls=None):
     """Users and roles over the Auth API, auth enabled; returns a token of "bench"."""
-    channel = grpc.insecure_channel(endpoint)
+    channel = channel_for(endpoint, tls)
     a = rpc_pb2_grpc.AuthStub(channel)
     from etcd3.etcdrpc import auth_pb2
     a.UserAdd(rpc_pb2.AuthUserAddRequest(name="root", password="rootpw"), timeout=30)
@@ -181,7 +207,7 @@ def current_revision(stub):
     return stub.Range(rpc_pb2.RangeRequest(key=PUT_KEY), timeout=10, metadata=MD).header.revision
 
 
-def run_h2load(case, endpoint, duration, requests, threads, workdir, headers=()):
+def run_h2load(case, endpoint, duration, requests, threads, workdir, headers=(), scheme="http"):
     """Runs h2load for one case, for |requests| requests (-n) when not None,
     else for |duration| seconds (-D); returns (parsed summary dict, log path,
     h2load's cpu fraction)."""
@@ -196,7 +222,7 @@ def run_h2load(case, endpoint, duration, requests, threads, workdir, headers=())
            "-d", data, "-H", "content-type: application/grpc", "-H", "te: trailers"]
     for h in headers:
         cmd += ["-H", h]
-    cmd += ["--log-file", log, "http://%s%s" % (endpoint, case.path)]
+    cmd += ["--log-file", log, "%s://%s%s" % (scheme, endpoint, case.path)]
     with open(out, "wb") as f:
         proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     # wait4 rather than wait(): it also gives h2load's own CPU use, which tells
@@ -262,16 +288,17 @@ def run_one(case, kind, duration, threads, put_scale=1.0, mode="plain"):
     """Runs one case against a fresh server of the given kind."""
     r = Result(case, kind)
     workdir = tempfile.mkdtemp(prefix="kv-bench-")
-    server = harness.Server(kind)
+    tls = certs() if "tls" in mode else None
+    server = harness.Server(kind, tls=tls)
     headers = []
     try:
         server.start()
         MD[:] = []
         if "auth" in mode:
-            tok = setup_auth(server.endpoint)
+            tok = setup_auth(server.endpoint, tls)
             MD[:] = [("token", tok)]
             headers.append("token: " + tok)
-        channel = grpc.insecure_channel(server.endpoint)
+        channel = channel_for(server.endpoint, tls)
         stub = rpc_pb2_grpc.KVStub(channel)
         for k, v in case.preload:
             stub.Put(rpc_pb2.PutRequest(key=k, value=v), timeout=10, metadata=MD)
@@ -288,7 +315,7 @@ def run_one(case, kind, duration, threads, put_scale=1.0, mode="plain"):
         cpu0 = cpu_seconds(server.proc.pid)
         requests = max(1, int(case.requests * put_scale)) if case.requests else None
         summary, log, r.h2_cpu = run_h2load(case, server.endpoint, duration, requests, threads,
-                                            workdir, headers)
+                                            workdir, headers, "https" if tls else "http")
         r.requests = requests
         r.srv_cpu = (cpu_seconds(server.proc.pid) - cpu0) / summary["secs"]
         r.rss_kib = server.peak_rss_kib()
@@ -500,6 +527,8 @@ def main():
         results = base
     all_results = {(n, k, m): r for m, rs in by_mode.items() for (n, k), r in rs.items()}
     print_targets(results, kinds)
+    if "dir" in CERTS:
+        shutil.rmtree(CERTS["dir"], ignore_errors=True)
     print("load average at the end: %.2f (other load on the machine skews the numbers)"
           % os.getloadavg()[0])
     invalid = [k for k, r in all_results.items() if not r.valid]
