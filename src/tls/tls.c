@@ -228,6 +228,30 @@ static int add_ext(X509 *x, int nid, const char *value)
     return ok ? 0 : -1;
 }
 
+/* write_pem writes |key| or |x| to |path| (mode 0600). -1 with errno set
+ * on failure (EIO when OpenSSL could not write). */
+static int write_pem(const char *path, EVP_PKEY *key, X509 *x)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    FILE *f = fdopen(fd, "w");
+    if (f == NULL) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    int ok = key != NULL ? PEM_write_PrivateKey(f, key, NULL, NULL, 0, NULL, NULL)
+                         : PEM_write_X509(f, x);
+    int closed = fclose(f);
+    if (!ok) {
+        errno = EIO;
+        return -1;
+    }
+    return closed == 0 ? 0 : -1;
+}
+
 int tls_make_self_signed(const char *cert_path, const char *key_path, const char *hosts, char *err,
                          size_t errlen)
 {
@@ -235,7 +259,6 @@ int tls_make_self_signed(const char *cert_path, const char *key_path, const char
     int rv = -EINVAL;
     EVP_PKEY *key = EVP_EC_gen("P-256");
     X509 *x = X509_new();
-    FILE *f = NULL;
     if (key == NULL || x == NULL) {
         ossl_reason(err, errlen, "cannot generate a key");
         goto out;
@@ -288,21 +311,14 @@ int tls_make_self_signed(const char *cert_path, const char *key_path, const char
         ossl_reason(err, errlen, "cannot sign the certificate");
         goto out;
     }
-    int fd = open(key_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (f == NULL || !PEM_write_PrivateKey(f, key, NULL, NULL, 0, NULL, NULL) || fclose(f) != 0) {
-        f = NULL;
+    if (write_pem(key_path, key, NULL) != 0) {
         snprintf(err, errlen, "cannot write %s: %s", key_path, strerror(errno));
         goto out;
     }
-    fd = open(cert_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (f == NULL || !PEM_write_X509(f, x) || fclose(f) != 0) {
-        f = NULL;
+    if (write_pem(cert_path, NULL, x) != 0) {
         snprintf(err, errlen, "cannot write %s: %s", cert_path, strerror(errno));
         goto out;
     }
-    f = NULL;
     rv = 0;
 out:
     ERR_clear_error();
