@@ -404,10 +404,31 @@ static bool stamp_changed(const struct file_stamp *f)
                   st.st_size != f->size);
 }
 
+/* readable: |path| can be opened, else etcd's (Go's) words in |err|:
+ * "open PATH: no such file or directory" */
+static bool readable(const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (f != NULL) {
+        fclose(f);
+        return true;
+    }
+    char e[128];
+    snprintf(e, sizeof(e), "%s", strerror(errno));
+    if (e[0] >= 'A' && e[0] <= 'Z')
+        e[0] = (char)(e[0] - 'A' + 'a'); /* Go's errno texts are lower case */
+    snprintf(err, errlen, "open %s: %s", path, e);
+    return false;
+}
+
 /* build makes a new SSL_CTX from the context's configuration. */
 static SSL_CTX *build(tls_ctx *ctx, char *err, size_t errlen)
 {
     const struct tls_config *cfg = &ctx->cfg;
+    const char *files[] = {cfg->cert_file, cfg->key_file, cfg->ca_file, cfg->crl_file};
+    for (size_t i = 0; i < 4; i++)
+        if (files[i] != NULL && !readable(files[i], err, errlen))
+            return NULL;
     bool server = cfg->role == TLS_SERVER;
     SSL_CTX *s = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
     if (s == NULL) {
