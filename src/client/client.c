@@ -476,6 +476,25 @@ static int build_ssl_ctx(qc_client *c, const struct qc_options *o, struct qc_sta
     static const unsigned char alpn[] = {2, 'h', '2'};
     SSL_CTX_set_alpn_protos(x, alpn, sizeof(alpn));
     const char *what = NULL, *file = NULL;
+    const char *files[] = {o->ca_file, o->cert_file, o->key_file};
+    for (int i = 0; i < 3; i++) {
+        if (files[i] == NULL || *files[i] == '\0')
+            continue;
+        FILE *f = fopen(files[i], "r");
+        if (f != NULL) {
+            fclose(f);
+            continue;
+        }
+        /* etcdctl's (Go's) words: "open ca.crt: no such file or directory" */
+        char e[128];
+        snprintf(e, sizeof(e), "%s", strerror(errno));
+        if (e[0] >= 'A' && e[0] <= 'Z')
+            e[0] = (char)(e[0] - 'A' + 'a');
+        snprintf(m, sizeof(m), "open %.150s: %s", files[i], e);
+        SSL_CTX_free(x);
+        set_status(st, QC_INVALID_ARGUMENT, m);
+        return -EINVAL;
+    }
     if (o->ca_file && *o->ca_file) {
         if (SSL_CTX_load_verify_locations(x, o->ca_file, NULL) != 1)
             what = "cannot load the CA file", file = o->ca_file;

@@ -228,6 +228,30 @@ static int add_ext(X509 *x, int nid, const char *value)
     return ok ? 0 : -1;
 }
 
+/* write_pem writes |key| or |x| to |path| (mode 0600). -1 with errno set
+ * on failure (EIO when OpenSSL could not write). */
+static int write_pem(const char *path, EVP_PKEY *key, X509 *x)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    FILE *f = fdopen(fd, "w");
+    if (f == NULL) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    int ok = key != NULL ? PEM_write_PrivateKey(f, key, NULL, NULL, 0, NULL, NULL)
+                         : PEM_write_X509(f, x);
+    int closed = fclose(f);
+    if (!ok) {
+        errno = EIO;
+        return -1;
+    }
+    return closed == 0 ? 0 : -1;
+}
+
 int tls_make_self_signed(const char *cert_path, const char *key_path, const char *hosts, char *err,
                          size_t errlen)
 {
@@ -235,7 +259,6 @@ int tls_make_self_signed(const char *cert_path, const char *key_path, const char
     int rv = -EINVAL;
     EVP_PKEY *key = EVP_EC_gen("P-256");
     X509 *x = X509_new();
-    FILE *f = NULL;
     if (key == NULL || x == NULL) {
         ossl_reason(err, errlen, "cannot generate a key");
         goto out;
@@ -288,21 +311,14 @@ int tls_make_self_signed(const char *cert_path, const char *key_path, const char
         ossl_reason(err, errlen, "cannot sign the certificate");
         goto out;
     }
-    int fd = open(key_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (f == NULL || !PEM_write_PrivateKey(f, key, NULL, NULL, 0, NULL, NULL) || fclose(f) != 0) {
-        f = NULL;
+    if (write_pem(key_path, key, NULL) != 0) {
         snprintf(err, errlen, "cannot write %s: %s", key_path, strerror(errno));
         goto out;
     }
-    fd = open(cert_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (f == NULL || !PEM_write_X509(f, x) || fclose(f) != 0) {
-        f = NULL;
+    if (write_pem(cert_path, NULL, x) != 0) {
         snprintf(err, errlen, "cannot write %s: %s", cert_path, strerror(errno));
         goto out;
     }
-    f = NULL;
     rv = 0;
 out:
     ERR_clear_error();
@@ -388,10 +404,31 @@ static bool stamp_changed(const struct file_stamp *f)
                   st.st_size != f->size);
 }
 
+/* readable: |path| can be opened, else etcd's (Go's) words in |err|:
+ * "open PATH: no such file or directory" */
+static bool readable(const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (f != NULL) {
+        fclose(f);
+        return true;
+    }
+    char e[128];
+    snprintf(e, sizeof(e), "%s", strerror(errno));
+    if (e[0] >= 'A' && e[0] <= 'Z')
+        e[0] = (char)(e[0] - 'A' + 'a'); /* Go's errno texts are lower case */
+    snprintf(err, errlen, "open %s: %s", path, e);
+    return false;
+}
+
 /* build makes a new SSL_CTX from the context's configuration. */
 static SSL_CTX *build(tls_ctx *ctx, char *err, size_t errlen)
 {
     const struct tls_config *cfg = &ctx->cfg;
+    const char *files[] = {cfg->cert_file, cfg->key_file, cfg->ca_file, cfg->crl_file};
+    for (size_t i = 0; i < 4; i++)
+        if (files[i] != NULL && !readable(files[i], err, errlen))
+            return NULL;
     bool server = cfg->role == TLS_SERVER;
     SSL_CTX *s = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
     if (s == NULL) {

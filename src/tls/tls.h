@@ -228,6 +228,7 @@ struct tls_stream {
     bool idle_on;
     bool closing;
     bool hs_logged;
+    bool got_bytes; /* anything came from the peer */
     bool eof;
     char label[96];
 };

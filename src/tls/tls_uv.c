@@ -302,8 +302,12 @@ static void sock_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
                 ts->hs_logged = true;
                 char addr[300];
                 peer_addr(ts, addr, sizeof(addr));
-                log_warn(MOD, "%s TLS handshake with %s failed: the peer closed the "
-                              "connection during the handshake", ts->label, addr);
+                /* a connection that sent nothing at all is a port probe,
+                 * not a TLS client: not worth a warning */
+                log_msg(ts->got_bytes ? LOG_WARN : LOG_DEBUG, MOD,
+                        "%s TLS handshake with %s failed: the peer closed the connection "
+                        "during the handshake%s",
+                        ts->label, addr, ts->got_bytes ? "" : " (it sent nothing)");
             }
             ts->eof = true;
         } else if (ts->pending_err == 0) {
@@ -312,6 +316,7 @@ static void sock_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         deliver(ts);
         return;
     }
+    ts->got_bytes = true;
     int rv = tls_conn_feed(ts->conn, b->base, (size_t)nread);
     free(b->base);
     if (rv != 0) {

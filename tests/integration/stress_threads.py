@@ -226,6 +226,9 @@ def main():
         import tempfile
         import test_tls
         d = tempfile.mkdtemp(prefix="stress-tls-")
+        import atexit
+        import shutil
+        atexit.register(shutil.rmtree, d, True)
         test_tls.run_recipe(d)
         tls = test_tls.tls_of(d, peer=False)
         rd = lambda f: open(f, "rb").read()  # noqa: E731

@@ -222,6 +222,13 @@ class TLSCluster(unittest.TestCase):
                                           "get", "tls/q"],
                            capture_output=True, text=True, timeout=30)
         self.assertEqual(r.stdout, "tls/q\nqv\n", r.stderr)
+        # a CA file that is not there: etcdctl's words and exit code
+        missing = os.path.join(self.tmp, "missing-ca.crt")
+        want = etcdctl(self.ep(1), "get", "x", flags=["--cacert", missing])
+        r = subprocess.run([q] + flags + ["--cacert", missing, "get", "x"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual((r.returncode, r.stderr), (want.returncode, want.stderr))
+        self.assertEqual(r.stderr, "Error: open %s: no such file or directory\n" % missing)
 
     def test_member_add_and_remove_over_tls(self):
         """a member added with an https:// peer URL catches up over TLS

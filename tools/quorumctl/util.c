@@ -6,6 +6,7 @@
 #include "quorumctl.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
@@ -33,6 +34,9 @@ static qc_client *connect_or_exit(struct ctl *ctl, const char *const *eps, size_
     qc_client *c;
     struct qc_status st;
     int rc = ctl_dial(ctl, eps, n, &c, &st);
+    if (rc == -EINVAL && st.code == QC_INVALID_ARGUMENT && (ctl->cacert || ctl->cert || ctl->key))
+        /* a TLS file that cannot be read: etcdctl's words and exit code */
+        ctl_die(CTL_EXIT_BAD_ARGS, "%s", st.message);
     if (rc < 0) {
         ctl_fail(rc, &st);
         exit(CTL_EXIT_ERROR);
