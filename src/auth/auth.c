@@ -812,14 +812,16 @@ int auth_user_get(auth_store *as, const char *name, struct arena *a, char ***rol
     return rv;
 }
 
-int auth_user_list(auth_store *as, struct arena *a, char ***names, size_t *n)
+/* list_names copies the names of the users (|users|) or roles, in order */
+static int list_names(auth_store *as, bool users, struct arena *a, char ***names, size_t *n)
 {
     pthread_rwlock_rdlock(&as->lock);
     int rv = 0;
-    *n = as->st->n_users;
+    *n = users ? as->st->n_users : as->st->n_roles;
     *names = arena_alloc(a, (*n + 1) * sizeof(char *));
     for (size_t i = 0; *names != NULL && i < *n; i++) {
-        const ProtobufCBinaryData *b = &as->st->users[i].pb->name;
+        const ProtobufCBinaryData *b =
+            users ? &as->st->users[i].pb->name : &as->st->roles[i]->name;
         if (((*names)[i] = arena_str(a, b->data, b->len)) == NULL)
             *names = NULL;
     }
@@ -827,6 +829,11 @@ int auth_user_list(auth_store *as, struct arena *a, char ***names, size_t *n)
         rv = -ENOMEM;
     pthread_rwlock_unlock(&as->lock);
     return rv;
+}
+
+int auth_user_list(auth_store *as, struct arena *a, char ***names, size_t *n)
+{
+    return list_names(as, true, a, names, n);
 }
 
 int auth_role_get(auth_store *as, const char *name, struct arena *a, Authpb__Permission ***perms,
@@ -863,19 +870,7 @@ int auth_role_get(auth_store *as, const char *name, struct arena *a, Authpb__Per
 
 int auth_role_list(auth_store *as, struct arena *a, char ***names, size_t *n)
 {
-    pthread_rwlock_rdlock(&as->lock);
-    int rv = 0;
-    *n = as->st->n_roles;
-    *names = arena_alloc(a, (*n + 1) * sizeof(char *));
-    for (size_t i = 0; *names != NULL && i < *n; i++) {
-        const ProtobufCBinaryData *b = &as->st->roles[i]->name;
-        if (((*names)[i] = arena_str(a, b->data, b->len)) == NULL)
-            *names = NULL;
-    }
-    if (*names == NULL)
-        rv = -ENOMEM;
-    pthread_rwlock_unlock(&as->lock);
-    return rv;
+    return list_names(as, false, a, names, n);
 }
 
 bool auth_user_has_role(auth_store *as, const char *user, const char *role)
