@@ -490,7 +490,7 @@ static int build_ssl_ctx(qc_client *c, const struct qc_options *o, struct qc_sta
         snprintf(e, sizeof(e), "%s", strerror(errno));
         if (e[0] >= 'A' && e[0] <= 'Z')
             e[0] = (char)(e[0] - 'A' + 'a');
-        snprintf(m, sizeof(m), "open %.150s: %s", files[i], e);
+        snprintf(m, sizeof(m), "open %.120s: %.100s", files[i], e);
         SSL_CTX_free(x);
         set_status(st, QC_INVALID_ARGUMENT, m);
         return -EINVAL;
@@ -897,7 +897,10 @@ static void start_dial(qc_client *c)
     struct qc_endpoint *e = &c->eps[ep];
     if (e->unix_sock) {
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", e->host);
+        /* qc_connect refused longer paths */
+        size_t hl = strnlen(e->host, sizeof(sa.sun_path) - 1);
+        memcpy(sa.sun_path, e->host, hl);
+        sa.sun_path[hl] = '\0';
         cn->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (cn->fd < 0) {
             conn_fail(cn, strerror(errno));

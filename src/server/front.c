@@ -645,7 +645,10 @@ unsigned fronts_count_auto(void)
 static int listen_unix_fd(const struct url *u, int *out)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", u->host);
+    size_t n = strlen(u->host); /* config.c refuses longer paths */
+    if (n >= sizeof(sa.sun_path))
+        return -ENAMETOOLONG;
+    memcpy(sa.sun_path, u->host, n + 1);
     /* as etcd: a stale socket file from an earlier run is removed first */
     if (unlink(u->host) != 0 && errno != ENOENT)
         return -errno;
