@@ -971,7 +971,7 @@ static void submit_pending(qc_client *c)
             continue;
         }
         char tmo[32];
-        nghttp2_nv nva[8];
+        nghttp2_nv nva[10]; /* the 9 below at most */
         size_t n = 0;
 #define NV(N, V, VL)                                                                               \
     nva[n++] = (nghttp2_nv)                                                                        \
