@@ -484,17 +484,36 @@ static const struct state *cur(const auth_store *as)
     return as->st;
 }
 
-/* copy_user makes an owned, modifiable copy of a stored user. */
-static Authpb__User *copy_user(const Authpb__User *u)
+/* copy_msg makes an owned, modifiable copy of a stored user or role (a
+ * pack and an unpack: protobuf-c has no deep copy). */
+static ProtobufCMessage *copy_msg(const ProtobufCMessage *m)
 {
-    size_t n = authpb__user__get_packed_size(u);
+    size_t n = protobuf_c_message_get_packed_size(m);
     uint8_t *b = malloc(n + 1);
     if (b == NULL)
         return NULL;
-    authpb__user__pack(u, b);
-    Authpb__User *c = authpb__user__unpack(NULL, n, b);
+    protobuf_c_message_pack(m, b);
+    ProtobufCMessage *c = protobuf_c_message_unpack(m->descriptor, NULL, n, b);
     free(b);
     return c;
+}
+
+static Authpb__User *copy_user(const Authpb__User *u)
+{
+    return (Authpb__User *)copy_msg(&u->base);
+}
+
+/* drop_role takes |role| out of a copied user's roles */
+static void drop_role(Authpb__User *c, const char *role)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < c->n_roles; i++) {
+        if (strcmp(c->roles[i], role) == 0)
+            free(c->roles[i]);
+        else
+            c->roles[k++] = c->roles[i];
+    }
+    c->n_roles = k;
 }
 
 int auth_apply_enable(auth_store *as)
@@ -632,14 +651,7 @@ int auth_apply_user_revoke_role(auth_store *as, const char *user, const char *ro
     Authpb__User *c = copy_user(u->pb);
     if (c == NULL)
         return -ENOMEM;
-    size_t k = 0;
-    for (size_t i = 0; i < c->n_roles; i++) {
-        if (strcmp(c->roles[i], role) == 0)
-            free(c->roles[i]);
-        else
-            c->roles[k++] = c->roles[i];
-    }
-    c->n_roles = k;
+    drop_role(c, role);
     int rv = put_rec(as, BACKEND_DB_AUTH_USERS, user, &c->base);
     authpb__user__free_unpacked(c, NULL);
     return rv == 0 ? commit(as) : rv;
@@ -675,14 +687,7 @@ int auth_apply_role_delete(auth_store *as, const char *name)
             rv = -ENOMEM;
             break;
         }
-        size_t k = 0;
-        for (size_t j = 0; j < c->n_roles; j++) {
-            if (strcmp(c->roles[j], name) == 0)
-                free(c->roles[j]);
-            else
-                c->roles[k++] = c->roles[j];
-        }
-        c->n_roles = k;
+        drop_role(c, name);
         char uname[1024];
         snprintf(uname, sizeof(uname), "%.*s", (int)u->name.len, (const char *)u->name.data);
         rv = put_rec(as, BACKEND_DB_AUTH_USERS, uname, &c->base);
@@ -693,14 +698,7 @@ int auth_apply_role_delete(auth_store *as, const char *name)
 
 static Authpb__Role *copy_role(const Authpb__Role *r)
 {
-    size_t n = authpb__role__get_packed_size(r);
-    uint8_t *b = malloc(n + 1);
-    if (b == NULL)
-        return NULL;
-    authpb__role__pack(r, b);
-    Authpb__Role *c = authpb__role__unpack(NULL, n, b);
-    free(b);
-    return c;
+    return (Authpb__Role *)copy_msg(&r->base);
 }
 
 static int bin_cmp(const ProtobufCBinaryData *a, const uint8_t *b, size_t bl)

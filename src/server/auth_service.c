@@ -197,10 +197,12 @@ int server_auth_check_call_read(struct server *s, qcall *call, bool range,
     return rv != 0 ? rv : server_auth_check_read(s, &ai, range, req);
 }
 
-/* every key of lease |id| must be writable (etcd's checkLeasePuts) */
+/* every key of lease |id| must allow |type| (writes: etcd's
+ * checkLeasePuts; reads: its checkLeaseTimeToLive) */
 struct lease_check {
     struct server *s;
     const struct auth_info *ai;
+    enum auth_perm_type type;
     int rv;
 };
 
@@ -208,29 +210,17 @@ static void lease_key(const uint8_t *key, size_t len, void *arg)
 {
     struct lease_check *c = arg;
     if (c->rv == 0)
-        c->rv = auth_check(c->s->auth, c->ai, key, len, NULL, 0, AUTH_WRITE);
+        c->rv = auth_check(c->s->auth, c->ai, key, len, NULL, 0, c->type);
 }
 
-static int check_lease_puts(struct server *s, const struct auth_info *ai, int64_t id)
+static int check_lease_keys(struct server *s, const struct auth_info *ai, int64_t id,
+                            enum auth_perm_type type)
 {
     if (id == 0 || s->leases == NULL)
         return 0;
-    struct lease_check c = {s, ai, 0};
+    struct lease_check c = {s, ai, type, 0};
     lessor_keys(s->leases, id, lease_key, &c);
     return c.rv;
-}
-
-struct lease_read_check {
-    struct server *s;
-    const struct auth_info *ai;
-    int rv;
-};
-
-static void lease_key_read(const uint8_t *key, size_t len, void *arg)
-{
-    struct lease_read_check *c = arg;
-    if (c->rv == 0)
-        c->rv = auth_check(c->s->auth, c->ai, key, len, NULL, 0, AUTH_READ);
 }
 
 int server_auth_lease_keys(qcall *call, int64_t id)
@@ -245,9 +235,7 @@ int server_auth_lease_keys(qcall *call, int64_t id)
         return rv;
     if (auth_check_admin(s->auth, &ai) == 0)
         return 0;
-    struct lease_read_check c = {s, &ai, 0};
-    lessor_keys(s->leases, id, lease_key_read, &c);
-    return c.rv;
+    return check_lease_keys(s, &ai, id, AUTH_READ);
 }
 
 static bool needs_admin(enum entry_kind k)
@@ -284,7 +272,7 @@ int server_auth_check_entry(struct server *s, const struct entry *e)
         const Etcdserverpb__PutRequest *r = (const Etcdserverpb__PutRequest *)e->req;
         int rv = check(s, &ai, r->key, none, AUTH_WRITE);
         if (rv == 0)
-            rv = check_lease_puts(s, &ai, r->lease);
+            rv = check_lease_keys(s, &ai, r->lease, AUTH_WRITE);
         if (rv == 0 && r->prev_kv)
             rv = check(s, &ai, r->key, none, AUTH_READ);
         return rv;
@@ -300,7 +288,8 @@ int server_auth_check_entry(struct server *s, const struct entry *e)
     case ENTRY_TXN:
         return check_txn(s, &ai, (const Etcdserverpb__TxnRequest *)e->req);
     case ENTRY_LEASE_REVOKE:
-        return check_lease_puts(s, &ai, ((const Etcdserverpb__LeaseRevokeRequest *)e->req)->id);
+        return check_lease_keys(s, &ai, ((const Etcdserverpb__LeaseRevokeRequest *)e->req)->id,
+                                AUTH_WRITE);
     case ENTRY_AUTH_USER_GET: {
         int rv = auth_check_admin(s->auth, &ai);
         const char *name = ((const Etcdserverpb__AuthUserGetRequest *)e->req)->name;
