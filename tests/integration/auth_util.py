@@ -37,19 +37,7 @@ C_UNKNOWN = "Unknown"
 
 
 def wait_for(pred, timeout=30.0, step=0.1, what="condition"):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            if pred():
-                return
-        except Exception as e:  # noqa: BLE001
-            last = e
-        time.sleep(step)
-    if pred():
-        return
-    raise AssertionError("%s not reached within %.0fs%s"
-                         % (what, timeout, " (last error: %r)" % last if last else ""))
+    harness.wait_for(pred, timeout, step, what)
 
 
 # -- etcdctl ------------------------------------------------------------------

@@ -50,6 +50,24 @@ def etcd_binary():
     return b
 
 
+def wait_for(pred, timeout=30.0, step=0.1, what="condition"):
+    """Polls pred() (exceptions count as not yet) until true; AssertionError
+    naming |what| and the last exception after |timeout| seconds."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            if pred():
+                return
+        except Exception as e:  # noqa: BLE001
+            last = e
+        time.sleep(step)
+    if pred():
+        return
+    raise AssertionError("%s not reached within %.0fs%s"
+                         % (what, timeout, " (last error: %r)" % last if last else ""))
+
+
 def _ephemeral_range():
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as f:

@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import grpc  # noqa: E402
 from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc  # noqa: E402
 
-import harness  # noqa: E402,F401  (the binaries and free ports come from there)
+import harness  # noqa: E402  (binaries, free ports, wait_for)
 from cluster import Cluster  # noqa: E402
 
 TARGET = os.environ.get("TARGET", "quorum")
@@ -37,19 +37,7 @@ def check(cond, msg):
 
 
 def wait_for(pred, timeout=DEADLINE, step=0.1, what="condition"):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            if pred():
-                return
-        except Exception as e:  # noqa: BLE001
-            last = e
-        time.sleep(step)
-    if pred():
-        return
-    raise AssertionError("%s not reached within %.0fs%s"
-                         % (what, timeout, " (last error: %s)" % last if last else ""))
+    harness.wait_for(pred, timeout, step, what)
 
 
 def get(c, i, key, serializable=False, check_rc=True):
