@@ -97,12 +97,14 @@ int server_methods_init(void)
                                            server_cluster_methods, server_lease_methods,
                                            server_watch_methods,   server_lock_methods,
                                            server_election_methods,
-                                           server_auth_methods};
+                                           server_auth_methods,
+                                           server_health_methods};
     size_t counts[] = {server_kv_methods_n,      server_maintenance_methods_n,
                        server_cluster_methods_n, server_lease_methods_n,
                        server_watch_methods_n,   server_lock_methods_n,
                        server_election_methods_n,
-                       server_auth_methods_n};
+                       server_auth_methods_n,
+                       server_health_methods_n};
     const size_t ntables = sizeof(tables) / sizeof(tables[0]);
     size_t total = 0;
     for (size_t i = 0; i < ntables; i++)

@@ -278,6 +278,8 @@ extern const struct qcall_method server_election_methods[];
 extern const size_t server_election_methods_n;
 extern const struct qcall_method server_auth_methods[];
 extern const size_t server_auth_methods_n;
+extern const struct qcall_method server_health_methods[]; /* health_service.c */
+extern const size_t server_health_methods_n;
 
 /* ---- auth_service.c: who a call runs as, and the permission checks ---- */
 

@@ -3,7 +3,7 @@
 
 Usage: check_descriptors.py PROTO_DIR PROTOC [ETCD]
 
-Compiles our five .proto files with PROTOC (protoc-c or protoc; both take
+Compiles our six .proto files with PROTOC (protoc-c or protoc; both take
 --descriptor_set_out) into a FileDescriptorSet, then:
 
   1. kv.proto, auth.proto, rpc.proto: everything in the descriptors that
@@ -21,7 +21,10 @@ Compiles our five .proto files with PROTOC (protoc-c or protoc; both take
      registers at init are stored gzip-compressed in the Go binary; we pull
      out kv/auth/rpc/v3lock/v3election.proto from it and require ours to be
      identical in both directions (nothing missing, nothing extra). Options
-     and imports (gogoproto, google.api.http) are not compared.
+     and imports (gogoproto, google.api.http) are not compared. The same
+     for health.proto (gRPC's grpc.health.v1, which etcd registers from
+     grpc-go): the binary holds it as grpc/health/v1/health.proto; it is
+     checked only here.
 
 Exit status 0 when everything matches, 1 on any mismatch, 2 on setup errors
 (protoc failure, missing python modules).
@@ -46,7 +49,9 @@ TYPE = {v: k for k, v in F.Type.items()}     # 9 -> 'TYPE_STRING'
 LABEL = {v: k for k, v in F.Label.items()}
 
 OUR_FILES = ['kv.proto', 'auth.proto', 'rpc.proto', 'v3lock.proto',
-             'v3election.proto']
+             'v3election.proto', 'health.proto']
+# Files of ours the etcd binary holds under another name (grpc-go's).
+BINARY_NAMES = {'grpc/health/v1/health.proto': 'health.proto'}
 
 # ---------------------------------------------------------------------------
 # Expected tables for the files python3-etcd3 lacks (etcd 3.4).
@@ -320,6 +325,8 @@ def etcd_binary_descriptors(etcd):
             continue
         if fd.name in OUR_FILES and fd.package.endswith('pb'):
             found[fd.name] = fd
+        elif fd.name in BINARY_NAMES:
+            found[BINARY_NAMES[fd.name]] = fd
     return found
 
 
