@@ -76,6 +76,9 @@
 typedef struct grpc_server grpc_server;
 struct tls_ctx;
 typedef struct grpc_call grpc_call;
+typedef struct grpc_conn grpc_conn;
+struct grpc_http1;
+struct grpc_h2_request;
 
 enum grpc_method_kind {
     GRPC_UNARY,
@@ -113,6 +116,10 @@ struct grpc_server_options {
      * grpc_server_adopt_tls (a server context of tls/, ALPN "h2"; shared,
      * not owned: it must outlive the server). NULL: no TLS. */
     struct tls_ctx *tls;
+    /* HTTP/1.1 on the same port (http/): a connection whose first bytes
+     * are not HTTP/2's client preface is handed to it. NULL: every
+     * connection is HTTP/2 (a bad preface gets GOAWAY). */
+    const struct grpc_http1 *http1;
 };
 
 /* grpc_server_new creates a server with |n| methods (the table and its
@@ -206,5 +213,104 @@ int grpc_call_finish(grpc_call *call, int status, const char *message);
  * but not yet written to the socket: a streaming producer (watch) uses it
  * for backpressure. */
 size_t grpc_call_pending_bytes(const grpc_call *call);
+
+/* ---- HTTP/1.1 beside HTTP/2 ----
+ *
+ * As etcd's cmux does, a connection's first bytes choose its protocol:
+ * HTTP/2's client preface ("PRI * HTTP/2.0...") means gRPC; anything else
+ * goes to the grpc_http1 handler of the options. The grpc layer keeps the
+ * socket (and its TLS) and the output queue; the handler parses and
+ * answers. Its callbacks run on the loop thread. */
+struct grpc_http1 {
+    void *arg;
+    /* open: a new HTTP/1.1 connection; returns the handler's state for it
+     * or NULL (the connection is closed). */
+    void *(*open)(void *arg, grpc_conn *c);
+    /* input: bytes read from the client, in order. Nonzero: stop reading
+     * for good (the handler shuts the connection down). */
+    int (*input)(void *h, const uint8_t *p, size_t n);
+    /* drained: all output queued so far reached the socket (optional). */
+    void (*drained)(void *h);
+    /* closed: the connection is gone (client left, write error, shutdown
+     * done, server closing); exactly once, last. The handler frees |h|
+     * and must let go of its local calls here (grpc_call_local_cancel). */
+    void (*closed)(void *h);
+    /* h2_request: a complete HTTP/2 request whose content-type is not
+     * gRPC's (the JSON gateway over h2, /health, ...). |stream| answers
+     * it (grpc_h2_respond, _write, _end). Returns the handler's state,
+     * or NULL (the stream is reset). Optional: without it such requests
+     * get gRPC's 415 as before. */
+    void *(*h2_request)(void *arg, grpc_call *stream, const struct grpc_h2_request *req);
+    /* h2_closed: the stream is gone (answered, reset, connection closed);
+     * exactly once for every state h2_request returned. */
+    void (*h2_closed)(void *h);
+};
+
+struct grpc_h2_request {
+    const char *method, *path; /* path with the query */
+    const char *authorization, *content_type; /* or NULL */
+    const uint8_t *body;
+    size_t body_len; /* bodies over 2 x max_recv_msg_size get 413 here */
+};
+
+/* grpc_h2_respond sends the response head: |status|, then |headers|
+ * (name, value, ..., NULL; names in lower case), and content-length when
+ * |length| >= 0. grpc_h2_write queues body bytes; grpc_h2_end ends the
+ * stream. Errors: -EPIPE (the stream is gone or answered), -ENOMEM. */
+int grpc_h2_respond(grpc_call *stream, int status, const char *const *headers, long long length);
+int grpc_h2_write(grpc_call *stream, const void *p, size_t n);
+void grpc_h2_end(grpc_call *stream);
+/* grpc_call_h2_server: the server of a plain HTTP/2 stream. */
+grpc_server *grpc_call_h2_server(const grpc_call *stream);
+
+grpc_server *grpc_conn_server(const grpc_conn *c);
+uv_loop_t *grpc_server_loop(const grpc_server *srv);
+/* grpc_conn_write queues |n| bytes for the client (copied); written before
+ * the loop next blocks. Errors: -EPIPE (closing), -ENOMEM. */
+int grpc_conn_write(grpc_conn *c, const void *p, size_t n);
+/* grpc_conn_pending is how many queued bytes are not yet in the socket. */
+size_t grpc_conn_pending(const grpc_conn *c);
+/* grpc_conn_shutdown stops reading and closes the connection once the
+ * queued output is written (closed comes then). */
+void grpc_conn_shutdown(grpc_conn *c);
+/* grpc_conn_pause_read stops (|pause|) or resumes reading. */
+void grpc_conn_pause_read(grpc_conn *c, bool pause);
+/* grpc_conn_tls_common_name: as grpc_call_tls_common_name. */
+const char *grpc_conn_tls_common_name(const grpc_conn *c);
+
+/* ---- local calls ----
+ *
+ * A call made on this loop by another face (the JSON gateway, the v2 keys
+ * emulation, /health) rather than by an HTTP/2 stream: the method table
+ * sees an ordinary grpc_call (same on_message/on_close life cycle, the
+ * same services and checks), while its output goes to |ops|. */
+struct grpc_local_ops {
+    /* send: one response message (valid during the call). Nonzero fails
+     * the service's send (-EPIPE, -ENOMEM). */
+    int (*send)(void *ctx, const uint8_t *msg, size_t len);
+    /* finish: the final status; the last the face hears of the call.
+     * The call pointer must not be used after it (the grpc layer closes
+     * and frees it on the next loop pass). */
+    void (*finish)(void *ctx, int status, const char *message);
+    /* pending: output the face holds but has not written (backpressure);
+     * optional. */
+    size_t (*pending)(void *ctx);
+};
+
+/* grpc_call_open_local starts a call of method |path| on |srv|'s loop.
+ * |token| (may be NULL) is what grpc_call_metadata returns for "token".
+ * Errors: -ENOENT (no such method), -ESHUTDOWN, -ENOMEM. */
+int grpc_call_open_local(grpc_server *srv, const char *path, const struct grpc_local_ops *ops,
+                         void *ctx, const char *token, size_t token_len, grpc_call **out);
+/* grpc_call_local_message delivers one request message (the service may
+ * answer, even finish, before this returns). A message larger than the
+ * server's max_recv_msg_size, or a second one for a unary method, fails
+ * the call as over HTTP/2. Errors: -EPIPE (finished), -EMSGSIZE, -EPROTO. */
+int grpc_call_local_message(grpc_call *call, const uint8_t *msg, size_t len);
+/* grpc_call_local_half_close: the client's side ended. */
+void grpc_call_local_half_close(grpc_call *call);
+/* grpc_call_local_cancel: the face is gone before finish; |ops| is not
+ * called again and on_close reaches the method on the next pass. */
+void grpc_call_local_cancel(grpc_call *call);
 
 #endif

@@ -56,7 +56,8 @@ struct hdr {
 };
 
 struct grpc_call {
-    grpc_conn *conn;
+    grpc_conn *conn; /* NULL for a local call */
+    grpc_server *srv;
     int32_t stream_id;
     const struct grpc_method *method; /* NULL until dispatched */
     grpc_call *prev, *next;           /* conn->calls */
@@ -81,6 +82,21 @@ struct grpc_call {
     unsigned closed : 1;   /* on_close delivered */
     unsigned got_message : 1;
     unsigned deferred : 1; /* nghttp2 data item is deferred */
+
+    /* a local call (grpc_call_open_local): its face's outputs and state */
+    const struct grpc_local_ops *lops;
+    void *lctx;
+    char *ltoken;
+    size_t ltoken_len;
+    grpc_call *lprev, *lnext; /* srv->locals */
+    grpc_call *reap_next;     /* srv->reap */
+    unsigned lreaping : 1;    /* on srv->reap: on_close and free next pass */
+
+    /* a plain HTTP request over HTTP/2 (grpc_http1.h2_request) */
+    unsigned raw : 1;
+    unsigned raw_too_big : 1;
+    void *rawh;       /* the handler's state, once the request is complete */
+    struct buf rbody; /* the request body being gathered */
 };
 
 struct listener {
@@ -111,9 +127,17 @@ struct grpc_conn {
     int in_session; /* depth of nghttp2 calls on the stack */
     int want_close; /* close once in_session drops to 0 */
     int closed;     /* calls closed, session deleted */
+    /* 0 reading; 1 stopped while a write is backed up (on_write resumes);
+     * 2 stopped for good; 3 paused by the HTTP/1.1 handler */
     int read_stopped;
     int linked;    /* in srv->conns */
     size_t gather; /* sum of the calls' decoder buffer capacities */
+    /* what the connection speaks, from its first bytes (grpc_http1) */
+    enum { MODE_SNIFF, MODE_H2, MODE_H1 } mode;
+    uint8_t sniff[24]; /* first bytes while they match HTTP/2's preface */
+    size_t nsniff;
+    void *h1;          /* the HTTP/1.1 handler's state (MODE_H1) */
+    int shutdown;      /* MODE_H1: close once the output is written */
 };
 
 struct grpc_server {
@@ -125,8 +149,11 @@ struct grpc_server {
     size_t max_send;
     uint32_t max_streams;
     tls_ctx *tls;
+    const struct grpc_http1 *http1;
     void *data;
     struct listener *listeners;
+    grpc_call *locals; /* open local calls */
+    grpc_call *reap;   /* local calls to close and free next pass */
     grpc_conn *conns;
     grpc_conn *dirty;
     nghttp2_session_callbacks *cbs;
@@ -237,6 +264,7 @@ static grpc_call *call_new(grpc_conn *c, int32_t stream_id)
     if (call == NULL)
         return NULL;
     call->conn = c;
+    call->srv = c->srv;
     call->stream_id = stream_id;
     call->hdrs = call->hdr_inline;
     call->hdrs_cap = INLINE_HEADERS;
@@ -267,6 +295,14 @@ static void call_destroy(grpc_call *call)
         if (call->method->on_close)
             call->method->on_close(call);
     }
+    if (call->rawh != NULL) {
+        void *h = call->rawh;
+        call->rawh = NULL;
+        call->closed = 1;
+        call->finished = 1;
+        c->srv->http1->h2_closed(h);
+    }
+    buf_free(&call->rbody);
     c->gather -= call->dec.msg.cap;
     grpc_decoder_free(&call->dec);
     buf_free(&call->out);
@@ -521,6 +557,11 @@ static int valid_content_type(nghttp2_vec v)
 static void call_start(grpc_call *call)
 {
     char q[300], msg[400];
+    if (call->conn->srv->http1 != NULL && call->conn->srv->http1->h2_request != NULL &&
+        !valid_content_type(rc_vec((nghttp2_rcbuf *)header_find(call, "content-type")))) {
+        call->raw = 1; /* the HTTP handlers' (the JSON gateway over h2) */
+        return;
+    }
     nghttp2_vec m = rc_vec(call->http_method);
     if (!vec_eq(m, "POST")) {
         go_quote(m, q, sizeof(q));
@@ -575,6 +616,13 @@ static int deliver(void *arg, const uint8_t *msg, size_t len)
 
 static void call_data(grpc_call *call, const uint8_t *p, size_t n)
 {
+    if (call->raw) {
+        if (call->rbody.len + n > 2 * call->conn->srv->max_recv)
+            call->raw_too_big = 1;
+        else if (!call->raw_too_big && buf_append(&call->rbody, p, n) != 0)
+            call->raw_too_big = 1;
+        return;
+    }
     if (call->method == NULL || call->finished)
         return;
     grpc_conn *c = call->conn;
@@ -613,8 +661,14 @@ static void call_data(grpc_call *call, const uint8_t *p, size_t n)
 }
 
 /* call_half_close: the client sent END_STREAM. */
+static void raw_request(grpc_call *call);
+
 static void call_half_close(grpc_call *call)
 {
+    if (call->raw) {
+        raw_request(call);
+        return;
+    }
     if (call->method == NULL || call->finished)
         return;
     if (grpc_decoder_partial(&call->dec)) {
@@ -727,7 +781,9 @@ static ssize_t data_read(nghttp2_session *sess, int32_t stream_id, uint8_t *buf,
     size_t n = avail < length ? avail : length;
     if (n > 0)
         *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
-    if (n == avail && call->finished) {
+    if (n == avail && call->finished && call->raw) {
+        *flags |= NGHTTP2_DATA_FLAG_EOF; /* a plain HTTP response: no trailers */
+    } else if (n == avail && call->finished) {
         *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
         if (submit_trailers(call) != 0)
             return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
@@ -838,6 +894,11 @@ static void conn_close(grpc_conn *c)
         call_destroy(c->calls);
     nghttp2_session_del(c->sess);
     c->sess = NULL;
+    if (c->mode == MODE_H1 && c->h1 != NULL) {
+        void *h1 = c->h1;
+        c->h1 = NULL;
+        c->srv->http1->closed(h1);
+    }
     if (!c->is_mem)
         tls_stream_close(&c->ts, on_conn_closed);
 }
@@ -848,6 +909,13 @@ static int conn_check(grpc_conn *c)
 {
     if (c->closed)
         return 1;
+    if (c->mode != MODE_H2) {
+        if (c->want_close || (c->shutdown && c->obuf.len == 0 && !c->writing)) {
+            conn_close(c);
+            return 1;
+        }
+        return 0;
+    }
     if (c->want_close ||
         (!nghttp2_session_want_read(c->sess) && !nghttp2_session_want_write(c->sess) &&
          (c->is_mem || (c->obuf.len == 0 && !c->writing)))) {
@@ -868,19 +936,21 @@ static void on_write(uv_write_t *req, int status)
         conn_close(c);
         return;
     }
-    if (c->read_stopped) {
+    if (c->read_stopped == 1) {
         c->read_stopped = 0;
         /* errors here surface on the next write or read */
         (void)tls_stream_read_start(&c->ts, on_alloc, on_read);
     }
     conn_flush(c);
+    if (!c->closed && c->mode == MODE_H1 && !c->writing && c->srv->http1->drained != NULL)
+        c->srv->http1->drained(c->h1);
 }
 
 static void conn_flush(grpc_conn *c)
 {
     if (c->closed || c->writing)
         return;
-    if (serialize(c, FLUSH_MAX) != 0) {
+    if (c->mode == MODE_H2 && serialize(c, FLUSH_MAX) != 0) {
         conn_close(c);
         return;
     }
@@ -949,6 +1019,53 @@ static int conn_input(grpc_conn *c, const uint8_t *p, size_t n)
     return rv < 0 ? -EPROTO : 0;
 }
 
+/* stop_reading stops reading |c| for good (the HTTP/1.1 handler is done
+ * with its input). */
+static void stop_reading(grpc_conn *c)
+{
+    if (!c->is_mem && (c->read_stopped == 0 || c->read_stopped == 3))
+        tls_stream_read_stop(&c->ts);
+    c->read_stopped = 2;
+}
+
+/* sniff decides what a connection speaks from its first bytes, as etcd's
+ * cmux does: HTTP/2's client preface means gRPC (and the JSON gateway over
+ * h2), anything else HTTP/1.1 when the server has a handler for it. Bytes
+ * that match the preface so far are kept until it is complete. On return,
+ * p and n point at what the chosen protocol reads next; nonzero: nothing
+ * to read yet (or the connection closed). */
+static int sniff(grpc_conn *c, const uint8_t **p, size_t *n)
+{
+    static const char preface[] = NGHTTP2_CLIENT_MAGIC;
+    size_t take = sizeof(c->sniff) - c->nsniff < *n ? sizeof(c->sniff) - c->nsniff : *n;
+    if (memcmp(*p, preface + c->nsniff, take) == 0) {
+        memcpy(c->sniff + c->nsniff, *p, take);
+        c->nsniff += take;
+        *p += take;
+        *n -= take;
+        if (c->nsniff < sizeof(c->sniff))
+            return 1;
+        c->mode = MODE_H2;
+        mark_dirty(c); /* our SETTINGS */
+        if (conn_input(c, c->sniff, c->nsniff) != 0 || c->closed)
+            return 1;
+        return *n == 0;
+    }
+    c->mode = MODE_H1;
+    nghttp2_session_del(c->sess);
+    c->sess = NULL;
+    c->h1 = c->srv->http1->open(c->srv->http1->arg, c);
+    if (c->h1 == NULL) {
+        conn_close(c);
+        return 1;
+    }
+    if (c->nsniff > 0 && c->srv->http1->input(c->h1, c->sniff, c->nsniff) != 0) {
+        stop_reading(c);
+        return 1;
+    }
+    return c->closed || *n == 0;
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 {
     grpc_conn *c = s->data;
@@ -959,7 +1076,20 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
             conn_close(c);
         return;
     }
-    int rv = conn_input(c, (const uint8_t *)b->base, (size_t)nread);
+    const uint8_t *p = (const uint8_t *)b->base;
+    size_t n = (size_t)nread;
+    if (c->mode == MODE_SNIFF && sniff(c, &p, &n) != 0) {
+        release_rbuf(srv, b);
+        return;
+    }
+    if (c->mode == MODE_H1) {
+        int hv = srv->http1->input(c->h1, p, n);
+        release_rbuf(srv, b);
+        if (hv != 0 && !c->closed)
+            stop_reading(c); /* for good: the handler closes */
+        return;
+    }
+    int rv = conn_input(c, p, n);
     release_rbuf(srv, b);
     if (c->closed)
         return;
@@ -1069,11 +1199,13 @@ static int conn_start(grpc_server *srv, uv_stream_t *ls, uv_os_sock_t fd, unsign
         uv_tcp_nodelay(&c->ts.tcp, 1);
     tls_stream_set_handshake_timeout(&c->ts, TLS_HANDSHAKE_MS);
     conn_link(c);
+    c->mode = srv->http1 != NULL ? MODE_SNIFF : MODE_H2;
     if (tls_stream_read_start(&c->ts, on_alloc, on_read) != 0) {
         conn_close(c);
         return 0;
     }
-    mark_dirty(c); /* our SETTINGS */
+    if (c->mode == MODE_H2)
+        mark_dirty(c); /* our SETTINGS; when sniffing, once the preface is in */
     return 0;
 }
 
@@ -1113,9 +1245,16 @@ int grpc_server_adopt_flags(grpc_server *srv, uv_os_sock_t fd, unsigned flags)
     return conn_start(srv, NULL, fd, flags);
 }
 
+static void local_free(grpc_call *call);
+
 static void on_prepare(uv_prepare_t *p)
 {
     grpc_server *srv = p->data;
+    while (srv->reap) {
+        grpc_call *call = srv->reap;
+        srv->reap = call->reap_next;
+        local_free(call);
+    }
     while (srv->dirty) {
         grpc_conn *c = srv->dirty;
         unmark_dirty(c);
@@ -1151,6 +1290,7 @@ int grpc_server_new(uv_loop_t *loop, const struct grpc_method *methods, size_t n
         srv->max_send = GRPC_DEFAULT_MAX_SEND;
     srv->max_streams = opts ? opts->max_concurrent_streams : 0;
     srv->tls = opts ? opts->tls : NULL;
+    srv->http1 = opts ? opts->http1 : NULL;
     srv->sorted = malloc((n ? n : 1) * sizeof(*srv->sorted));
     srv->rbuf = malloc(READ_BUF_SIZE);
     if (srv->sorted == NULL || srv->rbuf == NULL)
@@ -1322,13 +1462,22 @@ void grpc_server_close(grpc_server *srv, void (*cb)(void *arg), void *arg)
     }
     while (srv->conns)
         conn_close(srv->conns); /* unlinks even when deferred */
+    /* the HTTP/1.1 connections let their local calls go as they closed;
+     * any other local call is cancelled: on_close for each, now */
+    while (srv->reap) {
+        grpc_call *call = srv->reap;
+        srv->reap = call->reap_next;
+        local_free(call);
+    }
+    while (srv->locals)
+        local_free(srv->locals);
     uv_prepare_stop(&srv->prepare);
     uv_close((uv_handle_t *)&srv->prepare, on_prepare_closed);
 }
 
 void *grpc_call_server_data(const grpc_call *call)
 {
-    return call->conn->srv->data;
+    return call->srv->data;
 }
 
 void grpc_call_set_data(grpc_call *call, void *data)
@@ -1353,6 +1502,13 @@ const char *grpc_call_path(const grpc_call *call)
 
 const char *grpc_call_metadata(const grpc_call *call, const char *name, size_t *len)
 {
+    if (call->lops != NULL) {
+        if (call->ltoken == NULL || strcmp(name, "token") != 0)
+            return NULL;
+        if (len)
+            *len = call->ltoken_len;
+        return call->ltoken;
+    }
     const nghttp2_rcbuf *v = header_find(call, name);
     if (v == NULL)
         return NULL;
@@ -1364,6 +1520,13 @@ const char *grpc_call_metadata(const grpc_call *call, const char *name, size_t *
 
 int grpc_call_send(grpc_call *call, const uint8_t *msg, size_t len)
 {
+    if (call->lops != NULL) {
+        if (call->finished || call->closed || call->lreaping)
+            return -EPIPE;
+        if (len > call->srv->max_send)
+            return -EMSGSIZE;
+        return call->lops->send(call->lctx, msg, len);
+    }
     grpc_conn *c = call->conn;
     if (call->finished || call->closed || c->closed || c->want_close)
         return -EPIPE;
@@ -1405,8 +1568,18 @@ int grpc_call_send(grpc_call *call, const uint8_t *msg, size_t len)
     return 0;
 }
 
+static void local_reap(grpc_call *call);
+
 int grpc_call_finish(grpc_call *call, int status, const char *message)
 {
+    if (call->lops != NULL) {
+        if (call->finished || call->closed || call->lreaping)
+            return -EPIPE;
+        call->finished = 1;
+        call->lops->finish(call->lctx, status, message);
+        local_reap(call);
+        return 0;
+    }
     grpc_conn *c = call->conn;
     if (call->finished || call->closed || c->closed || c->want_close)
         return -EPIPE;
@@ -1416,12 +1589,289 @@ int grpc_call_finish(grpc_call *call, int status, const char *message)
 const char *grpc_call_tls_common_name(const grpc_call *call)
 {
     const grpc_conn *c = call->conn;
-    return c->is_mem ? NULL : tls_stream_peer_cn(&c->ts);
+    return c == NULL || c->is_mem ? NULL : tls_stream_peer_cn(&c->ts);
 }
 
 size_t grpc_call_pending_bytes(const grpc_call *call)
 {
+    if (call->lops != NULL)
+        return call->lops->pending != NULL && !call->lreaping ? call->lops->pending(call->lctx)
+                                                              : 0;
     return call->out.len - call->out_off;
+}
+
+/* ---- plain HTTP requests over HTTP/2 ---- */
+
+static char *hdr_dup(const grpc_call *call, const char *name)
+{
+    size_t n = 0;
+    const char *v = grpc_call_metadata(call, name, &n);
+    return v != NULL ? strndup(v, n) : NULL;
+}
+
+static void raw_request(grpc_call *call)
+{
+    grpc_conn *c = call->conn;
+    if (call->rawh != NULL || call->finished)
+        return;
+    if (call->raw_too_big) {
+        static const char tl[] = "http: request body too large\n";
+        const char *h[] = {"content-type", "text/plain; charset=utf-8", NULL};
+        grpc_h2_respond(call, 413, h, sizeof(tl) - 1);
+        grpc_h2_write(call, tl, sizeof(tl) - 1);
+        grpc_h2_end(call);
+        return;
+    }
+    nghttp2_vec m = rc_vec(call->http_method), p = rc_vec(call->path);
+    char *method = strndup((const char *)m.base, m.len);
+    char *path = strndup((const char *)p.base, p.len);
+    char *auth = hdr_dup(call, "authorization");
+    char *ct = hdr_dup(call, "content-type");
+    struct grpc_h2_request req = {method, path, auth, ct, call->rbody.data, call->rbody.len};
+    if (method != NULL && path != NULL)
+        call->rawh = c->srv->http1->h2_request(c->srv->http1->arg, call, &req);
+    free(method);
+    free(path);
+    free(auth);
+    free(ct);
+    buf_free(&call->rbody);
+    if (call->rawh == NULL && !call->finished)
+        nghttp2_submit_rst_stream(c->sess, NGHTTP2_FLAG_NONE, call->stream_id,
+                                  NGHTTP2_INTERNAL_ERROR);
+    mark_dirty(c);
+}
+
+int grpc_h2_respond(grpc_call *call, int status, const char *const *headers, long long length)
+{
+    grpc_conn *c = call->conn;
+    if (!call->raw || call->headers_sent || call->closed || c->closed)
+        return -EPIPE;
+    nghttp2_nv nv[24];
+    size_t n = 0;
+    char st[8], len[24];
+    snprintf(st, sizeof(st), "%d", status);
+    nv[n++] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)st, 7, strlen(st), 0};
+    for (size_t i = 0; headers != NULL && headers[i] != NULL && headers[i + 1] != NULL &&
+                       n < sizeof(nv) / sizeof(nv[0]) - 1;
+         i += 2)
+        nv[n++] = (nghttp2_nv){(uint8_t *)headers[i], (uint8_t *)headers[i + 1],
+                               strlen(headers[i]), strlen(headers[i + 1]), 0};
+    if (length >= 0) {
+        snprintf(len, sizeof(len), "%lld", length);
+        nv[n++] = (nghttp2_nv){(uint8_t *)"content-length", (uint8_t *)len, 14, strlen(len), 0};
+    }
+    nghttp2_data_provider prd;
+    prd.source.ptr = call;
+    prd.read_callback = data_read;
+    if (nghttp2_submit_response(c->sess, call->stream_id, nv, n, &prd) != 0)
+        return -EPIPE;
+    call->headers_sent = 1;
+    mark_dirty(c);
+    return 0;
+}
+
+int grpc_h2_write(grpc_call *call, const void *p, size_t n)
+{
+    grpc_conn *c = call->conn;
+    if (!call->raw || !call->headers_sent || call->finished || call->closed || c->closed)
+        return -EPIPE;
+    if (buf_append(&call->out, p, n) != 0)
+        return -ENOMEM;
+    if (call->deferred) {
+        call->deferred = 0;
+        nghttp2_session_resume_data(c->sess, call->stream_id);
+    }
+    mark_dirty(c);
+    return 0;
+}
+
+grpc_server *grpc_call_h2_server(const grpc_call *call)
+{
+    return call->srv;
+}
+
+void grpc_h2_end(grpc_call *call)
+{
+    grpc_conn *c = call->conn;
+    if (!call->raw || !call->headers_sent || call->finished || call->closed || c->closed)
+        return;
+    call->finished = 1;
+    if (call->deferred) {
+        call->deferred = 0;
+        nghttp2_session_resume_data(c->sess, call->stream_id);
+    }
+    mark_dirty(c);
+}
+
+/* ---- local calls ---- */
+
+int grpc_call_open_local(grpc_server *srv, const char *path, const struct grpc_local_ops *ops,
+                         void *ctx, const char *token, size_t token_len, grpc_call **out)
+{
+    if (srv->closing)
+        return -ESHUTDOWN;
+    nghttp2_vec pv = {(uint8_t *)path, strlen(path)};
+    const struct grpc_method *m = method_find(srv, pv);
+    if (m == NULL)
+        return -ENOENT;
+    grpc_call *call = calloc(1, sizeof(*call));
+    if (call == NULL)
+        return -ENOMEM;
+    if (token != NULL && (call->ltoken = strndup(token, token_len)) == NULL) {
+        free(call);
+        return -ENOMEM;
+    }
+    call->ltoken_len = token_len;
+    call->srv = srv;
+    call->method = m;
+    call->lops = ops;
+    call->lctx = ctx;
+    call->lnext = srv->locals;
+    if (srv->locals)
+        srv->locals->lprev = call;
+    srv->locals = call;
+    *out = call;
+    return 0;
+}
+
+/* local_free delivers on_close (once) and frees a local call. */
+static void local_free(grpc_call *call)
+{
+    grpc_server *srv = call->srv;
+    if (call->lprev)
+        call->lprev->lnext = call->lnext;
+    else
+        srv->locals = call->lnext;
+    if (call->lnext)
+        call->lnext->lprev = call->lprev;
+    call->lreaping = 1; /* the face is gone: sends fail, finish is dropped */
+    if (!call->closed) {
+        call->closed = 1;
+        call->finished = 1;
+        if (call->method->on_close)
+            call->method->on_close(call);
+    }
+    free(call->ltoken);
+    free(call);
+}
+
+/* local_reap schedules on_close and the free for the next loop pass: a
+ * call ends inside the service's own stack (its finish), which must not
+ * see its on_close before it returns. */
+static void local_reap(grpc_call *call)
+{
+    if (call->lreaping)
+        return;
+    call->lreaping = 1;
+    call->reap_next = call->srv->reap;
+    call->srv->reap = call;
+}
+
+/* local_fail ends a local call with an error the grpc layer found, as the
+ * HTTP/2 face does (the face hears it through its finish). */
+static void local_fail(grpc_call *call, int status, const char *msg)
+{
+    if (call->finished || call->lreaping)
+        return;
+    call->finished = 1;
+    call->lops->finish(call->lctx, status, msg);
+    local_reap(call);
+}
+
+int grpc_call_local_message(grpc_call *call, const uint8_t *msg, size_t len)
+{
+    if (call->finished || call->lreaping)
+        return -EPIPE;
+    if (len > call->srv->max_recv) {
+        char text[128];
+        snprintf(text, sizeof(text), "grpc: received message larger than max (%zu vs. %zu)", len,
+                 call->srv->max_recv);
+        local_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, text);
+        return -EMSGSIZE;
+    }
+    enum grpc_method_kind k = call->method->kind;
+    if (call->got_message && (k == GRPC_UNARY || k == GRPC_SERVER_STREAMING)) {
+        local_fail(call, GRPC_STATUS_INTERNAL,
+                   "grpc: received more than one request message for a unary request");
+        return -EPROTO;
+    }
+    call->got_message = 1;
+    call->method->on_message(call, msg, len);
+    return 0;
+}
+
+void grpc_call_local_half_close(grpc_call *call)
+{
+    if (call->finished || call->lreaping)
+        return;
+    enum grpc_method_kind k = call->method->kind;
+    if (k == GRPC_UNARY || k == GRPC_SERVER_STREAMING) {
+        if (!call->got_message)
+            local_fail(call, GRPC_STATUS_INTERNAL, "grpc: received no request message");
+        return;
+    }
+    if (call->method->on_half_close)
+        call->method->on_half_close(call);
+}
+
+void grpc_call_local_cancel(grpc_call *call)
+{
+    local_reap(call);
+}
+
+/* ---- HTTP/1.1 connections (grpc_http1) ---- */
+
+grpc_server *grpc_conn_server(const grpc_conn *c)
+{
+    return c->srv;
+}
+
+uv_loop_t *grpc_server_loop(const grpc_server *srv)
+{
+    return srv->loop;
+}
+
+int grpc_conn_write(grpc_conn *c, const void *p, size_t n)
+{
+    if (c->closed || c->shutdown || c->want_close)
+        return -EPIPE;
+    if (n > 0 && buf_append(&c->obuf, p, n) != 0)
+        return -ENOMEM;
+    mark_dirty(c);
+    return 0;
+}
+
+size_t grpc_conn_pending(const grpc_conn *c)
+{
+    return c->obuf.len + (c->writing ? c->wbuf.len : 0);
+}
+
+void grpc_conn_shutdown(grpc_conn *c)
+{
+    if (c->closed || c->shutdown)
+        return;
+    c->shutdown = 1;
+    stop_reading(c);
+    mark_dirty(c); /* conn_flush -> conn_check closes once written */
+}
+
+void grpc_conn_pause_read(grpc_conn *c, bool pause)
+{
+    if (c->closed || c->read_stopped == 2 || c->is_mem)
+        return;
+    if (pause && c->read_stopped == 0) {
+        tls_stream_read_stop(&c->ts);
+        c->read_stopped = 3;
+    } else if (!pause && c->read_stopped == 3) {
+        c->read_stopped = 0;
+        if (tls_stream_read_start(&c->ts, on_alloc, on_read) != 0)
+            conn_close(c);
+    }
+}
+
+const char *grpc_conn_tls_common_name(const grpc_conn *c)
+{
+    return c->is_mem ? NULL : tls_stream_peer_cn(&c->ts);
 }
 
 /* ---- connections without a socket ---- */
@@ -1433,6 +1883,7 @@ int grpc_conn_new_mem(grpc_server *srv, grpc_conn **out)
         return -ENOMEM;
     c->srv = srv;
     c->is_mem = 1;
+    c->mode = srv->http1 != NULL ? MODE_SNIFF : MODE_H2;
     if (session_new(c) != 0) {
         free(c);
         return -ENOMEM;
@@ -1446,6 +1897,15 @@ int grpc_conn_mem_feed(grpc_conn *c, const uint8_t *p, size_t n)
 {
     if (c->closed)
         return -EPROTO;
+    if (c->mode == MODE_SNIFF && sniff(c, &p, &n) != 0)
+        return c->closed ? -EPROTO : 0;
+    if (c->mode == MODE_H1) {
+        if (c->read_stopped != 2 && c->srv->http1->input(c->h1, p, n) != 0 && !c->closed)
+            stop_reading(c);
+        if (conn_check(c))
+            return -EPROTO;
+        return 0;
+    }
     int rv = conn_input(c, p, n);
     if (c->closed)
         return -EPROTO;

@@ -322,6 +322,7 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
     snprintf(c->initial_cluster_token, sizeof(c->initial_cluster_token), "etcd-cluster");
     snprintf(c->log_level, sizeof(c->log_level), "info");
     c->max_txn_ops = 128;
+    c->enable_grpc_gateway = true;
     c->max_request_bytes = 1572864;
     c->quota_backend_bytes = 2ull << 30;
     c->heartbeat_ms = 100;
@@ -414,6 +415,9 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
             {"peer-cert-allowed-cn", F_STR, c->peer_cert_allowed_cn,
              sizeof(c->peer_cert_allowed_cn)},
             {"cipher-suites", F_STR, c->cipher_suites, sizeof(c->cipher_suites)},
+            {"enable-grpc-gateway", F_BOOL, &c->enable_grpc_gateway, 0},
+            {"enable-v2", F_BOOL, &c->enable_v2, 0},
+            {"experimental-enable-v2v3", F_STR, c->v2v3_prefix, sizeof(c->v2v3_prefix)},
             /* accepted for etcd compatibility, no effect in quorum */
             {"enable-pprof", F_IGNORED_BOOL, NULL, 0},
             {"logger", F_IGNORED_STR, NULL, 0},

@@ -94,6 +94,11 @@ struct config {
     } client_tls, peer_tls;
     char peer_cert_allowed_cn[256]; /* --peer-cert-allowed-cn */
     char cipher_suites[2048];       /* --cipher-suites, etcd's (Go) names, comma-separated */
+
+    /* ---- the HTTP face (docs/http.md) ---- */
+    bool enable_grpc_gateway; /* --enable-grpc-gateway: the /v3 JSON gateway (on) */
+    bool enable_v2;           /* --enable-v2: the v2 keys API (off, as etcd 3.4) */
+    char v2v3_prefix[256];    /* --experimental-enable-v2v3: where v2 keys live in v3 */
 };
 
 #define CONFIG_FRONT_AUTO (~0u)

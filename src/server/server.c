@@ -1,6 +1,7 @@
 /* server/server.c: start and stop a member; the apply hook that turns the
  * writes of one loop pass into one durable LMDB batch (see server.h). */
 #include "server/server_int.h"
+#include "http/http.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -421,9 +422,19 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
     s->id_prefix = (s->member_id & 0xffff) << 48; /* the lease id generator */
 
     what = "start the gRPC server";
+    struct http_config hc = {
+        .server_version = "3.4.0", /* as Maintenance/Status reports it */
+        .cluster_version = "3.4.0",
+        .gateway = cfg->enable_grpc_gateway,
+        .v2 = cfg->enable_v2,
+        /* JSON (base64 bytes) is larger than the protobuf it carries */
+        .max_body = 2 * (cfg->max_request_bytes + 512 * 1024),
+    };
+    snprintf(hc.v2v3_prefix, sizeof(hc.v2v3_prefix), "%s", cfg->v2v3_prefix);
     struct grpc_server_options go = {
         .max_recv_msg_size = cfg->max_request_bytes + 512 * 1024,
         .tls = s->tls.client,
+        .http1 = http_face(&hc),
     };
     unsigned nf = cfg->front_loops == CONFIG_FRONT_AUTO ? fronts_count_auto() : cfg->front_loops;
     if (nf > 0) {
