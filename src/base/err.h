@@ -85,6 +85,8 @@ enum grpc_status {
     X(QERR_MEMBER_BAD_URLS, INVALID_ARGUMENT, "etcdserver: given member URLs are invalid")         \
     X(QERR_MEMBER_NOT_LEARNER, FAILED_PRECONDITION,                                                \
       "etcdserver: can only promote a learner member")                                             \
+    X(QERR_LEARNER_NOT_READY, FAILED_PRECONDITION,                                                 \
+      "etcdserver: can only promote a learner member which is in sync with leader")                \
     X(QERR_TOO_MANY_LEARNERS, FAILED_PRECONDITION,                                                 \
       "etcdserver: too many learner members in cluster")                                           \
     X(QERR_NOT_LEADER, FAILED_PRECONDITION, "etcdserver: not leader")                              \

@@ -229,6 +229,10 @@ struct grpc_http1 {
     /* input: bytes read from the client, in order. Nonzero: stop reading
      * for good (the handler shuts the connection down). */
     int (*input)(void *h, const uint8_t *p, size_t n);
+    /* eof: the client ended its side (half-close); reading has stopped.
+     * The handler answers what it can and shuts the connection down.
+     * Optional: without it the connection is closed at once. */
+    void (*eof)(void *h);
     /* drained: all output queued so far reached the socket (optional). */
     void (*drained)(void *h);
     /* closed: the connection is gone (client left, write error, shutdown

@@ -1072,8 +1072,14 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     grpc_server *srv = c->srv;
     if (nread <= 0) {
         release_rbuf(srv, b);
-        if (nread < 0)
+        if (nread == UV_EOF && c->mode == MODE_H1 && srv->http1->eof != NULL) {
+            /* the client's side ended: the handler may still answer */
+            stop_reading(c);
+            srv->http1->eof(c->h1);
+            mark_dirty(c);
+        } else if (nread < 0) {
             conn_close(c);
+        }
         return;
     }
     const uint8_t *p = (const uint8_t *)b->base;

@@ -42,6 +42,7 @@ struct hconn {
     bool feeding;   /* inside feed(): a finished request resumes there */
     uv_timer_t timer;
     int error_status; /* set by a parser callback: answer and close */
+    const char *error_detail;
 };
 
 static const http_parser_settings settings;
@@ -116,7 +117,8 @@ int http_percent_decode(const char *s, size_t n, bool plus, char *out, size_t ca
     return (int)o;
 }
 
-int hreq_query_get(const struct hreq *r, const char *name, char *out, size_t cap)
+/* query_find decodes the |nth| value of |name| into |out|; -1: absent. */
+static int query_find(const struct hreq *r, const char *name, int nth, char *out, size_t cap)
 {
     size_t nl = strlen(name);
     const char *q = r->query;
@@ -127,7 +129,7 @@ int hreq_query_get(const struct hreq *r, const char *name, char *out, size_t cap
         size_t kl = eq ? (size_t)(eq - q) : len;
         char key[256];
         int dk = http_percent_decode(q, kl, true, key, sizeof(key));
-        if (dk >= 0 && (size_t)dk == nl && memcmp(key, name, nl) == 0) {
+        if (dk >= 0 && (size_t)dk == nl && memcmp(key, name, nl) == 0 && nth-- == 0) {
             if (eq == NULL) {
                 if (cap > 0)
                     out[0] = 0;
@@ -140,6 +142,24 @@ int hreq_query_get(const struct hreq *r, const char *name, char *out, size_t cap
             q++;
     }
     return -1;
+}
+
+int hreq_query_get(const struct hreq *r, const char *name, char *out, size_t cap)
+{
+    return query_find(r, name, 0, out, cap);
+}
+
+bool hreq_query_has(const struct hreq *r, const char *name, const char *value, size_t vlen)
+{
+    char v[256];
+    for (int i = 0; i < 64; i++) {
+        int n = query_find(r, name, i, v, sizeof(v));
+        if (n < 0)
+            return false;
+        if ((size_t)n == vlen && memcmp(v, value, vlen) == 0)
+            return true;
+    }
+    return false;
 }
 
 /* ---- requests ---- */
@@ -170,22 +190,39 @@ static void feed(struct hconn *hc);
 
 /* simple_error answers a request the connection itself refuses (the way
  * Go's net/http does: text/plain, "Connection: close") and stops. */
-static void simple_error(struct hconn *hc, int status)
+static void simple_error_detail(struct hconn *hc, int status, const char *detail)
 {
-    char out[256];
+    char out[384];
     int n = snprintf(out, sizeof(out),
                      "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
-                     "Connection: close\r\n\r\n%d %s",
-                     status, http_status_text(status), status, http_status_text(status));
+                     "Connection: close\r\n\r\n%d %s%s%s",
+                     status, http_status_text(status), status, http_status_text(status),
+                     detail ? ": " : "", detail ? detail : "");
     grpc_conn_write(hc->c, out, (size_t)n);
     hc->closing = true;
     grpc_conn_shutdown(hc->c);
 }
 
+static void simple_error(struct hconn *hc, int status)
+{
+    simple_error_detail(hc, status, NULL);
+}
+
+void http_method_not_allowed(struct hreq *r, const char *allow)
+{
+    static const char na[] = "Method Not Allowed\n";
+    char extra[128];
+    snprintf(extra, sizeof(extra), "%s%s%sX-Content-Type-Options: nosniff\r\n",
+             allow ? "Allow: " : "", allow ? allow : "", allow ? "\r\n" : "");
+    hreq_respond(r, 405, "text/plain; charset=utf-8", extra, na, sizeof(na) - 1);
+}
+
 void http_route(struct hreq *r)
 {
     const char *p = r->path;
-    if (strcmp(p, "/version") == 0) {
+    if (strcmp(r->method, "OPTIONS") == 0) {
+        hreq_respond(r, 200, NULL, NULL, NULL, 0); /* CORS preflight, as etcd's --cors=* */
+    } else if (strcmp(p, "/version") == 0) {
         http_serve_version(r);
     } else if (strcmp(p, "/health") == 0 || strcmp(p, "/livez") == 0 ||
                strcmp(p, "/readyz") == 0) {
@@ -194,8 +231,6 @@ void http_route(struct hreq *r)
         http_serve_gateway(r, p + 4);
     } else if (http_cfg.gateway && strncmp(p, "/v3beta/", 8) == 0) {
         http_serve_gateway(r, p + 8);
-    } else if (http_cfg.gateway && strncmp(p, "/v3alpha/", 9) == 0) {
-        http_serve_gateway(r, p + 9);
     } else if (http_cfg.v2 && strncmp(p, "/v2/", 4) == 0) {
         http_serve_v2(r, p + 4);
     } else {
@@ -301,6 +336,7 @@ static void h1_head(struct hreq *r, int status, const char *ctype, const char *e
         n += snprintf(h + n, sizeof(h) - (size_t)n, "Content-Length: %lld\r\n", length);
     else if (!r->http10)
         n += snprintf(h + n, sizeof(h) - (size_t)n, "Transfer-Encoding: chunked\r\n");
+    n += snprintf(h + n, sizeof(h) - (size_t)n, "%s", HTTP_CORS_HEADERS);
     if (!r->keep_alive || hc->closing)
         n += snprintf(h + n, sizeof(h) - (size_t)n, "Connection: close\r\n");
     else if (r->http10)
@@ -311,6 +347,15 @@ static void h1_head(struct hreq *r, int status, const char *ctype, const char *e
     if (extra != NULL)
         grpc_conn_write(hc->c, extra, strlen(extra));
     grpc_conn_write(hc->c, "\r\n", 2);
+}
+
+/* head_plain writes the head of a response to |r| outside the handlers. */
+static void head_plain(struct hconn *hc, struct hreq *r, int status, const char *ctype,
+                       size_t len)
+{
+    (void)hc;
+    r->keep_alive = false;
+    h1_head(r, status, ctype, NULL, (long long)len);
 }
 
 static int h1_body(struct hreq *r, const void *p, size_t n)
@@ -426,6 +471,14 @@ static int header_done(struct hconn *hc)
         slot = &r->authorization;
     else if (n->len == 12 && strncasecmp((char *)n->data, "content-type", 12) == 0)
         slot = &r->content_type;
+    else if (n->len == 4 && strncasecmp((char *)n->data, "host", 4) == 0)
+        r->has_host = true;
+    else if (n->len == 6 && strncasecmp((char *)n->data, "expect", 6) == 0) {
+        if (v->len == 12 && strncasecmp((char *)v->data, "100-continue", 12) == 0)
+            r->expect_continue = true;
+        else
+            r->expect_other = true;
+    }
     if (slot != NULL && *slot == NULL && (*slot = dup_buf(v)) == NULL)
         return -1;
     buf_reset(n);
@@ -465,15 +518,23 @@ static int on_headers_complete(http_parser *p)
     r->method = http_method_str((enum http_method)p->method);
     r->http10 = p->http_major == 1 && p->http_minor == 0;
     r->keep_alive = http_should_keep_alive(p);
+    /* Go's net/http refuses these before any handler runs */
+    if (!r->http10 && !r->has_host) {
+        hc->error_status = 400;
+        hc->error_detail = "missing required Host header";
+        return -1;
+    }
+    if (r->expect_other) {
+        hc->error_status = 417;
+        return -1;
+    }
     size_t max = http_cfg.max_body ? http_cfg.max_body : DEFAULT_MAX_BODY;
     if (p->content_length != ULLONG_MAX && p->content_length > max) {
         hc->error_status = 413;
         return -1;
     }
     /* Expect: 100-continue (curl sends it for bodies over 1 KiB) */
-    if ((p->flags & F_CONTENTLENGTH) && p->content_length > 0 && !r->http10) {
-        /* http_parser does not expose Expect; answering 100 to every
-         * request with a body is allowed (RFC 9110 15.2.1) and harmless */
+    if (r->expect_continue && !r->http10) {
         static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
         grpc_conn_write(hc->c, cont, sizeof(cont) - 1);
     }
@@ -537,7 +598,7 @@ static void feed(struct hconn *hc)
             if (hc->req != NULL && hc->req->answered)
                 status = 0;
             if (status)
-                simple_error(hc, status);
+                simple_error_detail(hc, status, hc->error_detail);
             else
                 grpc_conn_shutdown(hc->c);
             break;
@@ -593,6 +654,36 @@ static int h_input(void *h, const uint8_t *p, size_t n)
     return hc->closing ? 1 : 0;
 }
 
+/* the client half-closed: as Go's server, a request cut short gets 400
+ * (the gateway's JSON "unexpected EOF" once the body had begun); one being
+ * answered is finished first; then the connection closes. */
+static void h_eof(void *h)
+{
+    struct hconn *hc = h;
+    if (hc->closing)
+        return;
+    struct hreq *r = hc->req;
+    if (r != NULL && hc->answering) {
+        hc->closing = true; /* request_done shuts down after the answer */
+        return;
+    }
+    if (r != NULL && r->method != NULL && strncmp(r->path, "/v3/", 4) == 0) {
+        static const char eof[] =
+            "{\"error\":\"unexpected EOF\",\"message\":\"unexpected EOF\",\"code\":3}";
+        hc->closing = true;
+        head_plain(hc, r, 400, "application/json", sizeof(eof) - 1);
+        grpc_conn_write(hc->c, eof, sizeof(eof) - 1);
+        grpc_conn_shutdown(hc->c);
+        return;
+    }
+    if (r != NULL) {
+        simple_error(hc, 400);
+        return;
+    }
+    hc->closing = true;
+    grpc_conn_shutdown(hc->c);
+}
+
 static void on_timer_closed(uv_handle_t *t)
 {
     free(t->data);
@@ -620,6 +711,7 @@ static struct grpc_http1 face = {
     .open = h_open,
     .input = h_input,
     .closed = h_closed,
+    .eof = h_eof,
     .h2_request = http_h2_request,
     .h2_closed = http_h2_closed,
 };

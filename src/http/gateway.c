@@ -1,5 +1,5 @@
 /* http/gateway.c: etcd's JSON gateway (grpc-gateway v1, as etcd 3.4 serves
- * it under /v3/, /v3beta/ and /v3alpha/).
+ * it under /v3/ and /v3beta/).
  *
  * A POST to a path of the table below becomes a local call of the gRPC
  * method it names (grpc_call_open_local): the JSON body is turned into the
@@ -13,7 +13,7 @@
  *
  * Errors (grpc-gateway's DefaultHTTPError): the gRPC status mapped to an
  * HTTP status (http_status_from_grpc), body
- * {"error":MSG,"code":CODE,"message":MSG}; in a stream
+ * {"error":MSG,"message":MSG,"code":CODE}; in a stream
  * {"error":{"grpc_code":C,"http_code":H,"message":M,"http_status":TEXT}}.
  */
 #include <errno.h>
@@ -125,7 +125,7 @@ static int http_status_from_grpc(int code)
         [GRPC_STATUS_ALREADY_EXISTS] = 409,
         [GRPC_STATUS_PERMISSION_DENIED] = 403,
         [GRPC_STATUS_RESOURCE_EXHAUSTED] = 429,
-        [GRPC_STATUS_FAILED_PRECONDITION] = 400,
+        [GRPC_STATUS_FAILED_PRECONDITION] = 412,
         [GRPC_STATUS_ABORTED] = 409,
         [GRPC_STATUS_OUT_OF_RANGE] = 400,
         [GRPC_STATUS_UNIMPLEMENTED] = 501,
@@ -144,8 +144,8 @@ static const char JSON_CT[] = "application/json";
 /* respond_error answers a request with grpc-gateway's error body. */
 static void respond_error(struct hreq *r, int code, const char *msg)
 {
-    json_t *j = json_pack("{s:s, s:i, s:s}", "error", msg ? msg : "", "code", code, "message",
-                          msg ? msg : "");
+    json_t *j = json_pack("{s:s, s:s, s:i}", "error", msg ? msg : "", "message", msg ? msg : "",
+                          "code", code);
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
     const char *body = s ? s : "{}";
     hreq_respond(r, http_status_from_grpc(code), JSON_CT, NULL, body, strlen(body));
@@ -153,18 +153,21 @@ static void respond_error(struct hreq *r, int code, const char *msg)
     json_decref(j);
 }
 
-/* stream_error is the error object a stream ends with. */
+/* what etcd's gateway says of the call's metadata */
+#define GRPC_META "Grpc-Metadata-Content-Type: application/grpc\r\n"
+
+/* stream_error is the error object a stream ends with (no newline, as
+ * grpc-gateway v1 writes it); before any message it also sets the status. */
 static void stream_error(struct hreq *r, int code, const char *msg)
 {
     int hs = http_status_from_grpc(code);
+    if (!r->streaming)
+        hreq_stream_start(r, hs, JSON_CT, NULL);
     json_t *j = json_pack("{s:{s:i, s:i, s:s, s:s}}", "error", "grpc_code", code, "http_code", hs,
                           "message", msg ? msg : "", "http_status", http_status_text(hs));
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    if (s != NULL) {
-        size_t n = strlen(s);
-        s[n] = '\n'; /* json_dumps leaves room: the NUL becomes the newline */
-        hreq_stream_write(r, s, n + 1);
-    }
+    if (s != NULL)
+        hreq_stream_write(r, s, strlen(s));
     free(s);
     json_decref(j);
 }
@@ -196,7 +199,7 @@ static int gw_send(void *ctx, const uint8_t *msg, size_t len)
         return jsonpb_encode(g->rt->out, msg, len, &g->out) == 0 ? 0 : -ENOMEM;
     }
     if (!g->r->streaming)
-        hreq_stream_start(g->r, 200, JSON_CT, NULL);
+        hreq_stream_start(g->r, 200, JSON_CT, GRPC_META);
     buf_reset(&g->out);
     static const char pre[] = "{\"result\":";
     if (buf_append(&g->out, pre, sizeof(pre) - 1) != 0 ||
@@ -216,14 +219,14 @@ static void gw_finish(void *ctx, int status, const char *message)
         r->on_abort = NULL;
         if (!g->stream) {
             if (status == GRPC_STATUS_OK)
-                hreq_respond(r, 200, JSON_CT, NULL, g->out.data, g->out.len);
+                hreq_respond(r, 200, JSON_CT, GRPC_META, g->out.data, g->out.len);
             else
                 respond_error(r, status, message);
         } else {
-            if (!r->streaming)
-                hreq_stream_start(r, 200, JSON_CT, NULL);
             if (status != GRPC_STATUS_OK)
                 stream_error(r, status, message);
+            else if (!r->streaming)
+                hreq_stream_start(r, 200, JSON_CT, GRPC_META);
             hreq_stream_end(r);
         }
     }
@@ -280,8 +283,11 @@ static int feed_json(struct gw *g, const struct hreq *r, char *err, size_t errle
             json_decref(j);
         }
         rv = n == 0 ? 0 : jsonpb_decode(g->rt->in, p, used, &pb, err, errlen);
+        if (rv != 0 && client_stream && sent > 0)
+            break; /* grpc-gateway's sending goroutine just stops: the client's side ends */
         if (rv != 0) {
-            *code = GRPC_STATUS_INVALID_ARGUMENT;
+            /* a stream's first request fails in that goroutine: Unknown, 500 */
+            *code = client_stream ? GRPC_STATUS_UNKNOWN : GRPC_STATUS_INVALID_ARGUMENT;
             buf_free(&pb);
             return -1;
         }
@@ -307,13 +313,13 @@ void http_serve_gateway(struct hreq *r, const char *rest)
             break;
         }
     if (rt == NULL) {
-        static const char nf[] = "Not Found";
-        respond_error(r, GRPC_STATUS_NOT_FOUND, nf);
+        static const char nf[] = "Not Found\n";
+        hreq_respond(r, 404, "text/plain; charset=utf-8", "X-Content-Type-Options: nosniff\r\n",
+                     nf, sizeof(nf) - 1);
         return;
     }
     if (strcmp(r->method, "POST") != 0) {
-        static const char na[] = "Method Not Allowed";
-        respond_error(r, GRPC_STATUS_UNIMPLEMENTED, na);
+        http_method_not_allowed(r, NULL);
         return;
     }
     struct gw *g = calloc(1, sizeof(*g));

@@ -17,13 +17,19 @@
 static void h2_head(struct hreq *r, int status, const char *ctype, const char *extra,
                     long long length)
 {
-    const char *h[24];
+    const char *h[32];
     char names[8][64], values[8][256];
     size_t n = 0, k = 0;
     if (ctype != NULL) {
         h[n++] = "content-type";
         h[n++] = ctype;
     }
+    h[n++] = "access-control-allow-headers";
+    h[n++] = "accept, content-type, authorization";
+    h[n++] = "access-control-allow-methods";
+    h[n++] = "POST, GET, OPTIONS, PUT, DELETE";
+    h[n++] = "access-control-allow-origin";
+    h[n++] = "*";
     for (const char *p = extra; p != NULL && *p && k < 8;) {
         const char *colon = strchr(p, ':'), *eol = strstr(p, "\r\n");
         if (colon == NULL || eol == NULL || colon > eol)

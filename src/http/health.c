@@ -17,6 +17,7 @@
 #include <uv.h>
 
 #include "base/err.h"
+#include "base/log.h"
 #include "http/http_int.h"
 #include "rpc.pb-c.h"
 
@@ -24,6 +25,10 @@
 
 void http_serve_version(struct hreq *r)
 {
+    if (strcmp(r->method, "GET") != 0) {
+        http_method_not_allowed(r, "GET");
+        return;
+    }
     char body[160];
     int n = snprintf(body, sizeof(body), "{\"etcdserver\":\"%s\",\"etcdcluster\":\"%s\"}",
                      http_cfg.server_version ? http_cfg.server_version : "3.4.0",
@@ -37,7 +42,6 @@ struct probe {
     struct hreq *r;
     enum kind kind;
     bool serializable;
-    char exclude[128]; /* ?exclude= (one alarm name, as etcd 3.4 takes it) */
     struct lcall *lc;
     uv_timer_t timer;
     bool timer_on;
@@ -71,11 +75,15 @@ static void answer(struct probe *p, bool ok, const char *reason)
     r->on_abort = NULL;
     char body[256];
     int n;
+    if (!ok)
+        log_warn("http", "/%s error: %s (status code 503)",
+                 p->kind == K_HEALTH ? "health" : p->kind == K_LIVEZ ? "livez" : "readyz", reason);
     if (p->kind == K_HEALTH) {
-        n = snprintf(body, sizeof(body), "{\"health\":\"%s\",\"reason\":\"%s\"}",
-                     ok ? "true" : "false", ok ? "" : reason);
+        /* etcd 3.4 logs the reason; its body says only true or false */
+        n = snprintf(body, sizeof(body), "{\"health\":\"%s\"}", ok ? "true" : "false");
         if (ok) {
-            hreq_respond(r, 200, NULL, NULL, body, (size_t)n);
+            /* Go sniffs the type of what etcd writes: text */
+            hreq_respond(r, 200, "text/plain; charset=utf-8", NULL, body, (size_t)n);
         } else {
             body[n++] = '\n'; /* http.Error adds it */
             hreq_respond(r, 503, "text/plain; charset=utf-8",
@@ -131,22 +139,23 @@ static void on_status(void *arg, int status, const char *msg, const uint8_t *res
         probe_end(p);
         return;
     }
-    /* errors are the alarms, "memberID:N alarm:NAME" */
-    const char *alarm = NULL;
-    for (size_t i = 0; i < st->n_errors && alarm == NULL; i++) {
+    /* errors are the alarms, "memberID:N alarm:NAME " */
+    char alarm[32] = "";
+    for (size_t i = 0; i < st->n_errors && !alarm[0]; i++) {
         const char *a = strstr(st->errors[i], "alarm:");
         if (a == NULL)
             continue;
         a += 6;
-        if (p->kind == K_LIVEZ && strcmp(a, "CORRUPT") != 0)
+        size_t n = strcspn(a, " ");
+        if (p->kind == K_LIVEZ && (n != 7 || memcmp(a, "CORRUPT", 7) != 0))
             continue; /* 3.6: only corruption makes a member not live */
-        if (p->exclude[0] && strcmp(a, p->exclude) == 0)
-            continue;
-        alarm = a;
+        if (p->r != NULL && hreq_query_has(p->r, "exclude", a, n))
+            continue; /* ?exclude=NOSPACE (may repeat; case matters, as etcd) */
+        snprintf(alarm, sizeof(alarm), "%.*s", (int)(n < 31 ? n : 31), a);
     }
     bool leader = st->leader != 0;
     char reason[64];
-    if (alarm != NULL) {
+    if (alarm[0]) {
         snprintf(reason, sizeof(reason), p->kind == K_HEALTH ? "ALARM %s" : "alarm %s", alarm);
         etcdserverpb__status_response__free_unpacked(st, NULL);
         answer(p, false, p->kind == K_HEALTH ? reason : "data_corruption");
@@ -190,10 +199,8 @@ static void probe_abort(struct hreq *r)
 
 void http_serve_health(struct hreq *r, const char *which)
 {
-    if (strcmp(r->method, "GET") != 0 && strcmp(r->method, "HEAD") != 0) {
-        static const char na[] = "Method Not Allowed\n";
-        hreq_respond(r, 405, "text/plain; charset=utf-8",
-                     "Allow: GET\r\nX-Content-Type-Options: nosniff\r\n", na, sizeof(na) - 1);
+    if (strcmp(r->method, "GET") != 0) {
+        http_method_not_allowed(r, "GET");
         return;
     }
     struct probe *p = calloc(1, sizeof(*p));
@@ -208,8 +215,6 @@ void http_serve_health(struct hreq *r, const char *which)
     char v[16];
     p->serializable = hreq_query_get(r, "serializable", v, sizeof(v)) >= 0 &&
                       strcmp(v, "true") == 0;
-    if (hreq_query_get(r, "exclude", p->exclude, sizeof(p->exclude)) < 0)
-        p->exclude[0] = 0;
     uv_timer_init(grpc_server_loop(hreq_server(r)), &p->timer);
     p->timer.data = p;
     p->timer_on = true;

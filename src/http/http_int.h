@@ -47,6 +47,9 @@ struct hreq {
     char *content_type;
     bool http10;
     bool keep_alive;
+    bool expect_continue; /* Expect: 100-continue */
+    bool expect_other;    /* another Expect: 417 */
+    bool has_host;
     /* the handler's */
     void (*on_abort)(struct hreq *r);
     void *ctx;
@@ -57,6 +60,14 @@ struct hreq {
 };
 
 extern struct http_config http_cfg;
+
+/* etcd answers everything with these (its --cors defaults to "*") */
+#define HTTP_CORS_HEADERS                                                                          \
+    "Access-Control-Allow-Headers: accept, content-type, authorization\r\n"                        \
+    "Access-Control-Allow-Methods: POST, GET, OPTIONS, PUT, DELETE\r\n"                            \
+    "Access-Control-Allow-Origin: *\r\n"
+/* a handler's answer to a method it does not take: Go's 405 */
+void http_method_not_allowed(struct hreq *r, const char *allow);
 
 /* hreq_respond sends a whole response: |status|, Content-Type |ctype|,
  * |extra| more header lines ("Name: value\r\n"..., may be NULL), and the
@@ -76,6 +87,8 @@ grpc_server *hreq_server(const struct hreq *r);
  * percent-decoded, to |out| (NUL-terminated, truncated to |cap|). Returns
  * the decoded length, or -1 when absent. */
 int hreq_query_get(const struct hreq *r, const char *name, char *out, size_t cap);
+/* hreq_query_has tells whether one of the values of |name| is |value|. */
+bool hreq_query_has(const struct hreq *r, const char *name, const char *value, size_t vlen);
 /* http_status_text: the reason phrase Go's net/http uses. */
 const char *http_status_text(int status);
 /* http_percent_decode decodes |n| bytes of |s| (and '+' as a space when

@@ -249,8 +249,8 @@ static void put_float(struct out *o, double f, int bits)
     while (nd > 1 && digs[nd - 1] == '0')
         nd--;
     double a = fabs(f);
-    bool sci = a != 0 && (bits == 32 ? ((float)a < 1e-6f || (float)a >= 1e21f)
-                                     : (a < 1e-6 || a >= 1e21));
+    bool sci =
+        a != 0 && (bits == 32 ? ((float)a < 1e-6f || (float)a >= 1e21f) : (a < 1e-6 || a >= 1e21));
     size_t k = 0;
     if (e[0] == '-')
         s[k++] = '-';
@@ -397,7 +397,8 @@ static void write_value(struct out *o, const ProtobufCFieldDescriptor *f, const 
         return;
     }
     case PROTOBUF_C_TYPE_BYTES:
-        put_base64(o, ((const ProtobufCBinaryData *)p)->data, ((const ProtobufCBinaryData *)p)->len);
+        put_base64(o, ((const ProtobufCBinaryData *)p)->data,
+                   ((const ProtobufCBinaryData *)p)->len);
         return;
     case PROTOBUF_C_TYPE_MESSAGE: {
         const ProtobufCMessage *sm = *(ProtobufCMessage *const *)p;
@@ -512,14 +513,20 @@ struct scan {
     bool tree;          /* build nodes */
     struct jnode *node; /* the tree, node[0] the root */
     size_t nn, cap;
-    uint8_t root_kind;  /* the top-level value */
+    uint8_t root_kind; /* the top-level value */
     uint32_t root_start, root_end;
 };
 
+/* the scanner's states, after Go's scanner.go step functions */
+// clang-format off
 enum {
-    S_VALUE, S_VALUE_OR_CLOSE, S_KEY_OR_CLOSE, S_KEY, S_STR, S_ESC, S_U1, S_U2, S_U3, S_U4,
-    S_NEG, S_INT, S_ZERO, S_DOT, S_FRAC, S_EXP, S_EXPSIGN, S_EXPDIG, S_LIT, S_END, S_TOP,
+    S_VALUE, S_VALUE_OR_CLOSE, S_KEY_OR_CLOSE, S_KEY,  /* stateBeginValue, ...OrEmpty, ... */
+    S_STR, S_ESC, S_U1, S_U2, S_U3, S_U4,              /* stateInString... */
+    S_NEG, S_INT, S_ZERO, S_DOT, S_FRAC, S_EXP, S_EXPSIGN, S_EXPDIG, /* numbers */
+    S_LIT,                                             /* true, false, null */
+    S_END, S_TOP,                                      /* stateEndValue, stateEndTop */
 };
+// clang-format on
 enum { P_OBJ_KEY, P_OBJ_VAL, P_ARR }; /* what an open object/array waits for */
 
 static void seterr(char *err, size_t errlen, const char *fmt, ...)
@@ -610,10 +617,12 @@ static int go_scan(struct scan *sc, const uint8_t *s, size_t n, enum scan_mode m
 
     for (size_t i = 0;; i++) {
         if (i > n) { /* the virtual blank did not finish the value */
-            if (mode == DECODER && !seen)
-                rc = 1;
-            else
-                seterr(err, errlen, mode == DECODER ? "unexpected EOF" : "unexpected end of JSON input"), rc = -EINVAL;
+            rc = 1;
+            if (mode == UNMARSHAL || seen) {
+                seterr(err, errlen,
+                       mode == DECODER ? "unexpected EOF" : "unexpected end of JSON input");
+                rc = -EINVAL;
+            }
             break;
         }
         int c = i < n ? s[i] : ' ';
@@ -859,17 +868,18 @@ out:
 /* ---------------------------------------------------------------- input */
 
 struct dec {
-    const char *s;      /* the text */
-    struct jnode *nd;   /* its tree */
-    struct buf tmp;     /* unquoted strings */
-    struct buf name;    /* a field's JSON name */
+    const char *s;    /* the text */
+    struct jnode *nd; /* its tree */
+    struct buf tmp;   /* unquoted strings */
+    struct buf name;  /* a field's JSON name */
     char *err;
     size_t errlen;
 };
 
 static int type_err(struct dec *x, uint8_t kind, const char *gotype)
 {
-    seterr(x->err, x->errlen, "json: cannot unmarshal %s into Go value of type %s", kind_go[kind], gotype);
+    seterr(x->err, x->errlen, "json: cannot unmarshal %s into Go value of type %s", kind_go[kind],
+           gotype);
     return -EINVAL;
 }
 
@@ -965,10 +975,13 @@ static int json_name(struct dec *x, const char *name)
         return nomem(x);
     bool up = false;
     for (; *name; name++) {
-        if (*name == '_')
+        char c = *name;
+        if (c == '_') {
             up = true;
-        else
-            x->name.data[x->name.len++] = (uint8_t)(up && *name >= 'a' && *name <= 'z' ? *name - 32 : *name), up = false;
+            continue;
+        }
+        x->name.data[x->name.len++] = (uint8_t)(up && c >= 'a' && c <= 'z' ? c - 32 : c);
+        up = false;
     }
     x->name.data[x->name.len] = 0;
     return 0;
@@ -1017,7 +1030,9 @@ static int go_int(const char *p, size_t n, bool sign, int bits, uint64_t *out)
             return -ERANGE;
         v = v * 10 + d;
     }
-    uint64_t max = sign ? (1ull << (bits - 1)) - !neg : bits == 64 ? UINT64_MAX : (1ull << bits) - 1;
+    uint64_t max = bits == 64 ? UINT64_MAX : (1ull << bits) - 1;
+    if (sign)
+        max = (1ull << (bits - 1)) - !neg;
     if (n == 0 || v > max)
         return -ERANGE;
     *out = neg ? 0 - v : v;
@@ -1042,9 +1057,10 @@ static int get_int(struct dec *x, int32_t v, bool quoted, bool sign, int bits, c
     uint32_t a = x->nd[v].start, b = x->nd[v].end;
     if (kind == JK_STR && quoted) {
         struct scan sc = {0};
-        int rc = go_scan(&sc, (const uint8_t *)x->s + a + 1, b - a - 2, UNMARSHAL, x->err, x->errlen);
+        int rc =
+            go_scan(&sc, (const uint8_t *)x->s + a + 1, b - a - 2, UNMARSHAL, x->err, x->errlen);
         if (rc != 0)
-            return rc;
+            return rc == -ENOMEM ? nomem(x) : rc;
         kind = sc.root_kind;
         b = a + 1 + sc.root_end;
         a = a + 1 + sc.root_start;
@@ -1085,7 +1101,7 @@ static size_t go_base64(const uint8_t *s, size_t n, uint8_t *d, size_t *dlen)
             }
             if (c != '=' || j < 2)
                 return si; /* si - 1, + 1 */
-            if (j == 2) { /* "==" expected: find the second '=' */
+            if (j == 2) {  /* "==" expected: find the second '=' */
                 while (si < n && (s[si] == '\n' || s[si] == '\r'))
                     si++;
                 if (si == n)
@@ -1333,14 +1349,16 @@ static void oneof_clear(const ProtobufCMessageDescriptor *d, ProtobufCMessage *m
     }
     for (unsigned i = 0; i < d->n_fields; i++) /* the union's size: its largest member */
         if ((d->fields[i].flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
-            d->fields[i].quantifier_offset == f->quantifier_offset && elem_size(d->fields[i].type) > sz)
+            d->fields[i].quantifier_offset == f->quantifier_offset &&
+            elem_size(d->fields[i].type) > sz)
             sz = elem_size(d->fields[i].type);
     memset(p, 0, sz);
     *cs = 0;
 }
 
 static int decode_field(struct dec *x, const ProtobufCMessageDescriptor *d,
-                        const ProtobufCFieldDescriptor *f, int32_t v, ProtobufCMessage *m, int depth)
+                        const ProtobufCFieldDescriptor *f, int32_t v, ProtobufCMessage *m,
+                        int depth)
 {
     char *base = (char *)m;
     void *p = base + f->offset;
@@ -1480,7 +1498,7 @@ int jsonpb_decode(const ProtobufCMessageDescriptor *d, const char *text, size_t 
     size_t n = protobuf_c_message_get_packed_size(m);
     if ((rc = buf_reserve(out, n)) != 0) {
         seterr(err, errlen, "jsonpb: out of memory");
-    } else {
+    } else if (n > 0) { /* an empty message packs to nothing: out may have no data */
         out->len += protobuf_c_message_pack(m, out->data + out->len);
     }
     protobuf_c_message_free_unpacked(m, NULL);

@@ -60,9 +60,11 @@
  *     etcd's gateway panics and drops the connection;
  *   - a string value holding \u0000 is refused ("jsonpb: string field
  *     \"name\" holds a NUL character"): protobuf-c strings are C strings;
- *   - messages nested deeper than JSONPB_MAX_DEPTH (a nested txn 100
- *     levels down) are refused ("jsonpb: messages nested deeper than
- *     100"), where etcd accepts down to encoding/json's 10000 levels;
+ *   - messages nested deeper than JSONPB_MAX_DEPTH (txns nested 50
+ *     deep: TxnRequest and RequestOp are a level each) are refused
+ *     ("jsonpb: messages nested deeper than 100"), where etcd takes what
+ *     fits in encoding/json's 10000 levels; it bounds the recursion here
+ *     and in protobuf-c's pack and free;
  *   - in "unknown value %q" errors, non-ASCII characters are quoted as Go's
  *     strconv.Quote does for Latin-1 and the common format/space
  *     characters only (Go consults the full Unicode tables);
@@ -83,8 +85,8 @@
 
 #include "base/buf.h"
 
-/* message nesting allowed in input and output (each level is a message
- * inside a message: RequestOp in TxnRequest is one level) */
+/* message nesting allowed in input and output: the top message is level
+ * 0, a RequestOp in its TxnRequest level 1, a TxnRequest in that level 2 */
 #define JSONPB_MAX_DEPTH 100
 
 /* jsonpb_write appends |m| as compact JSON to |out|: what etcd's gateway

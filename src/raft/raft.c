@@ -1213,6 +1213,15 @@ uint64_t raft_get_id(const struct raft *r) { return r->id; }
 uint64_t raft_get_term(const struct raft *r) { return r->term; }
 uint64_t raft_get_leader(const struct raft *r) { return r->lead; }
 uint64_t raft_get_commit(const struct raft *r) { return r->commit; }
+uint64_t raft_get_match(const struct raft *r, uint64_t id)
+{
+    if (r->role != RAFT_LEADER)
+        return 0;
+    if (id == r->id)
+        return log_last_index(&r->log);
+    struct progress *p = pr_find((struct raft *)r, id);
+    return p != NULL ? p->match : 0;
+}
 uint64_t raft_get_applied(const struct raft *r) { return r->applied; }
 uint64_t raft_get_first_index(const struct raft *r) { return log_first_index(&r->log); }
 uint64_t raft_get_last_index(const struct raft *r) { return log_last_index(&r->log); }

@@ -335,6 +335,9 @@ uint64_t raft_get_id(const struct raft *r);
 uint64_t raft_get_term(const struct raft *r);
 uint64_t raft_get_leader(const struct raft *r);
 uint64_t raft_get_commit(const struct raft *r);
+/* raft_get_match: on a leader, the last index member |id| is known to
+ * hold (its own last index for the leader itself); 0 elsewhere. */
+uint64_t raft_get_match(const struct raft *r, uint64_t id);
 uint64_t raft_get_applied(const struct raft *r);
 uint64_t raft_get_first_index(const struct raft *r);
 uint64_t raft_get_last_index(const struct raft *r);

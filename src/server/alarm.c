@@ -154,13 +154,10 @@ int server_alarm_apply(struct server *s, const Etcdserverpb__AlarmRequest *req, 
                        Etcdserverpb__AlarmResponse **out)
 {
     Etcdserverpb__AlarmResponse *r = arena_alloc(a, sizeof(*r));
-    Etcdserverpb__ResponseHeader *h = arena_alloc(a, sizeof(*h));
     Etcdserverpb__AlarmMember **list = arena_alloc(a, (ALARM_MAX + 1) * sizeof(*list));
-    if (r == NULL || h == NULL || list == NULL)
+    if (r == NULL || list == NULL)
         return -ENOMEM;
-    etcdserverpb__alarm_response__init(r);
-    etcdserverpb__response_header__init(h);
-    r->header = h;
+    etcdserverpb__alarm_response__init(r); /* no header: etcd's has none */
     r->alarms = list;
     int rv = 0;
     switch (req->action) {

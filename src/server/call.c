@@ -186,6 +186,8 @@ static qcall *core_call(grpc_call *gc)
         c = qcall_new(grpc_call_server_data(gc), server_methods[i], &grpc_face, gc);
         size_t tl = 0;
         const char *tok = grpc_call_metadata(gc, "token", &tl);
+        if (tok == NULL) /* etcd 3.4 reads "authorization" when there is no "token" */
+            tok = grpc_call_metadata(gc, "authorization", &tl);
         if (c != NULL && qcall_set_credentials(c, tok, tl, grpc_call_tls_common_name(gc)) != 0) {
             qcall_free(c);
             c = NULL;

@@ -407,6 +407,8 @@ static struct fcall *fcall_of(grpc_call *gc)
         fc->method = (uint32_t)(grpc_call_method(gc) - front_methods);
         size_t tl = 0;
         const char *tok = grpc_call_metadata(gc, "token", &tl);
+        if (tok == NULL) /* etcd 3.4 reads "authorization" when there is no "token" */
+            tok = grpc_call_metadata(gc, "authorization", &tl);
         const char *cn = grpc_call_tls_common_name(gc);
         if ((tok != NULL && (fc->token = strndup(tok, tl)) == NULL) ||
             (cn != NULL && (fc->cn = strdup(cn)) == NULL)) {

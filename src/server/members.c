@@ -352,10 +352,8 @@ static void reply_members(struct server *s, struct conf_wait *w)
         break;
     }
     case OP_MOVE_LEADER: {
-        Etcdserverpb__ResponseHeader mh = ETCDSERVERPB__RESPONSE_HEADER__INIT;
-        server_fill_header(s, &mh);
+        /* etcd 3.4 answers an empty MoveLeaderResponse (no header) */
         Etcdserverpb__MoveLeaderResponse r = ETCDSERVERPB__MOVE_LEADER_RESPONSE__INIT;
-        r.header = &mh;
         server_reply(s, call, &r.base);
         break;
     }
@@ -657,6 +655,12 @@ static void on_member_promote(qcall *call, const uint8_t *msg, size_t len)
         rv = QERR_MEMBER_NOT_LEARNER;
     else if (!raft_membership_is_learner(&next, id))
         rv = QERR_MEMBER_NOT_FOUND;
+    /* etcd's isLearnerReady: a learner that holds less than 90% of the
+     * leader's log is not promoted (a dead one would cost the quorum) */
+    else if (server_is_leader(s) &&
+             (double)raft_get_match(s->raft, id) <
+                 (double)raft_get_match(s->raft, s->member_id) * 0.9)
+        rv = QERR_LEARNER_NOT_READY;
     if (rv == 0) {
         struct raft_membership cur = next;
         next.n_learners = 0;

@@ -196,7 +196,7 @@ int server_apply_entry(struct server *s, struct entry *e)
         rv = server_alarm_apply(s, (const Etcdserverpb__AlarmRequest *)e->req, &s->arena, &r);
         if (rv == 0) {
             resp = &r->base;
-            h = r->header;
+            h = NULL; /* etcd's AlarmResponse carries no header */
         }
         break;
     }
@@ -216,7 +216,8 @@ done:
     }
     if (e->call == NULL && e->done == NULL)
         return 0; /* nobody to answer */
-    server_fill_header(s, h);
+    if (h != NULL)
+        server_fill_header(s, h);
     return server_pack(&e->out, resp);
 }
 
