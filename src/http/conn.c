@@ -441,7 +441,8 @@ static char *dup_buf(const struct buf *b)
 {
     char *s = malloc(b->len + 1);
     if (s != NULL) {
-        memcpy(s, b->data, b->len);
+        if (b->len > 0)
+            memcpy(s, b->data, b->len);
         s[b->len] = 0;
     }
     return s;
@@ -453,9 +454,9 @@ static int take_url(struct hconn *hc)
     if (r->path != NULL)
         return 0;
     struct buf *u = &hc->hname;
-    const char *q = memchr(u->data, '?', u->len);
+    const char *q = u->len > 0 ? memchr(u->data, '?', u->len) : NULL;
     size_t plen = q ? (size_t)(q - (const char *)u->data) : u->len;
-    r->path = strndup((const char *)u->data, plen);
+    r->path = strndup(plen > 0 ? (const char *)u->data : "", plen);
     r->query = q ? strndup(q + 1, u->len - plen - 1) : strdup("");
     buf_reset(u);
     return r->path != NULL && r->query != NULL ? 0 : -1;

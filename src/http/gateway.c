@@ -293,8 +293,10 @@ static int feed_json(struct gw *g, const struct hreq *r, char *err, size_t errle
         }
         if (used > n)
             used = n;
-        p += used;
-        n -= used;
+        if (used > 0) { /* an empty body has no bytes at all (p NULL) */
+            p += used;
+            n -= used;
+        }
         grpc_call_local_message(g->call, pb.data, pb.len);
         sent++;
         if (g->finished || g->r == NULL || !client_stream)

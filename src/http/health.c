@@ -228,10 +228,3 @@ void http_serve_health(struct hreq *r, const char *which)
         probe_end(p);
     }
 }
-
-void http_serve_v2(struct hreq *r, const char *rest)
-{
-    (void)rest;
-    static const char nf[] = "404 page not found\n";
-    hreq_respond(r, 404, "text/plain; charset=utf-8", NULL, nf, sizeof(nf) - 1);
-}
