@@ -1121,6 +1121,39 @@ class HealthNoLeader(unittest.TestCase):
             self.assertEqual(r.status, 200, r)
 
 
+class ThreeMembers(unittest.TestCase):
+    """any member answers every path: a put through each member, a
+    linearizable range through another sees it, a watch on one member sees a
+    put made through a second, and after the leader is killed the others
+    still answer (writes through Raft, reads by ReadIndex, as gRPC)"""
+
+    def test_any_member(self):
+        import cluster
+        kind = "quorum" if TARGET != "etcd" else "etcd"
+        with cluster.Cluster(kind, n=3) as c:
+            eps = [c.endpoint(i) for i in range(3)]
+            for i, ep in enumerate(eps):
+                r = post(ep, "/v3/kv/put", {"key": b64("/m/%d" % i), "value": b64("v%d" % i)})
+                self.assertEqual(r.status, 200, r)
+                other = eps[(i + 1) % 3]
+                r = post(other, "/v3/kv/range", {"key": b64("/m/%d" % i)})
+                self.assertEqual(r.json()["kvs"][0]["value"], b64("v%d" % i), r)
+            with Stream(eps[0], "/v3/watch", {"create_request": {"key": b64("/m/w")}}) as w:
+                self.assertTrue(w.next()["result"]["created"])
+                self.assertEqual(post(eps[1], "/v3/kv/put",
+                                      {"key": b64("/m/w"), "value": b64("x")}).status, 200)
+                self.assertEqual(w.next()["result"]["events"][0]["kv"]["value"], b64("x"))
+            lead = c.leader_index()
+            c.kill(lead)
+            rest = [eps[i] for i in range(3) if i != lead]
+            wait_for(lambda: call(rest[0], "GET", "/health", timeout=5).status == 200,
+                     timeout=30, what="/health 200 under a new leader")
+            r = post(rest[0], "/v3/kv/put", {"key": b64("/m/after"), "value": b64("y")})
+            self.assertEqual(r.status, 200, r)
+            r = post(rest[1], "/v3/kv/range", {"key": b64("/m/after")})
+            self.assertEqual(r.json()["kvs"][0]["value"], b64("y"), r)
+
+
 # ------------------------------------------------------------------- auth
 
 class Auth(HttpCase):
