@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "grpc/grpc_int.h"
+#include "base/text.h"
 
 void grpc_decoder_init(struct grpc_decoder *d, size_t max)
 {
@@ -128,23 +129,12 @@ size_t grpc_percent_encode(const char *s, size_t n, char *out)
     return o;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 size_t grpc_percent_decode(const char *s, size_t n, char *out)
 {
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
-        if (s[i] == '%' && i + 2 < n && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
-            out[o++] = (char)(hexval(s[i + 1]) << 4 | hexval(s[i + 2]));
+        if (s[i] == '%' && i + 2 < n && hex_digit(s[i + 1]) >= 0 && hex_digit(s[i + 2]) >= 0) {
+            out[o++] = (char)(hex_digit(s[i + 1]) << 4 | hex_digit(s[i + 2]));
             i += 2;
         } else {
             out[o++] = s[i];

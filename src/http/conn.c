@@ -16,6 +16,7 @@
 
 #include "base/log.h"
 #include "http/http_int.h"
+#include "base/text.h"
 
 #define HEAD_MAX (64 * 1024)       /* request line and headers */
 #define URL_MAX (16 * 1024)
@@ -81,17 +82,6 @@ const char *http_status_text(int s)
     }
 }
 
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 int http_percent_decode(const char *s, size_t n, bool plus, char *out, size_t cap)
 {
     size_t o = 0;
@@ -100,7 +90,7 @@ int http_percent_decode(const char *s, size_t n, bool plus, char *out, size_t ca
         if (c == '%') {
             if (i + 2 >= n)
                 return -1;
-            int a = hexval(s[i + 1]), b = hexval(s[i + 2]);
+            int a = hex_digit(s[i + 1]), b = hex_digit(s[i + 2]);
             if (a < 0 || b < 0)
                 return -1;
             c = a * 16 + b;

@@ -17,6 +17,7 @@
  * keeps its own stack and the tree is walked only as deep as the message
  * nests (JSONPB_MAX_DEPTH), so no input recurses without bound. */
 #include "http/jsonpb.h"
+#include "base/text.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -529,18 +530,6 @@ enum {
 // clang-format on
 enum { P_OBJ_KEY, P_OBJ_VAL, P_ARR }; /* what an open object/array waits for */
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err == NULL || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 /* syntax_err: Go's SyntaxError text, with its quoteChar */
 static int syntax_err(char *err, size_t errlen, uint8_t c, const char *ctx)
 {
@@ -558,7 +547,7 @@ static int syntax_err(char *err, size_t errlen, uint8_t c, const char *ctx)
         snprintf(q, sizeof(q), "'%.*s'", (int)b.len - 2, (const char *)b.data + 1);
         buf_free(&b);
     }
-    seterr(err, errlen, "invalid character %s %s", q, ctx);
+    set_errf(err, errlen, "invalid character %s %s", q, ctx);
     return -EINVAL;
 }
 
@@ -619,7 +608,7 @@ static int go_scan(struct scan *sc, const uint8_t *s, size_t n, enum scan_mode m
         if (i > n) { /* the virtual blank did not finish the value */
             rc = 1;
             if (mode == UNMARSHAL || seen) {
-                seterr(err, errlen,
+                set_errf(err, errlen,
                        mode == DECODER ? "unexpected EOF" : "unexpected end of JSON input");
                 rc = -EINVAL;
             }
@@ -832,7 +821,7 @@ static int go_scan(struct scan *sc, const uint8_t *s, size_t n, enum scan_mode m
         }
         if (ctx != NULL) {
             if (mode == DECODER && i >= n) /* the virtual blank: Go reports EOF */
-                seterr(err, errlen, "unexpected EOF"), rc = -EINVAL;
+                set_errf(err, errlen, "unexpected EOF"), rc = -EINVAL;
             else
                 rc = syntax_err(err, errlen, (uint8_t)c, ctx);
             goto out;
@@ -878,14 +867,14 @@ struct dec {
 
 static int type_err(struct dec *x, uint8_t kind, const char *gotype)
 {
-    seterr(x->err, x->errlen, "json: cannot unmarshal %s into Go value of type %s", kind_go[kind],
+    set_errf(x->err, x->errlen, "json: cannot unmarshal %s into Go value of type %s", kind_go[kind],
            gotype);
     return -EINVAL;
 }
 
 static int nomem(struct dec *x)
 {
-    seterr(x->err, x->errlen, "jsonpb: out of memory");
+    set_errf(x->err, x->errlen, "jsonpb: out of memory");
     return -ENOMEM;
 }
 
@@ -1041,7 +1030,7 @@ static int go_int(const char *p, size_t n, bool sign, int bits, uint64_t *out)
 
 static int num_err(struct dec *x, const char *p, size_t n, const char *gotype)
 {
-    seterr(x->err, x->errlen, "json: cannot unmarshal number %.*s into Go value of type %s",
+    set_errf(x->err, x->errlen, "json: cannot unmarshal number %.*s into Go value of type %s",
            (int)(n < 4096 ? n : 4096), p, gotype);
     return -EINVAL;
 }
@@ -1206,7 +1195,7 @@ static int decode_value(struct dec *x, const ProtobufCFieldDescriptor *f, int32_
             buf_free(&q);
             return nomem(x);
         }
-        seterr(x->err, x->errlen, "unknown value %s for enum %s", (const char *)q.data, gn);
+        set_errf(x->err, x->errlen, "unknown value %s for enum %s", (const char *)q.data, gn);
         buf_free(&q);
         return -EINVAL;
     }
@@ -1261,7 +1250,7 @@ static int decode_value(struct dec *x, const ProtobufCFieldDescriptor *f, int32_
         else if ((rc = unquote(x, nd->start)) != 0)
             return rc;
         if (x->tmp.len > 0 && memchr(x->tmp.data, 0, x->tmp.len) != NULL) {
-            seterr(x->err, x->errlen, "jsonpb: string field \"%s\" holds a NUL character", f->name);
+            set_errf(x->err, x->errlen, "jsonpb: string field \"%s\" holds a NUL character", f->name);
             return -EINVAL;
         }
         char *str = malloc(x->tmp.len + 1);
@@ -1287,7 +1276,7 @@ static int decode_value(struct dec *x, const ProtobufCFieldDescriptor *f, int32_
             size_t bad = go_base64(x->tmp.data, x->tmp.len, data, &len);
             if (bad) {
                 free(data);
-                seterr(x->err, x->errlen, "illegal base64 data at input byte %zu", bad - 1);
+                set_errf(x->err, x->errlen, "illegal base64 data at input byte %zu", bad - 1);
                 return -EINVAL;
             }
         } else if (kind == JK_ARR) { /* encoding/json: an array of uint8 */
@@ -1409,7 +1398,7 @@ static int decode_msg(struct dec *x, const ProtobufCMessageDescriptor *d, int32_
 {
     uint8_t kind = x->nd[v].kind;
     if (depth > JSONPB_MAX_DEPTH) {
-        seterr(x->err, x->errlen, "jsonpb: messages nested deeper than %d", JSONPB_MAX_DEPTH);
+        set_errf(x->err, x->errlen, "jsonpb: messages nested deeper than %d", JSONPB_MAX_DEPTH);
         return -EINVAL;
     }
     if (kind == JK_NULL)
@@ -1441,12 +1430,12 @@ int jsonpb_parse(const ProtobufCMessageDescriptor *d, const char *text, size_t l
     int rc;
     *out = NULL;
     if (len >= UINT32_MAX) {
-        seterr(err, errlen, "jsonpb: body too large");
+        set_errf(err, errlen, "jsonpb: body too large");
         return -EINVAL;
     }
     rc = go_scan(&sc, (const uint8_t *)text, len, DECODER, err, errlen);
     if (rc >= 0 && (m = malloc(d->sizeof_message)) == NULL) {
-        seterr(err, errlen, "jsonpb: out of memory");
+        set_errf(err, errlen, "jsonpb: out of memory");
         rc = -ENOMEM;
     }
     if (m != NULL)
@@ -1459,7 +1448,7 @@ int jsonpb_parse(const ProtobufCMessageDescriptor *d, const char *text, size_t l
     } else if (rc == 1) { /* an empty body: the empty message */
         rc = 0;
     } else if (rc == -ENOMEM) {
-        seterr(err, errlen, "jsonpb: out of memory");
+        set_errf(err, errlen, "jsonpb: out of memory");
     }
     free(sc.node);
     if (rc != 0) {
@@ -1475,12 +1464,12 @@ int jsonpb_from_json(const ProtobufCMessageDescriptor *d, const json_t *j, Proto
 {
     *out = NULL;
     if (j == NULL) {
-        seterr(err, errlen, "jsonpb: no JSON value");
+        set_errf(err, errlen, "jsonpb: no JSON value");
         return -EINVAL;
     }
     char *text = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
     if (text == NULL) {
-        seterr(err, errlen, "jsonpb: out of memory");
+        set_errf(err, errlen, "jsonpb: out of memory");
         return -ENOMEM;
     }
     int rc = jsonpb_parse(d, text, strlen(text), out, err, errlen);
@@ -1497,7 +1486,7 @@ int jsonpb_decode(const ProtobufCMessageDescriptor *d, const char *text, size_t 
         return rc;
     size_t n = protobuf_c_message_get_packed_size(m);
     if ((rc = buf_reserve(out, n)) != 0) {
-        seterr(err, errlen, "jsonpb: out of memory");
+        set_errf(err, errlen, "jsonpb: out of memory");
     } else if (n > 0) { /* an empty message packs to nothing: out may have no data */
         out->len += protobuf_c_message_pack(m, out->data + out->len);
     }

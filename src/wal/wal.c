@@ -21,6 +21,7 @@
 #include "base/fs.h"
 #include "base/err.h"
 #include "wal/wal_int.h"
+#include "base/text.h"
 
 #define REC_HDR 8
 #define SEG_MAGIC 0x4c415751u
@@ -51,18 +52,6 @@ struct wal {
     size_t n_segs, cap_segs;
     struct buf wb; /* records of one save, reused */
 };
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err == NULL || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 const char *wal_record_type_name(int type)
 {
@@ -530,18 +519,18 @@ int wal_create(const struct wal_options *opts, struct wal **out, char *err, size
     if (rv != 0)
         return rv;
     if ((rv = fs_mkdir_p(w->dir)) != 0) {
-        set_err(err, errlen, "wal: cannot create %s: %s", w->dir, strerror(-rv));
+        set_errf(err, errlen, "wal: cannot create %s: %s", w->dir, strerror(-rv));
         goto fail;
     }
     if (wal_exist(opts->data_dir)) {
         rv = -EEXIST;
-        set_err(err, errlen, "wal: %s already holds a WAL", w->dir);
+        set_errf(err, errlen, "wal: %s already holds a WAL", w->dir);
         goto fail;
     }
     w->node_id = opts->node_id;
     w->cluster_id = opts->cluster_id;
     if ((rv = new_segment(w, 0, 1)) != 0) {
-        set_err(err, errlen, "wal: cannot create the first segment in %s: %s", w->dir,
+        set_errf(err, errlen, "wal: cannot create the first segment in %s: %s", w->dir,
                 strerror(-rv));
         goto fail;
     }
@@ -735,13 +724,13 @@ static int replay_segment(struct wal *w, struct replay *rp, const char *path, co
         case WAL_REC_SEGMENT:
             if (get32(buf + off + REC_HDR + 1) != SEG_MAGIC || r.u.segment.version != SEG_VERSION ||
                 r.u.segment.seq != sg->seq || r.u.segment.first_index != sg->first_index) {
-                set_err(err, errlen, "wal: %s: bad segment header (magic, version or name)", path);
+                set_errf(err, errlen, "wal: %s: bad segment header (magic, version or name)", path);
                 return QERR_CORRUPT;
             }
             if (first_seg)
                 w->last_index = sg->first_index - 1;
             else if (sg->first_index != w->last_index + 1) {
-                set_err(err, errlen,
+                set_errf(err, errlen,
                         "wal: %s: segment starts at index %" PRIu64 " but the previous one "
                         "ends at %" PRIu64 " (records missing at its end)",
                         path, sg->first_index, w->last_index);
@@ -753,7 +742,7 @@ static int replay_segment(struct wal *w, struct replay *rp, const char *path, co
                 w->node_id = r.u.meta.node_id;
                 w->cluster_id = r.u.meta.cluster_id;
             } else if (r.u.meta.node_id != w->node_id || r.u.meta.cluster_id != w->cluster_id) {
-                set_err(err, errlen, "wal: %s: metadata differs from the first segment's", path);
+                set_errf(err, errlen, "wal: %s: metadata differs from the first segment's", path);
                 return QERR_CORRUPT;
             }
             break;
@@ -787,7 +776,7 @@ static int replay_segment(struct wal *w, struct replay *rp, const char *path, co
         goto bad_order;
     return 0;
 bad_order:
-    set_err(err, errlen, "wal: %s: record at offset %zu out of order (missing segment header)",
+    set_errf(err, errlen, "wal: %s: record at offset %zu out of order (missing segment header)",
             path, off);
     return QERR_CORRUPT;
 }
@@ -901,7 +890,7 @@ int wal_open(const struct wal_options *opts, struct wal **out, struct wal_state 
     struct replay rp = {.st = st};
     if ((rv = list_segments(w->dir, true, &segs, &n_segs)) != 0 || n_segs == 0) {
         rv = rv ? rv : -ENOENT;
-        set_err(err, errlen, "wal: no WAL in %s: %s", w->dir, strerror(-rv));
+        set_errf(err, errlen, "wal: no WAL in %s: %s", w->dir, strerror(-rv));
         goto fail;
     }
     char path[PATH_MAX];
@@ -913,14 +902,14 @@ int wal_open(const struct wal_options *opts, struct wal **out, struct wal_state 
         seg_name(path, sizeof(path), w->dir, sg->seq, sg->first_index);
         if (i > 0 && sg->seq != segs[i - 1].seq + 1) {
             rv = QERR_CORRUPT;
-            set_err(err, errlen, "wal: %s: segment %" PRIu64 " is missing", path,
+            set_errf(err, errlen, "wal: %s: segment %" PRIu64 " is missing", path,
                     segs[i - 1].seq + 1);
             goto fail;
         }
         uint8_t *buf;
         size_t size, end, next = 0;
         if ((rv = read_whole(path, &buf, &size)) != 0) {
-            set_err(err, errlen, "wal: cannot read %s: %s", path, strerror(-rv));
+            set_errf(err, errlen, "wal: cannot read %s: %s", path, strerror(-rv));
             goto fail;
         }
         enum scan_status ss = scan(buf, size, &end, &next);
@@ -928,12 +917,12 @@ int wal_open(const struct wal_options *opts, struct wal **out, struct wal_state 
             free(buf);
             rv = QERR_CORRUPT;
             if (ss == SCAN_CORRUPT)
-                set_err(err, errlen,
+                set_errf(err, errlen,
                         "wal: %s: corrupt record at offset %zu (a valid record follows at "
                         "offset %zu)",
                         path, end, next);
             else
-                set_err(err, errlen,
+                set_errf(err, errlen,
                         "wal: %s: corrupt or partial record at offset %zu of a segment that "
                         "is not the last",
                         path, end);
@@ -957,7 +946,7 @@ int wal_open(const struct wal_options *opts, struct wal **out, struct wal_state 
     }
     /* The snapshot, then the entries after it, which must follow on. */
     if ((rv = pick_snapshot(opts->data_dir, &rp, st)) != 0) {
-        set_err(err, errlen, "wal: cannot load a snapshot: %s", q_strerror(rv));
+        set_errf(err, errlen, "wal: cannot load a snapshot: %s", q_strerror(rv));
         goto fail;
     }
     uint64_t base = st->has_snapshot ? st->snapshot.index : 0;
@@ -966,7 +955,7 @@ int wal_open(const struct wal_options *opts, struct wal **out, struct wal_state 
         skip++;
     if (skip < rp.n && rp.ents[skip].index != base + 1) {
         rv = QERR_CORRUPT;
-        set_err(err, errlen,
+        set_errf(err, errlen,
                 "wal: %s: entries resume at index %" PRIu64 " but the snapshot ends at %" PRIu64
                 " (entries or a snapshot file are missing)",
                 w->dir, rp.ents[skip].index, base);
@@ -985,16 +974,16 @@ int wal_open(const struct wal_options *opts, struct wal **out, struct wal_state 
     seg_name(path, sizeof(path), w->dir, tl->seq, tl->first_index);
     if (torn) {
         if ((rv = repair_tail(path, tail_end, w->seg_size)) != 0) {
-            set_err(err, errlen, "wal: cannot repair %s: %s", path, strerror(-rv));
+            set_errf(err, errlen, "wal: cannot repair %s: %s", path, strerror(-rv));
             goto fail;
         }
         st->repaired = true;
-        set_err(err, errlen, "wal: %s: repaired a torn tail at offset %zu", path, tail_end);
+        set_errf(err, errlen, "wal: %s: repaired a torn tail at offset %zu", path, tail_end);
     }
     w->fd = open(path, O_WRONLY | O_CLOEXEC);
     if (w->fd < 0 || (!torn && (rv = prealloc(w->fd, w->seg_size)) != 0)) {
         rv = rv ? rv : -errno;
-        set_err(err, errlen, "wal: cannot open %s: %s", path, strerror(-rv));
+        set_errf(err, errlen, "wal: cannot open %s: %s", path, strerror(-rv));
         goto fail;
     }
     w->off = tail_end;
@@ -1025,7 +1014,7 @@ int wal_dump(const char *data_dir, wal_record_fn fn, void *arg, char *err, size_
     if (rv == 0 && n_segs == 0)
         rv = -ENOENT;
     if (rv != 0) {
-        set_err(err, errlen, "wal: no WAL in %s: %s", dir, strerror(-rv));
+        set_errf(err, errlen, "wal: no WAL in %s: %s", dir, strerror(-rv));
         free(segs);
         return rv;
     }
@@ -1034,7 +1023,7 @@ int wal_dump(const char *data_dir, wal_record_fn fn, void *arg, char *err, size_
         uint8_t *buf;
         size_t size, end, next = 0;
         if ((rv = read_whole(path, &buf, &size)) != 0) {
-            set_err(err, errlen, "wal: cannot read %s: %s", path, strerror(-rv));
+            set_errf(err, errlen, "wal: cannot read %s: %s", path, strerror(-rv));
             break;
         }
         enum scan_status ss = scan(buf, size, &end, &next);
@@ -1050,17 +1039,17 @@ int wal_dump(const char *data_dir, wal_record_fn fn, void *arg, char *err, size_
         if (rv != 0)
             break;
         if (ss == SCAN_CORRUPT) {
-            set_err(err, errlen,
+            set_errf(err, errlen,
                     "%s: corrupt record at offset %zu (a valid record follows at offset %zu)", path,
                     end, next);
             rv = QERR_CORRUPT;
         } else if (ss == SCAN_TORN && i + 1 < n_segs) {
-            set_err(err, errlen,
+            set_errf(err, errlen,
                     "%s: corrupt or partial record at offset %zu (not the last segment)", path,
                     end);
             rv = QERR_CORRUPT;
         } else if (ss == SCAN_TORN) {
-            set_err(err, errlen, "%s: torn tail at offset %zu (wal_open would cut it there)", path,
+            set_errf(err, errlen, "%s: torn tail at offset %zu (wal_open would cut it there)", path,
                     end);
             rv = 1;
         }
