@@ -45,6 +45,7 @@ import json
 import os
 import resource
 import socket
+import subprocess
 import sys
 import time
 import unittest
@@ -845,6 +846,60 @@ class Errors(HttpCase):
 
 
 # -------------------------------------------------------------- HTTP/1.1
+
+class OverHttp2(unittest.TestCase):
+    """the same requests over HTTP/2: curl on an https:// URL picks h2 by ALPN
+    (etcd routes a non-gRPC h2 request to its HTTP handlers); and over h2c
+    with prior knowledge, which quorum routes the same way (etcd 3.4 sends
+    every cleartext HTTP/2 connection to gRPC, which drops such a request)"""
+
+    def curl(self, url, *args):
+        r = subprocess.run(["curl", "-sk", "-w", "\\n%{http_code} %{http_version}", *args, url],
+                           capture_output=True, text=True, timeout=30)
+        body, _, tail = r.stdout.rpartition("\n")
+        code, version = tail.split()
+        return int(code), version, body
+
+    def check(self, base, h2flag, expect_h2=True):
+        key, val = b64("/t/h2"), b64("v")
+        code, ver, _ = self.curl(base + "/v3/kv/put", h2flag, "-d",
+                                 json.dumps({"key": key, "value": val}))
+        self.assertEqual((code, ver), (200, "2" if expect_h2 else "1.1"))
+        code, ver, body = self.curl(base + "/v3/kv/range", h2flag, "-d", json.dumps({"key": key}))
+        self.assertEqual(code, 200, body)
+        self.assertEqual(json.loads(body)["kvs"][0]["value"], val)
+        code, _, body = self.curl(base + "/v3/kv/range", h2flag, "-d", "{bad")
+        self.assertEqual(code, 400, body)
+        self.assertEqual(json.loads(body)["code"], 3)
+        code, _, body = self.curl(base + "/health", h2flag)
+        self.assertEqual((code, json.loads(body)), (200, {"health": "true"}))
+        code, _, body = self.curl(base + "/v3/kv/nope", h2flag, "-d", "{}")
+        self.assertEqual(code, 404)
+
+    def test_tls_alpn(self):
+        s = Server(TARGET, extra_args=["--auto-tls"])
+        url = "https://127.0.0.1:%d" % s.client_port
+        args = s.args()
+        args[args.index("--listen-client-urls") + 1] = url
+        args[args.index("--advertise-client-urls") + 1] = url
+        s.args = lambda: args
+        s.wait_ready = lambda timeout=20.0: wait_for(
+            lambda: self.curl(url + "/health")[0] == 200, timeout=timeout, what="https /health")
+        try:
+            s.start()
+            self.check(url, "--http2")
+            self.check(url, "--http1.1", expect_h2=False)
+        finally:
+            s.cleanup()
+
+    def test_h2c_prior_knowledge(self):
+        url = "http://%s" % shared_server().endpoint
+        if TARGET == "etcd":
+            code, _, _ = self.curl(url + "/v3/kv/range", "--http2-prior-knowledge", "-d", "{}")
+            self.assertNotEqual(code, 200)
+        else:
+            self.check(url, "--http2-prior-knowledge")
+
 
 class Transport(HttpCase):
     def test_keep_alive_many_requests(self):
