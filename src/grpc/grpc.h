@@ -306,12 +306,16 @@ struct grpc_local_ops {
  * Errors: -ENOENT (no such method), -ESHUTDOWN, -ENOMEM. */
 int grpc_call_open_local(grpc_server *srv, const char *path, const struct grpc_local_ops *ops,
                          void *ctx, const char *token, size_t token_len, grpc_call **out);
-/* grpc_call_local_message delivers one request message (the service may
- * answer, even finish, before this returns). A message larger than the
- * server's max_recv_msg_size, or a second one for a unary method, fails
- * the call as over HTTP/2. Errors: -EPIPE (finished), -EMSGSIZE, -EPROTO. */
+/* grpc_call_local_message gives one request message (copied). It reaches
+ * the method from the loop, before it next blocks, never from inside this
+ * call: a face may answer one request and start the next from a finish
+ * callback without running a service nested in another. A message larger
+ * than the server's max_recv_msg_size, or a second one for a unary method,
+ * fails the call at once (|ops| finish runs before this returns), as over
+ * HTTP/2. Errors: -EPIPE (finished), -EMSGSIZE, -EPROTO, -ENOMEM. */
 int grpc_call_local_message(grpc_call *call, const uint8_t *msg, size_t len);
-/* grpc_call_local_half_close: the client's side ended. */
+/* grpc_call_local_half_close: the client's side ended (after the messages
+ * given before it). */
 void grpc_call_local_half_close(grpc_call *call);
 /* grpc_call_local_cancel: the face is gone before finish; |ops| is not
  * called again and on_close reaches the method on the next pass. */

@@ -91,6 +91,12 @@ struct grpc_call {
     grpc_call *lprev, *lnext; /* srv->locals */
     grpc_call *reap_next;     /* srv->reap */
     unsigned lreaping : 1;    /* on srv->reap: on_close and free next pass */
+    /* input waiting for the next pass: [u32 length][message]... */
+    struct buf lin;
+    unsigned lhalf : 1;   /* then the half-close */
+    unsigned lqueued : 1; /* on srv->lq */
+    unsigned lmsgs;       /* messages given so far */
+    grpc_call *lq_next;
 
     /* a plain HTTP request over HTTP/2 (grpc_http1.h2_request) */
     unsigned raw : 1;
@@ -154,6 +160,8 @@ struct grpc_server {
     struct listener *listeners;
     grpc_call *locals; /* open local calls */
     grpc_call *reap;   /* local calls to close and free next pass */
+    grpc_call *lq_head, *lq_tail; /* local calls with input to deliver */
+    uv_idle_t lq_idle;            /* runs while there is (or just was) local input */
     grpc_conn *conns;
     grpc_conn *dirty;
     nghttp2_session_callbacks *cbs;
@@ -1252,6 +1260,30 @@ int grpc_server_adopt_flags(grpc_server *srv, uv_os_sock_t fd, unsigned flags)
 }
 
 static void local_free(grpc_call *call);
+static void local_deliver(grpc_call *call);
+
+/* Local input is delivered by an idle handle: it runs early in the next
+ * loop pass, before the prepare handles (a front loop's, which wakes the
+ * core for what the delivery forwarded, among them), and while it is
+ * active the loop does not block, so the pass's check handles (the core's
+ * Ready processing) follow at once. It stops on the first pass that finds
+ * nothing to deliver. */
+static void on_lq_idle(uv_idle_t *h)
+{
+    grpc_server *srv = h->data;
+    if (srv->lq_head == NULL) {
+        uv_idle_stop(h);
+        return;
+    }
+    while (srv->lq_head) {
+        grpc_call *call = srv->lq_head;
+        srv->lq_head = call->lq_next;
+        if (srv->lq_head == NULL)
+            srv->lq_tail = NULL;
+        call->lqueued = 0;
+        local_deliver(call);
+    }
+}
 
 static void on_prepare(uv_prepare_t *p)
 {
@@ -1330,7 +1362,9 @@ int grpc_server_new(uv_loop_t *loop, const struct grpc_method *methods, size_t n
     uv_prepare_start(&srv->prepare, on_prepare);
     /* the prepare handle alone must not keep the loop running */
     uv_unref((uv_handle_t *)&srv->prepare);
-    srv->handles = 1;
+    uv_idle_init(loop, &srv->lq_idle);
+    srv->lq_idle.data = srv;
+    srv->handles = 2;
     *out = srv;
     return 0;
 fail:
@@ -1475,10 +1509,12 @@ void grpc_server_close(grpc_server *srv, void (*cb)(void *arg), void *arg)
         srv->reap = call->reap_next;
         local_free(call);
     }
+    srv->lq_head = srv->lq_tail = NULL;
     while (srv->locals)
         local_free(srv->locals);
     uv_prepare_stop(&srv->prepare);
     uv_close((uv_handle_t *)&srv->prepare, on_prepare_closed);
+    uv_close((uv_handle_t *)&srv->lq_idle, on_prepare_closed);
 }
 
 void *grpc_call_server_data(const grpc_call *call)
@@ -1750,6 +1786,17 @@ static void local_free(grpc_call *call)
         srv->locals = call->lnext;
     if (call->lnext)
         call->lnext->lprev = call->lprev;
+    if (call->lqueued) { /* rare: freed with input still queued */
+        grpc_call **pp = &srv->lq_head, *prev = NULL;
+        while (*pp != call) {
+            prev = *pp;
+            pp = &(*pp)->lq_next;
+        }
+        *pp = call->lq_next;
+        if (srv->lq_tail == call)
+            srv->lq_tail = prev;
+    }
+    buf_free(&call->lin);
     call->lreaping = 1; /* the face is gone: sends fail, finish is dropped */
     if (!call->closed) {
         call->closed = 1;
@@ -1784,6 +1831,22 @@ static void local_fail(grpc_call *call, int status, const char *msg)
     local_reap(call);
 }
 
+static void local_enqueue(grpc_call *call)
+{
+    grpc_server *srv = call->srv;
+    if (call->lqueued)
+        return;
+    call->lqueued = 1;
+    call->lq_next = NULL;
+    if (srv->lq_tail)
+        srv->lq_tail->lq_next = call;
+    else
+        srv->lq_head = call;
+    srv->lq_tail = call;
+    if (!uv_is_active((uv_handle_t *)&srv->lq_idle))
+        uv_idle_start(&srv->lq_idle, on_lq_idle);
+}
+
 int grpc_call_local_message(grpc_call *call, const uint8_t *msg, size_t len)
 {
     if (call->finished || call->lreaping)
@@ -1796,13 +1859,22 @@ int grpc_call_local_message(grpc_call *call, const uint8_t *msg, size_t len)
         return -EMSGSIZE;
     }
     enum grpc_method_kind k = call->method->kind;
-    if (call->got_message && (k == GRPC_UNARY || k == GRPC_SERVER_STREAMING)) {
+    if (call->lmsgs > 0 && (k == GRPC_UNARY || k == GRPC_SERVER_STREAMING)) {
         local_fail(call, GRPC_STATUS_INTERNAL,
                    "grpc: received more than one request message for a unary request");
         return -EPROTO;
     }
-    call->got_message = 1;
-    call->method->on_message(call, msg, len);
+    uint32_t n = (uint32_t)len;
+    if (buf_reserve(&call->lin, 4 + len) != 0) {
+        local_fail(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return -ENOMEM;
+    }
+    memcpy(call->lin.data + call->lin.len, &n, 4);
+    if (len > 0)
+        memcpy(call->lin.data + call->lin.len + 4, msg, len);
+    call->lin.len += 4 + len;
+    call->lmsgs++;
+    local_enqueue(call);
     return 0;
 }
 
@@ -1810,6 +1882,32 @@ void grpc_call_local_half_close(grpc_call *call)
 {
     if (call->finished || call->lreaping)
         return;
+    call->lhalf = 1;
+    local_enqueue(call);
+}
+
+/* local_deliver hands a local call its queued input, from the loop (the
+ * server's prepare handle), never from the stack of whoever gave it: a
+ * face that answers one request and starts the next from inside a
+ * service's finish would otherwise run a second service call nested in
+ * the first (inside its read or write transaction). */
+static void local_deliver(grpc_call *call)
+{
+    struct buf in = call->lin;
+    call->lin = (struct buf){0};
+    size_t off = 0;
+    while (off + 4 <= in.len && !call->finished && !call->lreaping) {
+        uint32_t n;
+        memcpy(&n, in.data + off, 4);
+        off += 4;
+        call->got_message = 1;
+        call->method->on_message(call, in.data + off, n);
+        off += n;
+    }
+    buf_free(&in);
+    if (!call->lhalf || call->finished || call->lreaping || call->lin.len > 0)
+        return; /* more input came meanwhile: it is queued again, the half-close after it */
+    call->lhalf = 0;
     enum grpc_method_kind k = call->method->kind;
     if (k == GRPC_UNARY || k == GRPC_SERVER_STREAMING) {
         if (!call->got_message)
