@@ -1,6 +1,7 @@
 /* server/config.c: flag parsing with etcd's names and defaults. */
 #include "server/config.h"
 
+#include "base/version.h"
 #include "tls/tls.h"
 
 #include <errno.h>
@@ -8,8 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define QUORUM_VERSION "0.1.0"
-#define ETCD_API_VERSION "3.4"
 
 int config_parse_urls(const char *s, struct url *out, size_t max, size_t *n, char *err,
                       size_t errlen)
@@ -172,6 +171,15 @@ static int parse_cluster(struct config *c, const char *s, char *err, size_t errl
         m->n_peer_urls++;
     }
     return 0;
+}
+
+void config_print_version(FILE *f)
+{
+    /* etcd's shape ("etcd Version: 3.4.23" ...): quorum's own release, the
+     * etcd API it speaks, and the etcd version it reports to etcd clients
+     * (Status, /version: base/version.h) */
+    fprintf(f, "quorum Version: %s\nAPI Version: %s\netcd Version reported to clients: %s\n",
+            QUORUM_VERSION, QUORUM_ETCD_API_VERSION, QUORUM_ETCD_VERSION);
 }
 
 static void usage(void)
@@ -357,7 +365,7 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
             return 1;
         }
         if (strcmp(name, "version") == 0) {
-            printf("quorum Version: %s\netcd API Version: %s\n", QUORUM_VERSION, ETCD_API_VERSION);
+            config_print_version(stdout);
             return 1;
         }
         struct {

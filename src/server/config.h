@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define CONFIG_MAX_URLS 8
 #define CONFIG_MAX_MEMBERS 16
@@ -108,6 +109,9 @@ struct config {
  * --flag=v). On a bad flag it writes a one-line reason to |err| and returns
  * -EINVAL. Returns 1 when --help or --version was answered (printed). */
 int config_parse(struct config *c, int argc, char **argv, char *err, size_t errlen);
+
+/* config_print_version prints what `quorum --version` prints. */
+void config_print_version(FILE *f);
 
 /* config_parse_urls parses a comma-separated URL list ("http://h:p,...",
  * https:// sets url.tls);

@@ -5,6 +5,7 @@
 #include <uv.h>
 
 #include "base/log.h"
+#include "base/version.h"
 #include "server/config.h"
 #include "server/server.h"
 
@@ -26,6 +27,9 @@ int main(int argc, char **argv)
     else if (strcmp(cfg.log_level, "error") == 0)
         log_set_level(LOG_ERROR);
     signal(SIGPIPE, SIG_IGN);
+    /* as etcd's first lines ("etcd Version: 3.4.23") */
+    log_info("main", "quorum Version: %s, etcd API Version: %s (reported to clients as %s)",
+             QUORUM_VERSION, QUORUM_ETCD_API_VERSION, QUORUM_ETCD_VERSION);
 
     uv_loop_t *loop = uv_default_loop();
     struct server *s;

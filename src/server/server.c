@@ -13,6 +13,7 @@
 #include "base/fs.h"
 #include "base/log.h"
 #include "base/sha1.h"
+#include "base/version.h"
 #include "server/front.h"
 #include "transport/transport.h"
 #include "wal/wal.h"
@@ -424,8 +425,8 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
 
     what = "start the gRPC server";
     struct http_config hc = {
-        .server_version = "3.4.0", /* as Maintenance/Status reports it */
-        .cluster_version = "3.4.0",
+        .server_version = QUORUM_ETCD_VERSION, /* as Maintenance/Status reports it */
+        .cluster_version = QUORUM_ETCD_CLUSTER_VERSION,
         .gateway = cfg->enable_grpc_gateway,
         .v2 = cfg->enable_v2,
         /* JSON (base64 bytes) is larger than the protobuf it carries */
