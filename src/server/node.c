@@ -1484,11 +1484,9 @@ int server_node_start(struct server *s)
             self = i;
     }
     bool exists = wal_exist(c->data_dir);
-    if (self == c->n_initial_cluster && !exists) {
-        log_error("server",
-                  "couldn't find local name \"%s\" in the initial cluster "
-                  "configuration",
-                  c->name);
+    char cerr[4096];
+    if (!exists && config_check_cluster(c, cerr, sizeof(cerr)) != 0) {
+        log_error("server", "%s", cerr);
         return -EINVAL;
     }
     s->request_timeout_ms = 5000 + 2 * c->election_ms;
