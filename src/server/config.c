@@ -292,14 +292,12 @@ static int parse_cluster(struct config *c, const char *s, char *err, size_t errl
             memset(m, 0, sizeof(*m));
             snprintf(m->name, sizeof(m->name), "%s", kv);
         }
-        size_t n;
         if (m->n_peer_urls == CONFIG_MAX_URLS) {
             snprintf(err, errlen, "too many URLs for %s", m->name);
             return -EINVAL;
         }
         if (parse_one(value, &m->peer_urls[m->n_peer_urls], err, errlen) != 0)
             return -EINVAL;
-        (void)n;
         m->n_peer_urls++;
     }
     return 0;
@@ -740,42 +738,45 @@ static int check_host_urls(const char *flag, const struct url *u, size_t n, char
 
 #define MAX_ELECTION_MS 50000 /* etcd's maxElectionMs */
 
-int config_validate(const struct config *c, char *err, size_t errlen)
+/* validate_rest: the rest of etcd's embed.Config.Validate */
+static void validate_rest(const struct config *c, char *why, size_t cap)
 {
-    char why[1024] = "";
-    int rv = 0;
-    /* etcd's embed.Config.Validate, in its order */
-    if (check_bind_urls(c->listen_peer, c->n_listen_peer, why, sizeof(why)) != 0 ||
-        check_bind_urls(c->listen_client, c->n_listen_client, why, sizeof(why)) != 0 ||
-        check_host_urls("--initial-advertise-peer-urls", c->advertise_peer, c->n_advertise_peer,
-                        why, sizeof(why)) != 0 ||
-        check_host_urls("--advertise-client-urls", c->advertise_client, c->n_advertise_client,
-                        why, sizeof(why)) != 0)
-        rv = -EINVAL;
-    else if (c->heartbeat_ms == 0)
-        snprintf(why, sizeof(why), "--heartbeat-interval must be >0 (set to %llums)",
+    if (c->heartbeat_ms == 0)
+        snprintf(why, cap, "--heartbeat-interval must be >0 (set to %llums)",
                  (unsigned long long)c->heartbeat_ms);
     else if (c->election_ms == 0)
-        snprintf(why, sizeof(why), "--election-timeout must be >0 (set to %llums)",
+        snprintf(why, cap, "--election-timeout must be >0 (set to %llums)",
                  (unsigned long long)c->election_ms);
     else if (5 * c->heartbeat_ms > c->election_ms)
-        snprintf(why, sizeof(why),
+        snprintf(why, cap,
                  "--election-timeout[%llums] should be at least as 5 times as "
                  "--heartbeat-interval[%llums]",
                  (unsigned long long)c->election_ms, (unsigned long long)c->heartbeat_ms);
     else if (c->election_ms > MAX_ELECTION_MS)
-        snprintf(why, sizeof(why),
+        snprintf(why, cap,
                  "--election-timeout[%llums] is too long, and should be set less than %dms",
                  (unsigned long long)c->election_ms, MAX_ELECTION_MS);
     else if (c->listen_client_set && !c->advertise_client_set)
-        snprintf(why, sizeof(why),
+        snprintf(why, cap,
                  "--advertise-client-urls is required when --listen-client-urls is set "
                  "explicitly");
+}
+
+int config_validate(const struct config *c, char *err, size_t errlen)
+{
+    char why[1024] = "";
+    /* etcd's embed.Config.Validate, in its order */
+    if (check_bind_urls(c->listen_peer, c->n_listen_peer, why, sizeof(why)) == 0 &&
+        check_bind_urls(c->listen_client, c->n_listen_client, why, sizeof(why)) == 0 &&
+        check_host_urls("--initial-advertise-peer-urls", c->advertise_peer, c->n_advertise_peer,
+                        why, sizeof(why)) == 0 &&
+        check_host_urls("--advertise-client-urls", c->advertise_client, c->n_advertise_client,
+                        why, sizeof(why)) == 0)
+        validate_rest(c, why, sizeof(why));
     if (why[0] != '\0') {
         snprintf(err, errlen, "error verifying flags, %s. See 'quorum --help'.", why);
         return -EINVAL;
     }
-    (void)rv;
     /* what etcd's listeners refuse (TLS without a certificate, unknown
      * cipher suites, unix peer URLs) */
     return check_tls(c, err, errlen);
