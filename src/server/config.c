@@ -790,7 +790,7 @@ static int cmp_cstr(const void *a, const void *b)
 
 void config_cluster_string(const struct member_cfg *m, size_t n, char *out, size_t cap)
 {
-    static char pairs[CONFIG_MAX_MEMBERS * CONFIG_MAX_URLS][420];
+    static char pairs[CONFIG_MAX_MEMBERS * CONFIG_MAX_URLS][440];
     const char *sorted[CONFIG_MAX_MEMBERS * CONFIG_MAX_URLS];
     size_t np = 0;
     for (size_t i = 0; i < n; i++)
@@ -1017,7 +1017,8 @@ int config_assign_ids(const struct config *c, struct config_remote_member *ms, s
                       char *err, size_t errlen)
 {
     qsort(ms, n, sizeof(*ms), cmp_remote); /* etcd walks them by id */
-    char why[2048] = "";
+    static char why[8192];
+    why[0] = '\0';
     if (n != c->n_initial_cluster) {
         snprintf(why, sizeof(why), "member count is unequal");
     } else {
