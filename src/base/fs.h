@@ -6,4 +6,12 @@
  * `mkdir -p`. Errors: -EINVAL (empty or too long), -errno. */
 int fs_mkdir_p(const char *path);
 
+/* fs_fsync_dir makes the entries of directory |path| durable. -errno. */
+int fs_fsync_dir(const char *path);
+
+/* fs_remove_tree removes |path| and everything under it (`rm -rf`; a
+ * symbolic link is removed, not followed); 0 when it does not exist.
+ * -errno. */
+int fs_remove_tree(const char *path);
+
 #endif

@@ -98,6 +98,7 @@ struct front {
     struct arena arena; /* reads answered here */
     struct buf out;
     bool wake_core;    /* something was posted to the core this pass */
+    atomic_bool start_accept; /* set by the core (fronts_accept): poll the listeners */
     atomic_bool stop_accept; /* set by the core: close the listeners' polls */
     bool polls_closed;
     atomic_bool stop;  /* set by the core once no loop accepts any more */
@@ -516,6 +517,7 @@ static void front_handle(struct front *fr, struct xmsg *m)
 
 static void front_stop(struct front *fr);
 static void on_front_handle_closed(uv_handle_t *h);
+static void on_poll(uv_poll_t *h, int status, int events);
 
 static void front_handle_fn(void *fr, struct xmsg *m)
 {
@@ -526,6 +528,14 @@ static void on_front_async(uv_async_t *a)
 {
     struct front *fr = a->data;
     drain(&fr->in, front_handle_fn, fr);
+    if (atomic_load(&fr->start_accept) && !atomic_load(&fr->stop_accept) && fr->npolls == 0) {
+        for (size_t k = 0; k < fr->all->nl; k++) {
+            uv_poll_init(&fr->loop, &fr->polls[k], fr->all->lfd[k]);
+            fr->polls[k].data = fr;
+            uv_poll_start(&fr->polls[k], UV_READABLE, on_poll);
+            fr->npolls++;
+        }
+    }
     if (atomic_load(&fr->stop_accept) && !fr->polls_closed) {
         fr->polls_closed = true;
         for (size_t i = 0; i < fr->npolls; i++)
@@ -644,54 +654,6 @@ unsigned fronts_count_auto(void)
     return n - 1 > CONFIG_MAX_FRONTS ? CONFIG_MAX_FRONTS : (unsigned)(n - 1);
 }
 
-static int listen_unix_fd(const struct url *u, int *out)
-{
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    size_t n = strlen(u->host); /* config.c refuses longer paths */
-    if (n >= sizeof(sa.sun_path))
-        return -ENAMETOOLONG;
-    memcpy(sa.sun_path, u->host, n + 1);
-    /* as etcd: a stale socket file from an earlier run is removed first */
-    if (unlink(u->host) != 0 && errno != ENOENT)
-        return -errno;
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, 511) != 0) {
-        int rv = -errno;
-        close(fd);
-        return rv;
-    }
-    *out = fd;
-    return 0;
-}
-
-static int listen_fd(const struct url *u, int *out)
-{
-    if (u->unix_sock)
-        return listen_unix_fd(u, out);
-    struct sockaddr_storage ss;
-    int rv = uv_ip4_addr(u->host, u->port, (struct sockaddr_in *)&ss);
-    if (rv != 0)
-        rv = uv_ip6_addr(u->host, u->port, (struct sockaddr_in6 *)&ss);
-    if (rv != 0)
-        return rv;
-    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    socklen_t len = ss.ss_family == AF_INET ? sizeof(struct sockaddr_in)
-                                            : sizeof(struct sockaddr_in6);
-    if (bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, 511) != 0) {
-        rv = -errno;
-        close(fd);
-        return rv;
-    }
-    *out = fd;
-    return 0;
-}
-
 static int allowed_cpus(int *cpus, int max)
 {
     cpu_set_t set;
@@ -716,7 +678,7 @@ static void fronts_free(struct fronts *all)
 }
 
 int fronts_start(struct server *s, unsigned n, bool pin, const struct grpc_server_options *go,
-                 struct fronts **out)
+                 int *fds, size_t nfds, struct fronts **out)
 {
     if (front_methods == NULL)
         front_methods = server_grpc_methods(f_on_message, f_on_half_close, f_on_close);
@@ -731,16 +693,12 @@ int fronts_start(struct server *s, unsigned n, bool pin, const struct grpc_serve
         free(all);
         return -ENOMEM;
     }
-    for (size_t i = 0; i < s->cfg.n_listen_client; i++) {
-        int rv = listen_fd(&s->cfg.listen_client[i], &all->lfd[i]);
-        if (rv != 0) {
-            log_error("server", "cannot listen on %s: %s", s->cfg.listen_client[i].text,
-                      uv_strerror(rv));
-            fronts_free(all);
-            return rv;
-        }
-        all->nl++;
+    /* the listeners are the server's, bound at start: ours from now */
+    for (size_t i = 0; i < nfds; i++) {
+        all->lfd[i] = fds[i];
+        fds[i] = -1;
     }
+    all->nl = nfds;
     int cpus[CPU_SETSIZE];
     int ncpu = pin ? allowed_cpus(cpus, CPU_SETSIZE) : 0;
     if (ncpu > 0)
@@ -770,12 +728,7 @@ int fronts_start(struct server *s, unsigned n, bool pin, const struct grpc_serve
         uv_prepare_init(&fr->loop, &fr->prep);
         fr->prep.data = fr;
         uv_prepare_start(&fr->prep, on_front_prepare);
-        for (size_t k = 0; k < all->nl; k++) {
-            uv_poll_init(&fr->loop, &fr->polls[k], all->lfd[k]);
-            fr->polls[k].data = fr;
-            uv_poll_start(&fr->polls[k], UV_READABLE, on_poll);
-            fr->npolls++;
-        }
+        /* the listeners are polled from fronts_accept on */
     }
     all->n = n; /* before any thread runs: they read it */
     for (unsigned i = 0; i < n; i++) {
@@ -787,6 +740,14 @@ int fronts_start(struct server *s, unsigned n, bool pin, const struct grpc_serve
     }
     *out = all;
     return 0;
+}
+
+void fronts_accept(struct fronts *all)
+{
+    for (unsigned i = 0; i < all->n; i++) {
+        atomic_store(&all->f[i].start_accept, true);
+        uv_async_send(&all->f[i].in.async);
+    }
 }
 
 static void on_core_handle_closed(uv_handle_t *h)

@@ -20,6 +20,7 @@
 #define QUORUM_SERVER_FRONT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct server;
@@ -31,13 +32,18 @@ struct fronts;
  * core's share of a read load is small), none on one. */
 unsigned fronts_count_auto(void);
 
-/* fronts_start listens on every client URL of |s|'s configuration and
- * starts |n| (>= 1) front loops serving them; with |pin|, the calling
- * (core) thread is pinned to the first allowed CPU and front loop i to the
- * (i+1)-th, wrapping. Errors: negative errno (listen failures are logged
- * with the URL). */
+/* fronts_start starts |n| (>= 1) front loops for the listening sockets
+ * |fds| (one per client URL of |s|'s configuration, bound at start; the
+ * front loops own them from now: each fds[i] is set to -1); with |pin|, the
+ * calling (core) thread is pinned to the first allowed CPU and front loop
+ * i to the (i+1)-th, wrapping. Nothing is accepted until fronts_accept.
+ * Errors: negative errno. */
 int fronts_start(struct server *s, unsigned n, bool pin, const struct grpc_server_options *go,
-                 struct fronts **out);
+                 int *fds, size_t nfds, struct fronts **out);
+
+/* fronts_accept: the front loops start accepting client connections (the
+ * member is ready to serve). */
+void fronts_accept(struct fronts *f);
 
 /* fronts_read_elsewhere hands a linearizable read whose read index was
  * reached (the applied revision is |rev|) to the front loop of |call|, to

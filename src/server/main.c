@@ -5,18 +5,21 @@
 #include <uv.h>
 
 #include "base/log.h"
+#include "base/version.h"
 #include "server/config.h"
 #include "server/server.h"
 
 int main(int argc, char **argv)
 {
     static struct config cfg;
-    char err[512] = "";
+    char err[4096] = "";
     int rv = config_parse(&cfg, argc, argv, err, sizeof(err));
     if (rv == 1)
         return 0;
     if (rv != 0) {
-        fprintf(stderr, "quorum: %s\n", err);
+        /* as Go's flag package: the reason, then the usage; exit 2 */
+        fprintf(stderr, "%s\n", err);
+        config_usage(stderr);
         return 2;
     }
     if (strcmp(cfg.log_level, "debug") == 0)
@@ -26,6 +29,13 @@ int main(int argc, char **argv)
     else if (strcmp(cfg.log_level, "error") == 0)
         log_set_level(LOG_ERROR);
     signal(SIGPIPE, SIG_IGN);
+    /* as etcd's first lines ("etcd Version: 3.4.23") */
+    log_info("main", "quorum Version: %s, etcd API Version: %s (reported to clients as %s)",
+             QUORUM_VERSION, QUORUM_ETCD_API_VERSION, QUORUM_ETCD_VERSION);
+    if (config_validate(&cfg, err, sizeof(err)) != 0) {
+        log_error("main", "%s", err);
+        return 1;
+    }
 
     uv_loop_t *loop = uv_default_loop();
     struct server *s;

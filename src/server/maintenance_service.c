@@ -26,9 +26,8 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/sha256.h"
+#include "base/version.h"
 
-/* The etcd API version quorum implements; etcd clients parse it. */
-#define ETCD_VERSION "3.4.0"
 
 #define SNAPSHOT_CHUNK (32 * 1024)         /* etcd's snapshotSendBufferSize */
 #define SNAPSHOT_MAX_PENDING (1024 * 1024) /* queued, unwritten bytes per call */
@@ -74,7 +73,7 @@ static void on_status(qcall *call, const uint8_t *msg, size_t len)
     Etcdserverpb__StatusResponse r = ETCDSERVERPB__STATUS_RESPONSE__INIT;
     server_fill_header(s, &h);
     r.header = &h;
-    r.version = (char *)ETCD_VERSION;
+    r.version = (char *)QUORUM_ETCD_VERSION; /* etcd clients parse it: base/version.h */
     r.dbsize = (int64_t)backend_size(s->be);
     r.dbsizeinuse = (int64_t)backend_size_in_use(s->be);
     r.leader = server_leader(s);

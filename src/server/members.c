@@ -13,10 +13,12 @@
  *   'r' | u64 id               ->  ""  (removed: the id is never reused)
  *
  * Member ids: an initial member's id is etcd's (SHA-1 of its peer URLs and
- * the cluster token); MemberAdd gives the new member the same derivation,
- * so the new process, started with --initial-cluster-state existing and
- * the same token, knows its own id without asking anyone. It learns the
- * cluster id from the first peer that contacts it (transport/).
+ * the cluster token); MemberAdd gives the new member the same derivation
+ * with the adding member's token. The new process, started with
+ * --initial-cluster-state existing, does not derive it: as etcd's, it asks
+ * the members it was given for this list (server_members_pack, over the
+ * peer port) and takes its id and the cluster id from it by peer URL
+ * (bootstrap.c), whatever its own --initial-cluster-token.
  *
  * A change of membership is two steps, as etcd's: the attributes entry,
  * then (once it applied) the configuration change, proposed through the
@@ -142,6 +144,47 @@ static int put_member(struct server *s, const struct member_info *mi)
     MDB_val key = {9, k}, val = {n, buf};
     return backend_err(
         backend_put(s->be, backend_batch_txn(s->be), BACKEND_DB_MEMBERS, &key, &val, 0));
+}
+
+int server_member_put(struct server *s, const struct member_info *mi)
+{
+    s->peers_dirty = true;
+    return put_member(s, mi);
+}
+
+int server_members_clear(struct server *s)
+{
+    int rc = mdb_drop(backend_batch_txn(s->be), backend_dbi(s->be, BACKEND_DB_MEMBERS), 0);
+    return backend_err(rc);
+}
+
+int server_members_ids(struct server *s, uint64_t *ids, size_t max)
+{
+    MDB_txn *txn = backend_batch_txn(s->be), *own = NULL;
+    if (txn == NULL) {
+        if (backend_read_begin(s->be, &own) != 0)
+            return 0;
+        txn = own;
+    }
+    MDB_cursor *cur;
+    size_t n = 0;
+    if (mdb_cursor_open(txn, backend_dbi(s->be, BACKEND_DB_MEMBERS), &cur) == 0) {
+        MDB_val k, v;
+        int rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST);
+        for (; rc == 0 && n < max; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+            const uint8_t *p = k.mv_data;
+            if (k.mv_size != 9 || p[0] != 'm')
+                continue;
+            uint64_t id = 0;
+            for (int i = 0; i < 8; i++)
+                id = id << 8 | p[1 + i];
+            ids[n++] = id;
+        }
+        mdb_cursor_close(cur);
+    }
+    if (own != NULL)
+        backend_read_end(own);
+    return (int)n;
 }
 
 int server_members_bootstrap(struct server *s, const uint64_t *ids)
@@ -283,6 +326,21 @@ static int members_pb(struct server *s, struct arena *a, Etcdserverpb__Member **
     *out = v;
     *n = k;
     return 0;
+}
+
+int server_members_pack(struct server *s, struct buf *out)
+{
+    struct arena a = {0};
+    Etcdserverpb__MemberListResponse r = ETCDSERVERPB__MEMBER_LIST_RESPONSE__INIT;
+    Etcdserverpb__ResponseHeader h = ETCDSERVERPB__RESPONSE_HEADER__INIT;
+    h.cluster_id = s->cluster_id;
+    h.member_id = s->member_id;
+    r.header = &h;
+    int rv = members_pb(s, &a, &r.members, &r.n_members);
+    if (rv == 0)
+        rv = server_pack(out, &r.base);
+    arena_free(&a);
+    return rv;
 }
 
 /* etcd's Cluster service headers carry no revision */

@@ -480,9 +480,16 @@ static void sync_peers(struct server *s)
         ids[n++] = m->voters[i];
     for (uint32_t i = 0; i < m->n_learners; i++)
         ids[n++] = m->learners[i];
-    if (n == 0)
-        for (size_t i = 0; i < s->cfg.n_initial_cluster; i++)
-            ids[n++] = s->initial_ids[i];
+    if (n == 0) {
+        /* no membership yet (a joining member): the members it was told
+         * of (bootstrap.c), else --initial-cluster's */
+        int k = server_members_ids(s, ids, CONFIG_MAX_MEMBERS);
+        if (k > 0)
+            n = (size_t)k;
+        else
+            for (size_t i = 0; i < s->cfg.n_initial_cluster; i++)
+                ids[n++] = s->initial_ids[i];
+    }
     for (size_t i = 0; i < n; i++) {
         if (ids[i] == s->member_id)
             continue;
@@ -1451,21 +1458,13 @@ static void on_peer_rejected(uint64_t id, const char *reason, void *arg)
     server_stop(s, NULL, NULL);
 }
 
-static void on_cluster_id(uint64_t cluster_id, void *arg)
+/* members_query: the member list for a member about to join. */
+static int members_query(struct buf *out, void *arg)
 {
     struct server *s = arg;
-    s->cluster_id = cluster_id;
-    struct wal_options wo = {
-        .data_dir = s->cfg.data_dir, .node_id = s->member_id, .cluster_id = cluster_id};
-    char err[WAL_ERR_LEN] = "";
-    int rv = wal_create(&wo, &s->wal, err, sizeof(err));
-    if (rv != 0) {
-        log_error("wal", "cannot create the log: %s %s", q_strerror(rv), err);
-        server_stop(s, NULL, NULL);
-        return;
-    }
-    log_info("server", "member %016llx joined cluster %016llx", (unsigned long long)s->member_id,
-             (unsigned long long)cluster_id);
+    if (s->raft == NULL || raft_get_membership(s->raft)->n_voters == 0)
+        return -EAGAIN; /* a member that has not joined knows no cluster */
+    return server_members_pack(s, out);
 }
 
 /* ---- start and stop ---- */
@@ -1473,23 +1472,14 @@ static void on_cluster_id(uint64_t cluster_id, void *arg)
 int server_node_start(struct server *s)
 {
     const struct config *c = &s->cfg;
-    size_t self = c->n_initial_cluster;
-    for (size_t i = 0; i < c->n_initial_cluster; i++) {
+    /* --initial-cluster's ids: a joining member's are the cluster's
+     * (bootstrap.c); otherwise etcd's derivation from the token */
+    for (size_t i = 0; i < c->n_initial_cluster && !s->have_initial_ids; i++) {
         const char *urls[CONFIG_MAX_URLS];
         for (size_t k = 0; k < c->initial_cluster[i].n_peer_urls; k++)
             urls[k] = c->initial_cluster[i].peer_urls[k].text;
         s->initial_ids[i] =
             server_member_id(urls, c->initial_cluster[i].n_peer_urls, c->initial_cluster_token);
-        if (strcmp(c->initial_cluster[i].name, c->name) == 0)
-            self = i;
-    }
-    bool exists = wal_exist(c->data_dir);
-    if (self == c->n_initial_cluster && !exists) {
-        log_error("server",
-                  "couldn't find local name \"%s\" in the initial cluster "
-                  "configuration",
-                  c->name);
-        return -EINVAL;
     }
     s->request_timeout_ms = 5000 + 2 * c->election_ms;
     struct raft_config rc;
@@ -1497,84 +1487,54 @@ int server_node_start(struct server *s)
     int rv;
     char err[WAL_ERR_LEN] = "";
     struct wal_options wo = {.data_dir = c->data_dir};
-    if (exists) {
-        struct wal_state st;
-        rv = wal_open(&wo, &s->wal, &st, err, sizeof(err));
-        if (rv != 0) {
-            log_error("wal", "cannot open the log: %s", err[0] ? err : q_strerror(rv));
-            return rv;
-        }
-        if (st.repaired)
-            log_warn("wal", "%s", err);
-        s->member_id = st.node_id;
-        s->cluster_id = st.cluster_id;
-        raft_config_default(&rc, s->member_id);
-        struct raft_storage rs;
-        wal_state_storage(&st, &rs);
-        rs.applied = s->applied_index < rs.hs.commit ? s->applied_index : rs.hs.commit;
-        s->synced_term = rs.hs.term; /* what the WAL already holds */
-        s->synced_vote = rs.hs.vote;
-        if (rs.snapshot != NULL && rs.applied < rs.snapshot->index) {
-            log_error("server", "the store is at index %llu, behind the snapshot at %llu",
-                      (unsigned long long)s->applied_index, (unsigned long long)rs.snapshot->index);
-            wal_state_free(&st);
-            return QERR_CORRUPT;
-        }
-        s->snap_index = st.has_snapshot ? st.snapshot.index : 0;
-        rc.election_tick = (unsigned)(c->election_ms / hb);
-        rc.heartbeat_tick = 1;
-        rc.seed = s->member_id ^ uv_hrtime();
-        rv = raft_new(&rc, &rs, NULL, &s->raft);
+    /* the member is its log: built by server_bootstrap on a first start */
+    struct wal_state st;
+    rv = wal_open(&wo, &s->wal, &st, err, sizeof(err));
+    if (rv != 0) {
+        log_error("wal", "cannot open the log: %s", err[0] ? err : q_strerror(rv));
+        return rv;
+    }
+    if (st.repaired)
+        log_warn("wal", "%s", err);
+    s->member_id = st.node_id;
+    s->cluster_id = st.cluster_id;
+    raft_config_default(&rc, s->member_id);
+    struct raft_storage rs;
+    wal_state_storage(&st, &rs);
+    rs.applied = s->applied_index < rs.hs.commit ? s->applied_index : rs.hs.commit;
+    s->synced_term = rs.hs.term; /* what the WAL already holds */
+    s->synced_vote = rs.hs.vote;
+    if (rs.snapshot != NULL && rs.applied < rs.snapshot->index) {
+        log_error("server", "the store is at index %llu, behind the snapshot at %llu",
+                  (unsigned long long)s->applied_index, (unsigned long long)rs.snapshot->index);
         wal_state_free(&st);
-        if (rv != 0) {
-            log_error("raft", "cannot restart from the log: %s", q_strerror(rv));
-            return rv;
-        }
+        return QERR_CORRUPT;
+    }
+    s->snap_index = st.has_snapshot ? st.snapshot.index : 0;
+    rc.election_tick = (unsigned)(c->election_ms / hb);
+    rc.heartbeat_tick = 1;
+    rc.seed = s->member_id ^ uv_hrtime();
+    rv = raft_new(&rc, &rs, NULL, &s->raft);
+    wal_state_free(&st);
+    if (rv != 0) {
+        log_error("raft", "cannot restart from the log: %s", q_strerror(rv));
+        return rv;
+    }
+    if (s->boot == SERVER_BOOT_NEW)
+        log_info("server", "starting new member %016llx of cluster %016llx",
+                 (unsigned long long)s->member_id, (unsigned long long)s->cluster_id);
+    else if (s->boot == SERVER_BOOT_JOIN)
+        log_info("server",
+                 "joining cluster %016llx as member %016llx (waiting for the leader to contact "
+                 "us)",
+                 (unsigned long long)s->cluster_id, (unsigned long long)s->member_id);
+    else
         log_info("server",
                  "restarted member %016llx of cluster %016llx from the log (commit "
                  "%llu, applied %llu)",
                  (unsigned long long)s->member_id, (unsigned long long)s->cluster_id,
                  (unsigned long long)raft_get_commit(s->raft),
                  (unsigned long long)s->applied_index);
-    } else {
-        s->member_id = s->initial_ids[self];
-        raft_config_default(&rc, s->member_id);
-        rc.election_tick = (unsigned)(c->election_ms / hb);
-        rc.heartbeat_tick = 1;
-        rc.seed = s->member_id ^ uv_hrtime();
-        if (s->applied_index != 0) {
-            log_warn("server",
-                     "the store has entries up to %llu but there is no log: starting "
-                     "a new log on top of it",
-                     (unsigned long long)s->applied_index);
-            s->applied_index = 0;
-        }
-        bool joining = strcmp(c->initial_cluster_state, "existing") == 0;
-        struct raft_membership boot = {0};
-        if (!joining) {
-            s->cluster_id = server_cluster_id(s->initial_ids, c->n_initial_cluster);
-            wo.node_id = s->member_id;
-            wo.cluster_id = s->cluster_id;
-            rv = wal_create(&wo, &s->wal, err, sizeof(err));
-            if (rv != 0) {
-                log_error("wal", "cannot create the log: %s", err[0] ? err : q_strerror(rv));
-                return rv;
-            }
-            if ((rv = mvcc_batch_begin(s->kv)) != 0 ||
-                (rv = server_members_bootstrap(s, s->initial_ids)) != 0 ||
-                (rv = backend_meta_put(s->be, "consistent_index", 0)) != 0 ||
-                (rv = mvcc_batch_commit(s->kv)) != 0)
-                return rv;
-            for (size_t i = 0; i < c->n_initial_cluster && i < RAFT_MAX_MEMBERS; i++)
-                boot.voters[boot.n_voters++] = s->initial_ids[i];
-        }
-        rv = raft_new(&rc, NULL, joining ? NULL : &boot, &s->raft);
-        if (rv != 0)
-            return rv;
-        log_info("server", "%s member %016llx%s", joining ? "joining as" : "starting new",
-                 (unsigned long long)s->member_id,
-                 joining ? " (waiting for the cluster to contact us)" : "");
-    }
 
     char dir[1100];
     db_dir(s, dir, sizeof(dir));
@@ -1585,19 +1545,20 @@ int server_node_start(struct server *s)
         .cb = {.on_message = on_message,
                .on_snapshot = on_snapshot,
                .on_snapshot_sent = on_snapshot_sent,
-               .on_cluster_id = on_cluster_id,
                .on_peer_rejected = on_peer_rejected,
-               .refuse_peer = refuse_peer},
+               .refuse_peer = refuse_peer,
+               .members_query = members_query},
         .arg = s,
         .tls_server = c->n_listen_peer > 0 && c->listen_peer[0].tls ? s->tls.peer_server : NULL,
         .tls_client = s->tls.peer_client,
     };
     if ((rv = transport_new(s->loop, &to, &s->tp)) != 0)
         return rv;
-    for (size_t i = 0; i < c->n_listen_peer && i < 1; i++) {
-        rv = transport_listen(s->tp, c->listen_peer[i].host, c->listen_peer[i].port, NULL);
+    if (s->peer_fd >= 0) { /* bound at start (bootstrap.c) */
+        rv = transport_listen_fd(s->tp, s->peer_fd);
+        s->peer_fd = -1;
         if (rv != 0) {
-            log_error("server", "cannot listen for peers on %s: %s", c->listen_peer[i].text,
+            log_error("server", "cannot listen for peers on %s: %s", c->listen_peer[0].text,
                       uv_strerror(rv));
             return rv;
         }

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -13,6 +14,7 @@
 #include "base/fs.h"
 #include "base/log.h"
 #include "base/sha1.h"
+#include "base/version.h"
 #include "server/front.h"
 #include "transport/transport.h"
 #include "wal/wal.h"
@@ -366,6 +368,46 @@ static void publish_state(struct server *s)
     __atomic_store_n(&s->pub_cluster_id, s->cluster_id, __ATOMIC_RELAXED);
 }
 
+/* ---- serving clients ---- */
+
+static void on_client_poll(uv_poll_t *h, int status, int events)
+{
+    struct server *s = h->data;
+    (void)events;
+    if (status < 0 || s->closing || s->grpc == NULL)
+        return;
+    int fd;
+    uv_fileno((uv_handle_t *)h, &fd);
+    const struct url *u = &s->cfg.listen_client[h - s->client_polls];
+    unsigned flags = (u->tls ? GRPC_ADOPT_TLS : 0) | (u->unix_sock ? GRPC_ADOPT_UNIX : 0);
+    for (int k = 0; k < 64; k++) { /* a burst, not forever */
+        int c = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (c < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNABORTED && errno != EINTR)
+                log_warn("server", "accept: %s", strerror(errno));
+            return;
+        }
+        grpc_server_adopt_flags(s->grpc, c, flags);
+    }
+}
+
+/* serve starts accepting clients, once: the member has joined (a leader
+ * is known, its attributes are in the log). Until then the listeners are
+ * bound and connections wait in their backlog, as etcd's do until its
+ * ReadyNotify: a member that cannot serve does not answer. */
+static void serve(struct server *s)
+{
+    s->serving = true;
+    if (s->fronts != NULL) {
+        fronts_accept(s->fronts);
+    } else {
+        for (size_t i = 0; i < s->n_client_polls; i++)
+            uv_poll_start(&s->client_polls[i], UV_READABLE, on_client_poll);
+    }
+    for (size_t i = 0; i < s->cfg.n_listen_client; i++)
+        log_info("server", "ready to serve client requests on %s", s->cfg.listen_client[i].text);
+}
+
 int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
 {
     struct server *s = calloc(1, sizeof(*s));
@@ -373,17 +415,33 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
         return -ENOMEM;
     s->loop = loop;
     s->cfg = *cfg;
+    s->peer_fd = -1;
+    for (size_t i = 0; i < CONFIG_MAX_URLS; i++)
+        s->client_fds[i] = -1;
 
-    const char *what = "create the data dir";
-    char dir[1100];
-    snprintf(dir, sizeof(dir), "%s/member/db", cfg->data_dir);
-    int rv = fs_mkdir_p(dir);
-    if (rv != 0)
+    /* nothing is created before the flags, the data dir, the ports and
+     * the cluster have been checked (bootstrap.c) */
+    static char why[4096];
+    const char *what = NULL;
+    int rv;
+    if ((rv = server_check_data_dir(cfg->data_dir, why, sizeof(why))) != 0 ||
+        (rv = server_listen(s, why, sizeof(why))) != 0) {
+        log_error("server", "%s", why);
         goto fail;
+    }
     what = "set up TLS";
     if ((rv = server_tls_open(cfg, &s->tls)) != 0)
         goto fail;
+    if (!wal_exist(cfg->data_dir) && (rv = server_bootstrap(s, why, sizeof(why))) != 0) {
+        log_error("server", "%s", why);
+        what = NULL;
+        goto fail;
+    }
+    char dir[1100];
+    snprintf(dir, sizeof(dir), "%s/member/db", cfg->data_dir);
     what = "open the store";
+    if ((rv = fs_mkdir_p(dir)) != 0)
+        goto fail;
     uint64_t map = cfg->quota_backend_bytes * 2;
     if (map < (8ull << 30))
         map = 8ull << 30;
@@ -424,8 +482,8 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
 
     what = "start the gRPC server";
     struct http_config hc = {
-        .server_version = "3.4.0", /* as Maintenance/Status reports it */
-        .cluster_version = "3.4.0",
+        .server_version = QUORUM_ETCD_VERSION, /* as Maintenance/Status reports it */
+        .cluster_version = QUORUM_ETCD_CLUSTER_VERSION,
         .gateway = cfg->enable_grpc_gateway,
         .v2 = cfg->enable_v2,
         /* JSON (base64 bytes) is larger than the protobuf it carries */
@@ -443,24 +501,19 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
         what = "share the store with the front loops";
         if ((rv = mvcc_share(s->kv)) != 0)
             goto fail;
-        what = "listen";
-        rv = fronts_start(s, nf, cfg->pin_threads, &go, &s->fronts);
+        what = "start the front loops";
+        rv = fronts_start(s, nf, cfg->pin_threads, &go, s->client_fds, s->n_client_fds,
+                          &s->fronts);
         if (rv != 0)
             goto fail;
     } else if ((rv = server_grpc_core_new(s, &go, &s->grpc)) != 0) {
         goto fail;
     }
-    for (size_t i = 0; nf == 0 && i < cfg->n_listen_client; i++) {
-        const struct url *u = &cfg->listen_client[i];
-        rv = u->unix_sock ? grpc_server_listen_unix(s->grpc, u->host, u->tls)
-             : (u->tls ? grpc_server_listen_tls : grpc_server_listen)(s->grpc, u->host, u->port,
-                                                                      NULL);
-        if (rv != 0) {
-            log_error("server", "cannot listen on %s: %s", cfg->listen_client[i].text,
-                      uv_strerror(rv));
-            what = "listen";
-            goto fail;
-        }
+    /* the core's own listeners: polled once the member serves (serve) */
+    for (size_t i = 0; nf == 0 && i < s->n_client_fds; i++) {
+        uv_poll_init(loop, &s->client_polls[i], s->client_fds[i]);
+        s->client_polls[i].data = s;
+        s->n_client_polls++;
     }
 
     uv_timer_init(loop, &s->watch_sync);
@@ -493,13 +546,12 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
                  cfg->pin_threads ? ", each thread pinned to a CPU" : "");
     else
         log_info("server", "serving clients on the core loop (no front loops)");
-    for (size_t i = 0; i < cfg->n_listen_client; i++)
-        log_info("server", "ready to serve client requests on %s", cfg->listen_client[i].text);
     *out = s;
     return 0;
 
 fail:
-    log_error("server", "cannot %s (data dir %s): %s", what, cfg->data_dir, q_strerror(rv));
+    if (what != NULL)
+        log_error("server", "cannot %s (data dir %s): %s", what, cfg->data_dir, q_strerror(rv));
     if (s->grpc)
         grpc_server_close(s->grpc, NULL, NULL); /* nothing was accepted yet */
     if (s->tick.type == UV_TIMER) {
@@ -519,6 +571,7 @@ fail:
     if (s->be)
         backend_close(s->be);
     server_tls_close(&s->tls);
+    server_listeners_close(s);
     free(s);
     return rv;
 }
@@ -529,6 +582,8 @@ static void on_pass(uv_check_t *h)
     if (!s->closing)
         server_node_pass(s);
     publish_state(s);
+    if (!s->serving && !s->closing && s->published && server_leader(s) != RAFT_NONE)
+        serve(s);
 }
 
 static void on_handle_closed(uv_handle_t *h)
@@ -548,6 +603,7 @@ static void on_handle_closed(uv_handle_t *h)
     arena_free(&s->arena);
     buf_free(&s->scratch);
     server_tls_close(&s->tls); /* every connection is closed */
+    server_listeners_close(s);
     void (*cb)(void *) = s->stop_cb;
     void *arg = s->stop_arg;
     free(s);
@@ -569,7 +625,9 @@ static void on_grpc_closed(void *arg)
      * it) */
     server_node_fail_all(s, QERR_STOPPED);
     server_flush(s); /* applied entries reach the store before it closes */
-    s->closing = 11;
+    s->closing = 11 + (int)s->n_client_polls;
+    for (size_t i = 0; i < s->n_client_polls; i++)
+        uv_close((uv_handle_t *)&s->client_polls[i], on_handle_closed);
     server_node_close(s, on_node_closed, s);
     server_corrupt_close(s, on_handle_closed);
     server_autocompact_close(s, on_handle_closed);
@@ -590,6 +648,8 @@ void server_stop(struct server *s, void (*cb)(void *arg), void *arg)
     s->stop_cb = cb;
     s->stop_arg = arg;
     s->closing = -1;
+    for (size_t i = 0; i < s->n_client_polls; i++)
+        uv_poll_stop(&s->client_polls[i]); /* no more connections */
     if (s->fronts != NULL)
         fronts_close(s->fronts, on_grpc_closed, s);
     else

@@ -193,11 +193,26 @@ struct server {
     uint64_t db_size;       /* the database file's size, read once per batch */
     uint64_t applied_index; /* consistent index: entries applied */
     uint64_t member_id;
-    uint64_t cluster_id; /* 0 while a joining member has not learned it */
+    uint64_t cluster_id;
+    /* bound at start, before anything is created (bootstrap.c); -1 once
+     * taken over (the transport, the front loops) or closed */
+    int peer_fd;
+    int client_fds[CONFIG_MAX_URLS];
+    size_t n_client_fds;
+    /* the core loop's client listeners (no front loops), polled once the
+     * member serves */
+    uv_poll_t client_polls[CONFIG_MAX_URLS];
+    size_t n_client_polls;
+    /* clients are served once the member has joined its cluster: a leader
+     * is known and its name and client URLs are in the log (etcd serves
+     * after its ReadyNotify); then "ready to serve client requests" */
+    bool serving;
+    enum { SERVER_BOOT_RESTART, SERVER_BOOT_NEW, SERVER_BOOT_JOIN } boot;
+    bool have_initial_ids; /* initial_ids from server_bootstrap */
 
     /* ---- Raft (node.c) ---- */
     struct raft *raft;
-    struct wal *wal; /* NULL until a joining member knows the cluster */
+    struct wal *wal;
     struct transport *tp;
     uv_timer_t tick;           /* raft_tick every --heartbeat-interval */
     uv_timer_t sweep;          /* timeouts of waiting requests */
@@ -469,6 +484,37 @@ int server_leases_reload(struct server *s);
 /* server_members_bootstrap writes the attributes of the initial members
  * (in the open batch). */
 int server_members_bootstrap(struct server *s, const uint64_t *ids);
+/* server_member_put writes one member's attributes (in the open batch). */
+int server_member_put(struct server *s, const struct member_info *mi);
+/* server_members_clear empties the members database (in the open batch). */
+int server_members_clear(struct server *s);
+/* server_members_ids lists the ids the members database has attributes
+ * for (at most |max|); the count. */
+int server_members_ids(struct server *s, uint64_t *ids, size_t max);
+/* server_members_pack packs the member list (a MemberListResponse, the
+ * cluster id in its header) for a member about to join (transport/). */
+int server_members_pack(struct server *s, struct buf *out);
+
+/* ---- bootstrap.c: before anything is created (see its top) ---- */
+
+/* server_check_data_dir: the data dir can be listed and written, or
+ * would be creatable; etcd's words in |err|. Creates nothing. */
+int server_check_data_dir(const char *dir, char *err, size_t cap);
+/* server_listen_fd binds and listens on |u| (TCP or unix socket); Go's
+ * words in |err| ("listen tcp 127.0.0.1:2379: bind: address already in
+ * use"). */
+int server_listen_fd(const struct url *u, int *out, char *err, size_t cap);
+/* server_listen takes the peer port (the first --listen-peer-urls), then
+ * every client URL: s->peer_fd, s->client_fds. */
+int server_listen(struct server *s, char *err, size_t cap);
+/* server_listeners_close closes what server_listen opened and nobody took
+ * over (unix socket files removed). */
+void server_listeners_close(struct server *s);
+/* server_bootstrap makes a member that has no log: checks
+ * --initial-cluster, matches a new member's advertised peer URLs, asks
+ * the cluster for a joining member's id, then builds <data-dir>/member
+ * aside and renames it into place. etcd's words in |err|. */
+int server_bootstrap(struct server *s, char *err, size_t cap);
 /* server_member_get reads member |id|'s attributes: 0 or -ENOENT. */
 int server_member_get(struct server *s, uint64_t id, struct member_info *out);
 /* server_member_removed: |id| was a member and was removed. */

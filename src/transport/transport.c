@@ -37,6 +37,8 @@
 #define REPLY_LEN 24
 #define KIND_MSGS 0
 #define KIND_SNAP 1
+#define KIND_MEMBERS 2
+#define MAX_MEMBERS_REPLY (1u << 20)
 #define READ_CHUNK 65536
 #define BIG_BUF (4u << 20)
 
@@ -82,11 +84,21 @@ struct snap_out {
     uint8_t crcbuf[4];
 };
 
+struct resolve;
+
 struct peer {
     struct transport *t;
     struct peer *next;
     uint64_t id;
     struct sockaddr_storage addr;
+    /* a peer URL with a host name: resolved before every dial (as Go's
+     * dialer resolves), on libuv's thread pool */
+    char host[256];
+    int port;
+    bool named;
+    bool have_addr;  /* |addr| holds a resolved address */
+    bool fresh_addr; /* resolved for the dial about to be made */
+    struct resolve *rq;
     bool tls; /* dial with TLS (an https:// peer URL) */
     uv_timer_t timer;
     bool backoff_active;
@@ -246,6 +258,98 @@ static int parse_reply(const struct buf *in, char *reason, size_t rcap)
     return -1;
 }
 
+/* set_peer_host records where |p| is: a numeric address at once, a name
+ * for resolution at each dial. */
+static int set_peer_host(struct peer *p, const char *host, int port)
+{
+    struct sockaddr_storage ss;
+    if (host == NULL || port < 0 || port > 65535 || strlen(host) >= sizeof(p->host) ||
+        host[0] == '\0')
+        return -EINVAL;
+    snprintf(p->host, sizeof(p->host), "%s", host);
+    p->port = port;
+    p->fresh_addr = false;
+    if (parse_addr(host, port, &ss) == 0) {
+        p->addr = ss;
+        p->named = false;
+        p->have_addr = true;
+    } else {
+        p->named = true;
+        p->have_addr = false;
+    }
+    return 0;
+}
+
+/* A name being resolved for a peer; outlives the peer if it must (the
+ * peer is then NULL). */
+struct resolve {
+    uv_getaddrinfo_t req;
+    struct transport *t;
+    struct peer *peer;
+};
+
+static void peer_connect(struct peer *p);
+static void peer_fail(struct peer *p);
+
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+    struct resolve *rq = req->data;
+    struct transport *t = rq->t;
+    struct peer *p = rq->peer;
+    if (p != NULL)
+        p->rq = NULL;
+    if (p != NULL && !t->closing) {
+        const struct addrinfo *pick = NULL;
+        for (const struct addrinfo *a = res; status == 0 && a != NULL; a = a->ai_next)
+            if ((a->ai_family == AF_INET || a->ai_family == AF_INET6) &&
+                (pick == NULL || (pick->ai_family == AF_INET6 && a->ai_family == AF_INET)))
+                pick = a; /* the first IPv4 address, as Go's "tcp" resolver */
+        if (pick != NULL) {
+            memset(&p->addr, 0, sizeof(p->addr));
+            memcpy(&p->addr, pick->ai_addr, pick->ai_addrlen);
+            p->have_addr = true;
+            p->fresh_addr = true;
+            peer_connect(p);
+        } else {
+            log_warn(MOD, "cannot resolve %s for member %" PRIx64 ": %s", p->host, p->id,
+                     status != 0 ? uv_strerror(status) : "no address");
+            peer_fail(p);
+        }
+    }
+    uv_freeaddrinfo(res);
+    free(rq);
+    t_unref(t);
+}
+
+/* peer_resolve looks the peer's name up; peer_connect follows. */
+static void peer_resolve(struct peer *p)
+{
+    struct transport *t = p->t;
+    if (p->rq != NULL)
+        return;
+    struct resolve *rq = calloc(1, sizeof(*rq));
+    if (rq == NULL) {
+        peer_fail(p);
+        return;
+    }
+    rq->t = t;
+    rq->peer = p;
+    rq->req.data = rq;
+    char port[8];
+    snprintf(port, sizeof(port), "%d", p->port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    int rv = uv_getaddrinfo(t->loop, &rq->req, on_resolved, p->host, port, &hints);
+    if (rv != 0) {
+        free(rq);
+        log_warn(MOD, "cannot resolve %s for member %" PRIx64 ": %s", p->host, p->id,
+                 uv_strerror(rv));
+        peer_fail(p);
+        return;
+    }
+    p->rq = rq;
+    t->refs++;
+}
+
 /* link_init sets up the socket of a connection: to peer |p| (TLS when its
  * URL is https://), or accepted (|p| NULL: TLS when the listener is). */
 static int link_init(struct transport *t, struct tls_stream *ts, const struct peer *p)
@@ -254,14 +358,16 @@ static int link_init(struct transport *t, struct tls_stream *ts, const struct pe
     bool tls = p != NULL ? p->tls : t->o.tls_server != NULL;
     if (tls) {
         struct tls_ctx *ctx = p != NULL ? t->o.tls_client : t->o.tls_server;
-        char host[64] = "";
+        char host[256] = "";
         if (ctx == NULL) {
             log_warn(MOD, "member %" PRIx64 " has an https:// peer URL but no peer TLS is "
                           "configured (--peer-cert-file, --peer-key-file, --peer-trusted-ca-file)",
                      p->id);
             return -EINVAL;
         }
-        if (p != NULL) {
+        if (p != NULL && p->named) {
+            snprintf(host, sizeof(host), "%s", p->host);
+        } else if (p != NULL) {
             if (p->addr.ss_family == AF_INET6)
                 uv_ip6_name((const struct sockaddr_in6 *)&p->addr, host, sizeof(host));
             else
@@ -462,6 +568,11 @@ static void peer_connect(struct peer *p)
     struct transport *t = p->t;
     if (p->oc != NULL || p->backoff_active || t->closing)
         return;
+    if (p->named && !p->fresh_addr) {
+        peer_resolve(p);
+        return;
+    }
+    p->fresh_addr = false;
     struct out_conn *oc = calloc(1, sizeof(*oc));
     if (oc == NULL) {
         peer_fail(p);
@@ -739,6 +850,8 @@ int transport_send_snapshot(struct transport *t, const struct raft_msg *m, const
         return -ENOENT;
     if (p->snap != NULL)
         return -EBUSY;
+    if (!p->have_addr)
+        return -EAGAIN; /* a name not resolved yet: the message link resolves it */
     if (reader != NULL && reader->read_fn == NULL)
         return -EINVAL;
     struct snap_out *s = calloc(1, sizeof(*s));
@@ -935,6 +1048,40 @@ static bool handshake(struct conn *c, const uint8_t *hs)
     uint8_t kind = hs[6];
     uint64_t cid = get_be64(hs + 8), from = get_be64(hs + 16), to = get_be64(hs + 24);
     bool learn = t->o.cluster_id == 0 && cid != 0 && to == t->o.id;
+    if (ver == TRANSPORT_PROTOCOL_VERSION && kind == KIND_MEMBERS) {
+        /* a member about to join asks who the cluster is (etcd's GET
+         * /members on the peer port): anyone the peer TLS lets in may */
+        struct buf list = {0};
+        if (t->o.cb.members_query == NULL || t->o.cb.members_query(&list, t->o.arg) != 0 ||
+            list.len > MAX_MEMBERS_REPLY) {
+            buf_free(&list);
+            conn_reply(c, false, "the member list cannot be served");
+            c->state = C_DONE;
+            return false;
+        }
+        uv_timer_stop(&c->hs_timer);
+        c->state = C_DONE;
+        struct buf out = {0};
+        uint8_t h[REPLY_LEN + 2 + 4];
+        memcpy(h, MAGIC, 4);
+        put_be16(h + 4, TRANSPORT_PROTOCOL_VERSION);
+        h[6] = 0;
+        h[7] = 0;
+        put_be64(h + 8, t->o.cluster_id);
+        put_be64(h + 16, t->o.id);
+        put_be16(h + 24, 0);
+        put_be32(h + 26, (uint32_t)list.len);
+        if (buf_append(&out, h, sizeof(h)) != 0 || buf_append(&out, list.data, list.len) != 0) {
+            buf_free(&out);
+            buf_free(&list);
+            conn_close(c);
+            return false;
+        }
+        buf_free(&list);
+        conn_write(c, out.data, out.len, true);
+        buf_free(&out);
+        return false;
+    }
     if (ver != TRANSPORT_PROTOCOL_VERSION)
         snprintf(reason, sizeof(reason), "unsupported protocol version %u (local %u)", ver,
                  TRANSPORT_PROTOCOL_VERSION);
@@ -1411,6 +1558,247 @@ fail:
     return rv;
 }
 
+int transport_listen_fd(struct transport *t, int fd)
+{
+    if (t->closing)
+        return -ESHUTDOWN;
+    if (t->listener != NULL)
+        return -EINVAL;
+    uv_tcp_t *l = calloc(1, sizeof(*l));
+    if (l == NULL)
+        return -ENOMEM;
+    int rv = uv_tcp_init(t->loop, l);
+    if (rv != 0) {
+        free(l);
+        return rv;
+    }
+    l->data = t;
+    t->listener = l;
+    t->refs++;
+    if ((rv = uv_tcp_open(l, fd)) != 0 ||
+        (rv = uv_listen((uv_stream_t *)l, 128, on_connection)) != 0) {
+        uv_close((uv_handle_t *)l, listener_closed); /* closes |fd| if it took it */
+        t->listener = NULL;
+        return rv;
+    }
+    return 0;
+}
+
+/* ---- asking a member for the member list ---- */
+
+struct fetch {
+    uv_loop_t *loop;
+    struct tls_stream ts;
+    bool stream_open;
+    uv_connect_t creq;
+    uv_write_t wreq;
+    uv_timer_t timer;
+    uv_getaddrinfo_t gai;
+    bool gai_busy;
+    int handles; /* open: the timer, the stream */
+    bool done;
+    struct buf in;
+    uint8_t hs[HS_LEN];
+    char host[256];
+    int port;
+    char addr[80]; /* "ip:port" once resolved, for messages */
+    struct tls_ctx *tls;
+    transport_members_cb cb;
+    void *arg;
+};
+
+/* fetch_release frees |f| once its handles are closed and no lookup runs */
+static void fetch_release(struct fetch *f)
+{
+    if (f->handles > 0 || f->gai_busy)
+        return;
+    buf_free(&f->in);
+    free(f);
+}
+
+static void fetch_closed(uv_handle_t *h)
+{
+    struct fetch *f = h->data;
+    f->handles--;
+    fetch_release(f);
+}
+
+static void fetch_finish(struct fetch *f, int status, uint64_t cid, const uint8_t *p, size_t n,
+                         const char *err)
+{
+    if (f->done)
+        return;
+    f->done = true;
+    f->cb(status, cid, p, n, err, f->arg);
+    uv_timer_stop(&f->timer);
+    uv_close((uv_handle_t *)&f->timer, fetch_closed);
+    if (f->stream_open)
+        tls_stream_close(&f->ts, fetch_closed);
+}
+
+static void fetch_fail(struct fetch *f, int status, const char *fmt, const char *what)
+{
+    char err[400];
+    snprintf(err, sizeof(err), fmt, f->addr[0] ? f->addr : f->host, what);
+    fetch_finish(f, status, 0, NULL, 0, err);
+}
+
+static void fetch_timeout(uv_timer_t *h)
+{
+    struct fetch *f = h->data;
+    fetch_fail(f, UV_ETIMEDOUT, "%s: %s", "no answer in time");
+}
+
+static void fetch_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b)
+{
+    struct fetch *f = h->data;
+    alloc_in(&f->in, b);
+}
+
+static void fetch_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
+{
+    struct fetch *f = st->data;
+    if (f->done || nread == 0)
+        return;
+    if (nread < 0) {
+        fetch_fail(f, (int)nread, "read %s: %s", uv_strerror((int)nread));
+        return;
+    }
+    f->in.len += (size_t)nread;
+    if (f->in.len < REPLY_LEN + 2)
+        return;
+    const uint8_t *p = f->in.data;
+    if (memcmp(p, MAGIC, 4) != 0 || p[6] > 1) {
+        fetch_fail(f, -EPROTO, "%s: %s", "not a quorum peer port");
+        return;
+    }
+    if (p[6] == 1) {
+        char reason[300];
+        int r = parse_reply(&f->in, reason, sizeof(reason));
+        if (r == -1) {
+            char why[340];
+            snprintf(why, sizeof(why), "rejected: %s", reason);
+            fetch_fail(f, -ECONNREFUSED, "%s: %s", why);
+        }
+        return;
+    }
+    if (f->in.len < REPLY_LEN + 2 + 4)
+        return;
+    uint32_t n = get_be32(p + REPLY_LEN + 2);
+    if (n > MAX_MEMBERS_REPLY) {
+        fetch_fail(f, -EPROTO, "%s: %s", "member list too large");
+        return;
+    }
+    if (f->in.len < REPLY_LEN + 2 + 4 + n)
+        return;
+    fetch_finish(f, 0, get_be64(p + 8), p + REPLY_LEN + 6, n, NULL);
+}
+
+static void fetch_written(uv_write_t *req, int status)
+{
+    struct fetch *f = req->data;
+    if (status < 0 && !f->done)
+        fetch_fail(f, status, "write %s: %s", uv_strerror(status));
+}
+
+static void fetch_connected(uv_connect_t *req, int status)
+{
+    struct fetch *f = req->data;
+    if (f->done)
+        return;
+    if (status < 0) {
+        fetch_fail(f, status, "dial tcp %s: connect: %s", uv_strerror(status));
+        return;
+    }
+    memcpy(f->hs, MAGIC, 4);
+    put_be16(f->hs + 4, TRANSPORT_PROTOCOL_VERSION);
+    f->hs[6] = KIND_MEMBERS;
+    f->hs[7] = 0;
+    memset(f->hs + 8, 0, 24); /* no cluster, no sender, no receiver yet */
+    uv_buf_t b = uv_buf_init((char *)f->hs, HS_LEN);
+    f->wreq.data = f;
+    if (tls_stream_write(&f->ts, &f->wreq, &b, 1, fetch_written) != 0 ||
+        tls_stream_read_start(&f->ts, fetch_alloc, fetch_read) != 0)
+        fetch_fail(f, -EIO, "%s: %s", "cannot start the exchange");
+}
+
+static void fetch_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+    struct fetch *f = req->data;
+    f->gai_busy = false;
+    const struct addrinfo *pick = NULL;
+    for (const struct addrinfo *a = res; status == 0 && a != NULL; a = a->ai_next)
+        if ((a->ai_family == AF_INET || a->ai_family == AF_INET6) &&
+            (pick == NULL || (pick->ai_family == AF_INET6 && a->ai_family == AF_INET)))
+            pick = a;
+    if (f->done) {
+        uv_freeaddrinfo(res);
+        fetch_release(f);
+        return;
+    }
+    if (pick == NULL) {
+        uv_freeaddrinfo(res);
+        fetch_fail(f, status ? status : -ENOENT, "lookup %s: %s",
+                   status ? uv_strerror(status) : "no address");
+        return;
+    }
+    char ip[64] = "";
+    if (pick->ai_family == AF_INET6) {
+        uv_ip6_name((const struct sockaddr_in6 *)pick->ai_addr, ip, sizeof(ip));
+        snprintf(f->addr, sizeof(f->addr), "[%s]:%d", ip, f->port);
+    } else {
+        uv_ip4_name((const struct sockaddr_in *)pick->ai_addr, ip, sizeof(ip));
+        snprintf(f->addr, sizeof(f->addr), "%s:%d", ip, f->port);
+    }
+    tls_conn *tc = NULL;
+    int rv = 0;
+    if (f->tls != NULL)
+        rv = tls_conn_new(f->tls, f->host, &tc);
+    if (rv == 0)
+        rv = tls_stream_init(&f->ts, f->loop, tc, "peer");
+    if (rv == 0) {
+        f->stream_open = true;
+        f->handles++;
+        f->ts.tcp.data = f;
+        f->creq.data = f;
+        rv = uv_tcp_connect(&f->creq, &f->ts.tcp, pick->ai_addr, fetch_connected);
+    }
+    uv_freeaddrinfo(res);
+    if (rv != 0)
+        fetch_fail(f, rv, "dial tcp %s: %s", uv_strerror(rv));
+}
+
+int transport_fetch_members(uv_loop_t *loop, const char *host, int port, struct tls_ctx *tls,
+                            unsigned timeout_ms, transport_members_cb cb, void *arg)
+{
+    if (loop == NULL || host == NULL || cb == NULL || strlen(host) >= 256)
+        return -EINVAL;
+    struct fetch *f = calloc(1, sizeof(*f));
+    if (f == NULL)
+        return -ENOMEM;
+    f->loop = loop;
+    snprintf(f->host, sizeof(f->host), "%s", host);
+    f->port = port;
+    f->tls = tls;
+    f->cb = cb;
+    f->arg = arg;
+    uv_timer_init(loop, &f->timer);
+    f->timer.data = f;
+    f->handles = 1;
+    uv_timer_start(&f->timer, fetch_timeout, timeout_ms ? timeout_ms : 10000, 0);
+    char ps[8];
+    snprintf(ps, sizeof(ps), "%d", port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    f->gai.data = f;
+    int rv = uv_getaddrinfo(loop, &f->gai, fetch_resolved, host, ps, &hints);
+    if (rv != 0) {
+        uv_close((uv_handle_t *)&f->timer, fetch_closed);
+        return rv;
+    }
+    f->gai_busy = true;
+    return 0;
+}
+
 static void peer_timer_closed(uv_handle_t *h)
 {
     struct peer *p = h->data;
@@ -1424,14 +1812,17 @@ int transport_add_peer(struct transport *t, uint64_t id, const char *host, int p
 {
     if (t->closing)
         return -ESHUTDOWN;
-    struct sockaddr_storage ss;
-    if (id == 0 || id == t->o.id || parse_addr(host, port, &ss) != 0)
+    if (id == 0 || id == t->o.id)
         return -EINVAL;
     if (peer_find(t, id) != NULL)
         return -EEXIST;
     struct peer *p = calloc(1, sizeof(*p));
     if (p == NULL)
         return -ENOMEM;
+    if (set_peer_host(p, host, port) != 0) {
+        free(p);
+        return -EINVAL;
+    }
     int rv = uv_timer_init(t->loop, &p->timer);
     if (rv != 0) {
         free(p);
@@ -1440,7 +1831,6 @@ int transport_add_peer(struct transport *t, uint64_t id, const char *host, int p
     p->timer.data = p;
     p->t = t;
     p->id = id;
-    p->addr = ss;
     p->backoff_ms = t->o.backoff_min_ms;
     p->next = t->peers;
     t->peers = p;
@@ -1450,13 +1840,13 @@ int transport_add_peer(struct transport *t, uint64_t id, const char *host, int p
 
 int transport_update_peer(struct transport *t, uint64_t id, const char *host, int port)
 {
-    struct sockaddr_storage ss;
-    if (parse_addr(host, port, &ss) != 0)
-        return -EINVAL;
     struct peer *p = peer_find(t, id);
     if (p == NULL)
         return -ENOENT;
-    p->addr = ss;
+    struct peer tmp = *p;
+    if (set_peer_host(&tmp, host, port) != 0)
+        return -EINVAL;
+    set_peer_host(p, host, port);
     /* A link that is up stays up (as etcd's peers keep their streams): the
      * member may still listen where it did until it restarts with its new
      * URL. Only the next dial uses the new address. */
@@ -1476,6 +1866,10 @@ int transport_update_peer(struct transport *t, uint64_t id, const char *host, in
 
 static void peer_destroy(struct peer *p)
 {
+    if (p->rq != NULL) {
+        p->rq->peer = NULL;
+        p->rq = NULL;
+    }
     oc_detach(p);
     struct snap_out *s = p->snap;
     if (s != NULL) {

@@ -19,8 +19,8 @@
  * "varint" is protobuf's base-128 varint)
  *
  *   Handshake, first bytes on every connection (32 bytes):
- *     "QRMT" | u16 version | u8 kind (0 messages, 1 snapshot) | u8 0 |
- *     u64 cluster id | u64 sender id | u64 receiver id
+ *     "QRMT" | u16 version | u8 kind (0 messages, 1 snapshot, 2 member
+ *     list) | u8 0 | u64 cluster id | u64 sender id | u64 receiver id
  *   Handshake reply from the listener (26 + n bytes):
  *     "QRMT" | u16 version | u8 status (0 accepted, 1 rejected) | u8 0 |
  *     u64 cluster id | u64 listener's member id | u16 n | n bytes reason
@@ -47,6 +47,11 @@
  *                      varints, varint len, len bytes
  *   Nothing may follow; unknown types and flags are rejected.
  *
+ *   Member list connection (kind 2, ids 0: sent by a member that is not
+ *   part of the cluster yet, as etcd's GET /members on the peer port): the
+ *   listener answers the accepted reply (its cluster id in it), then
+ *   u32 length | the list (members_query's bytes), and closes.
+ *
  *   Snapshot connection, after the reply:
  *     u32 length | the SNAP message encoded with an empty snapshot data
  *     u64 data size
@@ -66,8 +71,8 @@
  *
  * CAVEATS: a write to a connection the peer has closed raises SIGPIPE on
  * Linux; the process must ignore it (signal(SIGPIPE, SIG_IGN)) before the
- * first send. Host names are numeric IPv4 or IPv6 addresses: name
- * resolution is the caller's job. Without TLS peers are not authenticated
+ * first send. A peer's host may be a name: it is resolved before every
+ * dial (see transport_add_peer). Without TLS peers are not authenticated
  * beyond the cluster id. Snapshot data is written and fdatasync'ed with async uv_fs
  * requests; creating, closing and unlinking the temp file are synchronous
  * (short) calls on the loop thread. Only one snapshot transfer per peer
@@ -211,6 +216,13 @@ struct transport_callbacks {
      * true and write the reason (at most 200 bytes) to |reason|, which the
      * sender gets in its on_peer_rejected. May be NULL. */
     bool (*refuse_peer)(uint64_t from, char *reason, size_t cap, void *arg);
+
+    /* members_query fills |out| with this member's view of the cluster's
+     * members, for a member about to join that asks for it
+     * (transport_fetch_members); opaque bytes to the transport (the server
+     * packs a MemberListResponse). Nonzero, or NULL: the query is refused.
+     * May be NULL. */
+    int (*members_query)(struct buf *out, void *arg);
 };
 
 struct transport_options {
@@ -264,9 +276,32 @@ void transport_close(struct transport *t, void (*cb)(void *arg), void *arg);
  * -EINVAL (bad address, already listening), libuv errors (UV_EADDRINUSE). */
 int transport_listen(struct transport *t, const char *host, int port, int *bound_port);
 
-/* transport_add_peer makes member |id| reachable at |host|:|port| (copied).
- * No connection is made until something is sent. Errors: -EINVAL (id 0 or
- * self, bad address), -EEXIST, -ENOMEM. */
+/* transport_listen_fd is transport_listen on a socket the caller bound and
+ * put in listening state (so a busy port is found before anything else is
+ * done); the transport owns |fd| from then on, also on error. */
+int transport_listen_fd(struct transport *t, int fd);
+
+/* transport_fetch_members asks the member listening at |host|:|port| for
+ * its member list (a connection of kind 2, see WIRE FORMAT), with TLS when
+ * |tls| (a client context) is not NULL; |host| may be a name (resolved
+ * with uv_getaddrinfo). |cb| runs once on |loop|: status 0 with the
+ * cluster id and the list's bytes (valid during the call), or a negative
+ * code and a reason in Go's words where there are some ("dial tcp
+ * 127.0.0.1:2380: connect: connection refused"). No answer within
+ * |timeout_ms| (0: 10 s, etcd's) fails with UV_ETIMEDOUT. Needs no
+ * transport: a member that is not started yet asks. */
+typedef void (*transport_members_cb)(int status, uint64_t cluster_id, const uint8_t *list,
+                                     size_t len, const char *err, void *arg);
+int transport_fetch_members(uv_loop_t *loop, const char *host, int port, struct tls_ctx *tls,
+                            unsigned timeout_ms, transport_members_cb cb, void *arg);
+
+/* transport_add_peer makes member |id| reachable at |host|:|port| (copied):
+ * a numeric address, or a name resolved (uv_getaddrinfo, libuv's thread
+ * pool) before every dial, as Go's dialer does, so a member whose address
+ * behind its name changed is found again; a name that does not resolve is
+ * logged and retried with the backoff. No connection is made until
+ * something is sent. Errors: -EINVAL (id 0 or self, bad address),
+ * -EEXIST, -ENOMEM. */
 int transport_add_peer(struct transport *t, uint64_t id, const char *host, int port);
 
 /* transport_update_peer changes the address of |id|. A connection that is
@@ -314,7 +349,9 @@ struct transport_snap_reader {
  * m->snapshot->data (copied). The next chunk is read only when the
  * previous write completed. The end is reported by on_snapshot_sent.
  * Errors: -ENOENT (unknown peer), -EBUSY (a transfer to that peer is
- * running), -EINVAL (not a SNAP message), -ENOMEM, -ESHUTDOWN, and errors
+ * running), -EAGAIN (the peer's host name has not been resolved yet: its
+ * message link resolves it), -EINVAL (not a SNAP message), -ENOMEM,
+ * -ESHUTDOWN, and errors
  * opening |path| (then release_fn is not called). */
 int transport_send_snapshot(struct transport *t, const struct raft_msg *m, const char *path,
                             const struct transport_snap_reader *reader);

@@ -1184,7 +1184,7 @@ Test(transport, bad_arguments, .init = setup)
     cr_assert_eq(transport_listen(a.t, "127.0.0.1", 0, NULL), -EINVAL);
     cr_assert_eq(transport_add_peer(a.t, 1, "127.0.0.1", 1), -EINVAL);
     cr_assert_eq(transport_add_peer(a.t, 0, "127.0.0.1", 1), -EINVAL);
-    cr_assert_eq(transport_add_peer(a.t, 2, "not-an-ip", 1), -EINVAL);
+    cr_assert_eq(transport_add_peer(a.t, 2, "", 1), -EINVAL); /* a name is fine, not none */
     cr_assert_eq(transport_add_peer(a.t, 2, "127.0.0.1", 70000), -EINVAL);
     cr_assert_eq(transport_add_peer(a.t, 2, "::1", 1), 0);
     cr_assert_eq(transport_add_peer(a.t, 2, "127.0.0.1", 1), -EEXIST);
@@ -1198,6 +1198,132 @@ Test(transport, bad_arguments, .init = setup)
     cr_assert_eq(transport_send_snapshot(a.t, &m, NULL, NULL), -EINVAL);
     node_stop(&a);
     dir_remove(a.dir);
+    loop_finish(&loop);
+}
+
+/* Host names: resolved (uv_getaddrinfo) before every dial; a name that
+ * does not resolve is retried, and a new name reaches the peer. */
+Test(transport, named_peers_are_resolved_at_each_dial, .init = setup, .timeout = 60)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct node a, b;
+    node_init(&a, &loop, 1);
+    node_init(&b, &loop, 2);
+    node_start(&a, CLUSTER);
+    node_start(&b, CLUSTER);
+    cr_assert_eq(transport_add_peer(a.t, 2, "nosuch.invalid", b.port), 0);
+    send_seq(&a, 2, 0);
+    run_until(&loop, never, NULL, 300);
+    cr_assert_eq(b.got[1], 0);
+    cr_assert_eq(transport_update_peer(a.t, 2, "localhost", b.port), 0);
+    send_seq(&a, 2, 1);
+    struct want1 w = {&b, 1, 2}; /* the one queued meanwhile too */
+    cr_assert(run_until(&loop, got_enough, &w, DEADLINE_MS));
+    /* the link breaks: the name is looked up again for the next dial */
+    node_stop(&b);
+    node_start(&b, CLUSTER);
+    b.strict = false; /* what was written to the old link is lost */
+    for (uint64_t k = 2; k < 10; k++)
+        send_seq(&a, 2, k);
+    w.want = 3;
+    cr_assert(run_until(&loop, got_enough, &w, DEADLINE_MS));
+    struct transport_peer_stats st;
+    cr_assert_eq(transport_peer_stats(a.t, 2, &st), 0);
+    cr_assert_geq(st.dials, 2);
+    /* removed while its name is being looked up: nothing dangles */
+    cr_assert_eq(transport_add_peer(a.t, 3, "localhost", 1), 0);
+    send_seq(&a, 3, 0);
+    cr_assert_eq(transport_remove_peer(a.t, 3), 0);
+    node_stop(&a);
+    node_stop(&b);
+    dir_remove(a.dir);
+    dir_remove(b.dir);
+    loop_finish(&loop);
+}
+
+static int members_list(struct buf *out, void *arg)
+{
+    return buf_append(out, "three members", 13);
+}
+
+struct fetched {
+    bool done;
+    int status;
+    uint64_t cid;
+    char list[64];
+    char err[400];
+};
+
+static void on_fetched(int status, uint64_t cid, const uint8_t *list, size_t len, const char *err,
+                       void *arg)
+{
+    struct fetched *f = arg;
+    cr_assert(!f->done, "called twice");
+    f->done = true;
+    f->status = status;
+    f->cid = cid;
+    snprintf(f->list, sizeof(f->list), "%.*s", (int)len, list ? (const char *)list : "");
+    snprintf(f->err, sizeof(f->err), "%s", err ? err : "");
+}
+
+static bool fetched_done(void *arg)
+{
+    return ((struct fetched *)arg)->done;
+}
+
+/* A member about to join asks a peer port for the member list; the
+ * listener must serve it (members_query), anyone else is refused. The
+ * listening socket of |a| is bound by the test (transport_listen_fd). */
+Test(transport, member_list_for_a_joining_member, .init = setup, .timeout = 60)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct node a, b;
+    node_init(&a, &loop, 1);
+    node_init(&b, &loop, 2);
+    struct transport_options o = node_opts(&a, CLUSTER);
+    o.cb.members_query = members_list;
+    cr_assert_eq(transport_new(&loop, &o, &a.t), 0);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    cr_assert_eq(listen(fd, 16), 0);
+    socklen_t sl = sizeof(sa);
+    getsockname(fd, (struct sockaddr *)&sa, &sl);
+    a.port = ntohs(sa.sin_port);
+    cr_assert_eq(transport_listen_fd(a.t, fd), 0);
+    node_start(&b, CLUSTER);
+    struct fetched f = {0};
+    cr_assert_eq(transport_fetch_members(&loop, "localhost", a.port, NULL, 0, on_fetched, &f), 0);
+    cr_assert(run_until(&loop, fetched_done, &f, DEADLINE_MS));
+    cr_assert_eq(f.status, 0, "%s", f.err);
+    cr_assert_eq(f.cid, CLUSTER);
+    cr_assert_str_eq(f.list, "three members");
+    /* b serves no list */
+    memset(&f, 0, sizeof(f));
+    cr_assert_eq(transport_fetch_members(&loop, "127.0.0.1", b.port, NULL, 0, on_fetched, &f), 0);
+    cr_assert(run_until(&loop, fetched_done, &f, DEADLINE_MS));
+    cr_assert_neq(f.status, 0);
+    cr_assert(strstr(f.err, "rejected: the member list cannot be served") != NULL, "%s", f.err);
+    /* nobody listens: Go's words */
+    int dead = free_port();
+    memset(&f, 0, sizeof(f));
+    cr_assert_eq(transport_fetch_members(&loop, "127.0.0.1", dead, NULL, 0, on_fetched, &f), 0);
+    cr_assert(run_until(&loop, fetched_done, &f, DEADLINE_MS));
+    char want[100];
+    snprintf(want, sizeof(want), "dial tcp 127.0.0.1:%d: connect: connection refused", dead);
+    cr_assert_str_eq(f.err, want);
+    /* an unresolvable name */
+    memset(&f, 0, sizeof(f));
+    cr_assert_eq(transport_fetch_members(&loop, "nosuch.invalid", 1, NULL, 0, on_fetched, &f), 0);
+    cr_assert(run_until(&loop, fetched_done, &f, DEADLINE_MS));
+    cr_assert(strncmp(f.err, "lookup nosuch.invalid:", 22) == 0, "%s", f.err);
+    node_stop(&a);
+    node_stop(&b);
+    run_until(&loop, never, NULL, 50); /* the fetches' handles close */
+    dir_remove(a.dir);
+    dir_remove(b.dir);
     loop_finish(&loop);
 }
 

@@ -41,12 +41,14 @@ Test(config_tls, urls)
 static int parse(char *err, size_t cap, const char *const *extra, int nextra)
 {
     static struct config c;
-    char *argv[32] = {"quorum", "--data-dir", "/tmp/nonexistent-config-test"};
-    int argc = 3;
+    char *argv[32] = {"quorum", "--data-dir", "/tmp/nonexistent-config-test",
+                      "--advertise-client-urls", "http://127.0.0.1:2379"};
+    int argc = 5;
     for (int i = 0; i < nextra; i++)
         argv[argc++] = (char *)extra[i];
     memset(&c, 0, sizeof(c));
-    return config_parse(&c, argc, argv, err, cap);
+    int rv = config_parse(&c, argc, argv, err, cap);
+    return rv != 0 ? rv : config_validate(&c, err, cap);
 }
 
 Test(config_tls, etcd_start_up_errors)

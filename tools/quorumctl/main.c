@@ -10,9 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/version.h"
 #include "quorumctl.h"
-
-#define QUORUMCTL_VERSION "0.1.0"
 
 static void usage(FILE *f)
 {
@@ -233,8 +232,13 @@ int main(int argc, char **argv)
     }
     int ret;
     int (*cmd)(struct ctl *, int, char **);
-    if (nrest >= 1 && strcmp(rest[0], "version") == 0) {
-        printf("quorumctl version: %s\nAPI version: 3.4\n", QUORUMCTL_VERSION);
+    /* --version as the version command (etcdctl 3.4 knows only the command) */
+    bool version_flag = false;
+    for (int k = 0; k < nrest; k++)
+        version_flag = version_flag || strcmp(rest[k], "--version") == 0;
+    if (version_flag || (nrest >= 1 && strcmp(rest[0], "version") == 0)) {
+        /* etcdctl's shape: its own version, then the API it speaks */
+        printf("quorumctl version: %s\nAPI version: %s\n", QUORUM_VERSION, QUORUM_ETCD_API_VERSION);
         ret = 0;
     } else if (nrest >= 2 && strcmp(rest[0], "snapshot") == 0 && strcmp(rest[1], "status") == 0) {
         ret = cmd_snapshot_status(&ctl, nrest - 2, rest + 2);
