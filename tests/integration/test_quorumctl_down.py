@@ -451,6 +451,17 @@ def phase_auth(c, n):
     # no endpoint to log in at: exit 2 after the dial timeout
     check(c, n, "auth: defrag of the dead endpoint alone", "DEAD", U + ["defrag"],
           (2, '', 'Error: context deadline exceeded\n'), 1, per=DIAL)
+    # status, hashkv and defrag log in before they ask for the member list;
+    # health asks for it first (without logging in)
+    check(c, n, "auth: defrag --cluster of the dead endpoint alone", "DEAD",
+          U + ["defrag", "--cluster"], (2, '', 'Error: context deadline exceeded\n'), 1, per=DIAL)
+    check(c, n, "auth: endpoint status --cluster of the dead endpoint alone", "DEAD",
+          U + ["endpoint", "status", "--cluster"], (2, '', 'Error: context deadline exceeded\n'),
+          1, per=DIAL)
+    check(c, n, "auth: endpoint health --cluster of the dead endpoint alone", "DEAD",
+          U + ["endpoint", "health", "--cluster"],
+          (1, '', 'Error: failed to fetch endpoints from etcd cluster member list: '
+                  'context deadline exceeded\n'), 1)
     check(c, n, "auth: member list, the dead endpoint first", "DEAD,LIVE",
           U + ["member", "list"],
           (0, '<ID0>, started, m0, http://<PEER0>, http://<EP0>, false\n'

@@ -583,7 +583,6 @@ static int open_ep(struct ctl *ctl, const char *ep, qc_client **c, struct qc_sta
 
 static int endpoint_status(struct ctl *ctl, char **eps, size_t n)
 {
-    login_once(ctl);
     Etcdserverpb__StatusResponse **rs = ctl_calloc(n, sizeof(*rs));
     int ret = 0;
     size_t ok = 0;
@@ -804,7 +803,6 @@ static int endpoint_health(struct ctl *ctl, char **eps, size_t n)
 
 static int endpoint_hashkv(struct ctl *ctl, char **eps, size_t n, int64_t rev)
 {
-    login_once(ctl);
     Etcdserverpb__HashKVResponse **rs = ctl_calloc(n, sizeof(*rs));
     char **good = ctl_calloc(n, sizeof(char *));
     size_t ok = 0;
@@ -882,15 +880,20 @@ int cmd_endpoint(struct ctl *ctl, int argc, char **argv)
             ctl_die(CTL_EXIT_BAD_ARGS, "too many arguments");
         }
     }
+    bool status = strcmp(argv[0], "status") == 0, hashkv = strcmp(argv[0], "hashkv") == 0;
+    if (!status && !hashkv && strcmp(argv[0], "health") != 0)
+        ctl_die(CTL_EXIT_BAD_ARGS, "unknown command \"%s\" for \"quorumctl endpoint\"", argv[0]);
+    /* etcdctl: status and hashkv make their client (the login) first, then
+     * list the endpoints; health lists them, then makes a client of each */
+    if (status || hashkv)
+        login_once(ctl);
     char **eps;
     size_t n = endpoint_list(ctl, cluster, &eps);
-    if (strcmp(argv[0], "status") == 0)
+    if (status)
         return endpoint_status(ctl, eps, n);
-    if (strcmp(argv[0], "health") == 0)
-        return endpoint_health(ctl, eps, n);
-    if (strcmp(argv[0], "hashkv") == 0)
+    if (hashkv)
         return endpoint_hashkv(ctl, eps, n, rev);
-    ctl_die(CTL_EXIT_BAD_ARGS, "unknown command \"%s\" for \"quorumctl endpoint\"", argv[0]);
+    return endpoint_health(ctl, eps, n);
 }
 
 /* ---- defrag, alarm, move-leader ---- */
@@ -906,9 +909,9 @@ int cmd_defrag(struct ctl *ctl, int argc, char **argv)
             ctl_die(CTL_EXIT_BAD_ARGS, "defrag command does not accept arguments");
         }
     }
+    login_once(ctl); /* etcdctl's mustClientFromCmd, before the endpoint list */
     char **eps;
     size_t n = endpoint_list(ctl, cluster, &eps);
-    login_once(ctl);
     int failed = 0;
     for (size_t i = 0; i < n; i++) {
         qc_client *c;
