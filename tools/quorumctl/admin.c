@@ -502,18 +502,42 @@ int cmd_member(struct ctl *ctl, int argc, char **argv)
 
 /* ---- endpoint ---- */
 
-/* endpoint_list: --endpoints, or with --cluster every member's client URLs */
+/* With one member down etcdctl 3.4 reports that member and carries on with
+ * the others. Its endpoint status, endpoint hashkv and defrag make one
+ * client of every --endpoint (logging in there once with --user: a login
+ * that fails ends the command, exit 2), then ask each endpoint in turn over
+ * a connection of its own, each call within --command-timeout: an endpoint
+ * that fails is a line on stderr, the others are printed, and the exit code
+ * is 1. endpoint health checks every endpoint at once, each with a client
+ * of its own. quorumctl does the same, one connection per endpoint
+ * (ctl_open); a dead member costs at most the dial timeout (a refused
+ * connection fails at once, where grpc-go retries until the command's
+ * deadline), and its error reads as etcdctl's, "context deadline
+ * exceeded". */
+
+/* endpoint_list: --endpoints, or with --cluster every member's client URLs,
+ * asked of any endpoint that answers, without logging in (as etcdctl) */
 static size_t endpoint_list(struct ctl *ctl, bool cluster, char ***out)
 {
     if (!cluster)
         return ctl_endpoints(ctl, out);
-    qc_client *c = ctl_connect(ctl);
-    Etcdserverpb__MemberListResponse *r;
+    char **given;
+    size_t ng = ctl_endpoints(ctl, &given);
+    qc_client *c;
     struct qc_status st;
-    int rc = qc_member_list(c, &r, &st);
+    int rc = ctl_dial(ctl, (const char *const *)given, ng, &c, &st);
+    if (rc == -EINVAL && st.code == QC_INVALID_ARGUMENT && (ctl->cacert || ctl->cert || ctl->key))
+        ctl_die(CTL_EXIT_ERROR, "%s", st.message); /* etcdctl: ExitError here */
+    ctl_setup_fatal(ctl, rc, &st);
+    Etcdserverpb__MemberListResponse *r = NULL;
+    if (rc == 0) {
+        rc = qc_member_list(c, &r, &st);
+        qc_close(c);
+    }
     if (rc < 0) {
-        ctl_fail(rc, &st);
-        exit(CTL_EXIT_ERROR);
+        char t[512];
+        ctl_errtext(rc, &st, t, sizeof(t));
+        ctl_die(CTL_EXIT_ERROR, "failed to fetch endpoints from etcd cluster member list: %s", t);
     }
     size_t n = 0;
     char **v = NULL;
@@ -523,9 +547,38 @@ static size_t endpoint_list(struct ctl *ctl, bool cluster, char ***out)
             v[n++] = ctl_strdup(r->members[i]->clienturls[k]);
         }
     protobuf_c_message_free_unpacked(&r->base, NULL);
-    qc_close(c);
     *out = n ? ctl_keep(v) : NULL;
     return n;
+}
+
+/* login_once: etcdctl's mustClientFromCmd before it asks endpoint by
+ * endpoint: with --user, a client of every endpoint that logs in, or the
+ * command ends there (exit 2: no endpoint answers, or the login is refused) */
+static void login_once(struct ctl *ctl)
+{
+    if (ctl->user == NULL || ctl->user[0] == '\0')
+        return;
+    char **eps;
+    size_t n = ctl_endpoints(ctl, &eps);
+    qc_client *c;
+    struct qc_status st;
+    int rc = ctl_dial(ctl, (const char *const *)eps, n, &c, &st);
+    ctl_setup_fatal(ctl, rc, &st);
+    if (rc < 0) {
+        ctl_fail(rc, &st);
+        exit(CTL_EXIT_BAD_CONNECTION);
+    }
+    ctl_login(ctl, c);
+    qc_close(c);
+}
+
+/* open_ep: a logged-in client of |ep| alone, or the error that endpoint's
+ * call fails with */
+static int open_ep(struct ctl *ctl, const char *ep, qc_client **c, struct qc_status *st)
+{
+    int rc = ctl_open(ctl, ep, true, c, st);
+    ctl_setup_fatal(ctl, rc, st);
+    return rc;
 }
 
 static int endpoint_status(struct ctl *ctl, char **eps, size_t n)
@@ -535,16 +588,19 @@ static int endpoint_status(struct ctl *ctl, char **eps, size_t n)
     size_t ok = 0;
     char **good = ctl_calloc(n, sizeof(char *));
     for (size_t i = 0; i < n; i++) {
-        qc_client *c = ctl_connect_one(ctl, eps[i]);
+        qc_client *c;
         struct qc_status st;
-        Etcdserverpb__StatusResponse *r;
-        int rc = qc_maint_status(c, &r, &st);
-        qc_close(c);
+        Etcdserverpb__StatusResponse *r = NULL;
+        int rc = open_ep(ctl, eps[i], &c, &st);
+        if (rc == 0) {
+            rc = qc_maint_status(c, &r, &st);
+            qc_close(c);
+        }
         if (rc < 0) {
             char t[512];
             ctl_errtext(rc, &st, t, sizeof(t));
             fprintf(stderr, "Failed to get the status of endpoint %s (%s)\n", eps[i], t);
-            ret = CTL_EXIT_ERROR;
+            ret = CTL_EXIT_ERROR; /* etcdctl: exit 1, no "Error: ..." line */
             continue;
         }
         good[ok] = eps[i];
@@ -618,92 +674,125 @@ static int endpoint_status(struct ctl *ctl, char **eps, size_t n)
     }
     for (size_t i = 0; i < ok; i++)
         protobuf_c_message_free_unpacked(&rs[i]->base, NULL);
-    if (ret)
-        fprintf(stderr, "Error: %s\n", "failed to get the status of some endpoints");
+    fflush(stdout);
     return ret;
 }
 
-static int endpoint_health(struct ctl *ctl, char **eps, size_t n)
+/* ---- endpoint health: every endpoint at once ---- */
+
+struct health {
+    struct ctl *ctl;
+    const char *ep;
+    bool healthy;
+    int setup_rc; /* ctl_open's -EINVAL: the command can't be set up */
+    struct qc_status setup_st;
+    char took[64];
+    char err[512];
+    /* completion order, as etcdctl prints what its goroutines send */
+    pthread_mutex_t *mu;
+    size_t *done;
+    struct health **order;
+};
+
+static void *health_check(void *arg)
 {
-    char **took = ctl_calloc(n, sizeof(char *)), **err = ctl_calloc(n, sizeof(char *));
-    bool *healthy = ctl_calloc(n, sizeof(bool));
-    int bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        qc_client *c;
-        struct qc_status st;
-        double t0 = now_s();
-        int rc = ctl_dial(ctl, (const char *const *)&eps[i], 1, &c, &st);
+    struct health *h = arg;
+    qc_client *c;
+    struct qc_status st;
+    double t0 = now_s();
+    int rc = ctl_open(h->ctl, h->ep, true, &c, &st);
+    if (rc == -EINVAL) {
+        h->setup_rc = rc;
+        h->setup_st = st;
+    }
+    if (rc < 0 && h->ctl->login_name != NULL) {
+        /* etcdctl: with --user the client (a login) could not be made:
+         * the error, and no time taken */
+        h->took[0] = '\0';
+    } else {
         if (rc == 0) {
-            /* etcdctl: a linearizable get of "health"; PermissionDenied counts as healthy */
+            /* etcdctl: a linearizable get of "health"; PermissionDenied
+             * counts as healthy (it got through consensus) */
             rc = qc_get(c, "health", 6, NULL, NULL, &st);
             if (rc == QC_ESTATUS && st.code == QC_PERMISSION_DENIED)
                 rc = 0;
         }
-        char b[512];
-        go_duration(now_s() - t0, b, sizeof(b));
-        took[i] = ctl_strdup(b);
-        if (rc == 0) {
-            Etcdserverpb__AlarmResponse *a;
-            if (qc_maint_alarm(c, ETCDSERVERPB__ALARM_REQUEST__ALARM_ACTION__GET, 0,
-                               ETCDSERVERPB__ALARM_TYPE__NONE, &a, &st) == 0) {
-                if (a->n_alarms > 0) {
-                    char eb[256] = "Active Alarm(s): ";
-                    for (size_t k = 0; k < a->n_alarms; k++) {
-                        if (k)
-                            strcat(eb, ", ");
-                        strcat(eb, alarm_name(a->alarms[k]->alarm));
-                    }
-                    err[i] = ctl_strdup(eb);
-                }
-                protobuf_c_message_free_unpacked(&a->base, NULL);
-            }
-            healthy[i] = err[i] == NULL;
-        } else {
-            ctl_errtext(rc, &st, b, sizeof(b));
-            err[i] = ctl_strdup(b);
-        }
-        if (!healthy[i])
-            bad = 1;
-        qc_close(c);
+        go_duration(now_s() - t0, h->took, sizeof(h->took));
     }
+    qc_close(c);
+    h->healthy = rc == 0;
+    if (rc < 0)
+        ctl_errtext(rc, &st, h->err, sizeof(h->err));
+    pthread_mutex_lock(h->mu);
+    h->order[(*h->done)++] = h;
+    pthread_mutex_unlock(h->mu);
+    return NULL;
+}
+
+static int endpoint_health(struct ctl *ctl, char **eps, size_t n)
+{
+    ctl_credentials(ctl); /* asked once, before the threads */
+    struct health *hs = ctl_calloc(n, sizeof(*hs)), **order = ctl_calloc(n, sizeof(*order));
+    pthread_t *th = ctl_calloc(n, sizeof(*th));
+    bool *started = ctl_calloc(n, sizeof(bool));
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    size_t done = 0;
+    for (size_t i = 0; i < n; i++) {
+        hs[i] = (struct health){.ctl = ctl, .ep = eps[i], .mu = &mu, .done = &done, .order = order};
+        started[i] = pthread_create(&th[i], NULL, health_check, &hs[i]) == 0;
+        if (!started[i])
+            health_check(&hs[i]);
+    }
+    for (size_t i = 0; i < n; i++)
+        if (started[i])
+            pthread_join(th[i], NULL);
+    for (size_t i = 0; i < n; i++)
+        if (hs[i].setup_rc)
+            ctl_setup_fatal(ctl, hs[i].setup_rc, &hs[i].setup_st);
+    bool bad = false;
+    for (size_t i = 0; i < n; i++)
+        bad |= !hs[i].healthy;
     if (ctl->format == CTL_JSON) {
+        /* epHealth: {"endpoint","health","took","error,omitempty"} */
         putchar('[');
         for (size_t i = 0; i < n; i++) {
             printf("%s{\"endpoint\":", i ? "," : "");
-            ctl_json_string(stdout, eps[i]);
-            printf(",\"health\":%s,\"took\":", healthy[i] ? "true" : "false");
-            ctl_json_string(stdout, took[i]);
-            if (err[i]) {
+            ctl_json_string(stdout, order[i]->ep);
+            printf(",\"health\":%s,\"took\":", order[i]->healthy ? "true" : "false");
+            ctl_json_string(stdout, order[i]->took);
+            if (!order[i]->healthy) {
                 printf(",\"error\":");
-                ctl_json_string(stdout, err[i]);
+                ctl_json_string(stdout, order[i]->err);
             }
             putchar('}');
         }
         printf("]\n");
     } else if (ctl->format == CTL_FIELDS) {
         for (size_t i = 0; i < n; i++) {
-            ctl_fields_quoted("Endpoint", eps[i]);
+            ctl_fields_quoted("Endpoint", order[i]->ep);
             printf("\"Health\" : %s\n\"Took\" : %s\n\"Error\" : %s\n\n",
-                   healthy[i] ? "true" : "false", took[i], err[i] ? err[i] : "");
+                   order[i]->healthy ? "true" : "false", order[i]->took,
+                   order[i]->healthy ? "" : order[i]->err);
         }
     } else if (ctl->format == CTL_TABLE) {
         char ***rows = ctl_calloc(n + 1, sizeof(char **));
         for (size_t i = 0; i < n; i++) {
             rows[i] = ctl_calloc(4, sizeof(char *));
-            rows[i][0] = eps[i];
-            rows[i][1] = healthy[i] ? "true" : "false";
-            rows[i][2] = took[i];
-            rows[i][3] = err[i] ? err[i] : "";
+            rows[i][0] = (char *)order[i]->ep;
+            rows[i][1] = order[i]->healthy ? "true" : "false";
+            rows[i][2] = order[i]->took;
+            rows[i][3] = order[i]->healthy ? "" : order[i]->err;
         }
         static const char *hdr[] = {"endpoint", "health", "took", "error"};
         ctl_table(4, hdr, (int)n, rows);
     } else {
         for (size_t i = 0; i < n; i++) {
-            if (healthy[i])
+            if (order[i]->healthy)
                 fprintf(stderr, "%s is healthy: successfully committed proposal: took = %s\n",
-                        eps[i], took[i]);
+                        order[i]->ep, order[i]->took);
             else
-                fprintf(stderr, "%s is unhealthy: failed to commit proposal: %s\n", eps[i], err[i]);
+                fprintf(stderr, "%s is unhealthy: failed to commit proposal: %s\n", order[i]->ep,
+                        order[i]->err);
         }
     }
     fflush(stdout);
@@ -715,51 +804,62 @@ static int endpoint_health(struct ctl *ctl, char **eps, size_t n)
 static int endpoint_hashkv(struct ctl *ctl, char **eps, size_t n, int64_t rev)
 {
     Etcdserverpb__HashKVResponse **rs = ctl_calloc(n, sizeof(*rs));
+    char **good = ctl_calloc(n, sizeof(char *));
+    size_t ok = 0;
+    char last_err[512] = "";
     for (size_t i = 0; i < n; i++) {
-        qc_client *c = ctl_connect_one(ctl, eps[i]);
+        qc_client *c;
         struct qc_status st;
-        int rc = qc_maint_hashkv(c, rev, &rs[i], &st);
-        qc_close(c);
-        if (rc < 0) {
-            char t[512];
-            ctl_errtext(rc, &st, t, sizeof(t));
-            fprintf(stderr, "Failed to get the hash of endpoint %s (%s)\n", eps[i], t);
-            ctl_die(CTL_EXIT_ERROR, "failed to get the hash of some endpoints");
+        Etcdserverpb__HashKVResponse *r = NULL;
+        int rc = open_ep(ctl, eps[i], &c, &st);
+        if (rc == 0) {
+            rc = qc_maint_hashkv(c, rev, &r, &st);
+            qc_close(c);
         }
+        if (rc < 0) {
+            ctl_errtext(rc, &st, last_err, sizeof(last_err));
+            fprintf(stderr, "Failed to get the hash of endpoint %s (%s)\n", eps[i], last_err);
+            continue;
+        }
+        good[ok] = eps[i];
+        rs[ok++] = r;
     }
     if (ctl->format == CTL_JSON) {
         putchar('[');
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; i < ok; i++) {
             printf("%s{\"Endpoint\":", i ? "," : "");
-            ctl_json_string(stdout, eps[i]);
+            ctl_json_string(stdout, good[i]);
             printf(",\"HashKV\":");
             ctl_json_message(stdout, &rs[i]->base);
             putchar('}');
         }
         printf("]\n");
     } else if (ctl->format == CTL_FIELDS) {
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; i < ok; i++) {
             ctl_fields_hdr(rs[i]->header);
-            ctl_fields_quoted("Endpoint", eps[i]);
+            ctl_fields_quoted("Endpoint", good[i]);
             printf("\"Hash\" : %u\n\n", rs[i]->hash);
         }
     } else if (ctl->format == CTL_TABLE) {
-        char ***rows = ctl_calloc(n + 1, sizeof(char **));
-        for (size_t i = 0; i < n; i++) {
+        char ***rows = ctl_calloc(ok + 1, sizeof(char **));
+        for (size_t i = 0; i < ok; i++) {
             rows[i] = ctl_calloc(2, sizeof(char *));
-            rows[i][0] = eps[i];
+            rows[i][0] = good[i];
             char b[32];
             snprintf(b, sizeof(b), "%u", rs[i]->hash);
             rows[i][1] = ctl_strdup(b);
         }
         static const char *hdr[] = {"endpoint", "hash"};
-        ctl_table(2, hdr, (int)n, rows);
+        ctl_table(2, hdr, (int)ok, rows);
     } else {
-        for (size_t i = 0; i < n; i++)
-            printf("%s, %u\n", eps[i], rs[i]->hash);
+        for (size_t i = 0; i < ok; i++)
+            printf("%s, %u\n", good[i], rs[i]->hash);
     }
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < ok; i++)
         protobuf_c_message_free_unpacked(&rs[i]->base, NULL);
+    fflush(stdout);
+    if (last_err[0]) /* etcdctl: the last endpoint's error */
+        ctl_die(CTL_EXIT_ERROR, "%s", last_err);
     return 0;
 }
 
@@ -780,15 +880,20 @@ int cmd_endpoint(struct ctl *ctl, int argc, char **argv)
             ctl_die(CTL_EXIT_BAD_ARGS, "too many arguments");
         }
     }
+    bool status = strcmp(argv[0], "status") == 0, hashkv = strcmp(argv[0], "hashkv") == 0;
+    if (!status && !hashkv && strcmp(argv[0], "health") != 0)
+        ctl_die(CTL_EXIT_BAD_ARGS, "unknown command \"%s\" for \"quorumctl endpoint\"", argv[0]);
+    /* etcdctl: status and hashkv make their client (the login) first, then
+     * list the endpoints; health lists them, then makes a client of each */
+    if (status || hashkv)
+        login_once(ctl);
     char **eps;
     size_t n = endpoint_list(ctl, cluster, &eps);
-    if (strcmp(argv[0], "status") == 0)
+    if (status)
         return endpoint_status(ctl, eps, n);
-    if (strcmp(argv[0], "health") == 0)
-        return endpoint_health(ctl, eps, n);
-    if (strcmp(argv[0], "hashkv") == 0)
+    if (hashkv)
         return endpoint_hashkv(ctl, eps, n, rev);
-    ctl_die(CTL_EXIT_BAD_ARGS, "unknown command \"%s\" for \"quorumctl endpoint\"", argv[0]);
+    return endpoint_health(ctl, eps, n);
 }
 
 /* ---- defrag, alarm, move-leader ---- */
@@ -804,14 +909,18 @@ int cmd_defrag(struct ctl *ctl, int argc, char **argv)
             ctl_die(CTL_EXIT_BAD_ARGS, "defrag command does not accept arguments");
         }
     }
+    login_once(ctl); /* etcdctl's mustClientFromCmd, before the endpoint list */
     char **eps;
     size_t n = endpoint_list(ctl, cluster, &eps);
     int failed = 0;
     for (size_t i = 0; i < n; i++) {
-        qc_client *c = ctl_connect_one(ctl, eps[i]);
+        qc_client *c;
         struct qc_status st;
-        int rc = qc_maint_defragment(c, (int)ctl->command_timeout_ms, NULL, &st);
-        qc_close(c);
+        int rc = open_ep(ctl, eps[i], &c, &st);
+        if (rc == 0) {
+            rc = qc_maint_defragment(c, (int)ctl->command_timeout_ms, NULL, &st);
+            qc_close(c);
+        }
         if (rc < 0) {
             char t[512];
             ctl_errtext(rc, &st, t, sizeof(t));
@@ -820,6 +929,7 @@ int cmd_defrag(struct ctl *ctl, int argc, char **argv)
         } else {
             printf("Finished defragmenting etcd member[%s]\n", eps[i]);
         }
+        fflush(stdout);
     }
     return failed ? CTL_EXIT_ERROR : 0;
 }

@@ -41,13 +41,13 @@ static char *read_password(const char *prompt, bool echo_off)
     return ctl_keep(line);
 }
 
-void ctl_login(struct ctl *ctl, qc_client *c)
+void ctl_credentials(struct ctl *ctl)
 {
-    if (ctl->user == NULL || ctl->user[0] == '\0')
+    if (ctl->user == NULL || ctl->user[0] == '\0' || ctl->login_name != NULL)
         return;
     const char *name = ctl->user, *pw = ctl->password;
     if (pw == NULL || pw[0] == '\0') {
-        /* --user name:password, or name alone and ask */
+        /* --user name:password, or name alone and ask (once, as etcdctl) */
         const char *colon = strchr(ctl->user, ':');
         if (colon != NULL) {
             char *n = ctl_strdup(ctl->user);
@@ -58,8 +58,22 @@ void ctl_login(struct ctl *ctl, qc_client *c)
             pw = read_password("Password: ", true);
         }
     }
+    ctl->login_pw = pw;
+    ctl->login_name = name;
+}
+
+int ctl_try_login(const struct ctl *ctl, qc_client *c, struct qc_status *st)
+{
+    if (ctl->login_name == NULL)
+        return 0;
+    return qc_authenticate(c, ctl->login_name, ctl->login_pw, st);
+}
+
+void ctl_login(struct ctl *ctl, qc_client *c)
+{
+    ctl_credentials(ctl);
     struct qc_status st;
-    int rc = qc_authenticate(c, name, pw, &st);
+    int rc = ctl_try_login(ctl, c, &st);
     if (rc < 0) { /* etcdctl: the client could not be made */
         ctl_fail(rc, &st);
         exit(CTL_EXIT_BAD_CONNECTION);

@@ -17,6 +17,9 @@ struct ctl {
     bool print_value_only; /* get/watch --print-value-only */
     const char *user;      /* --user name[:password] */
     const char *password;  /* --password */
+    /* the name and password to log in with, resolved once from --user and
+     * --password (asked for when not given) by ctl_credentials */
+    const char *login_name, *login_pw;
     /* TLS, etcdctl's flags: --cacert, --cert, --key,
      * --insecure-skip-tls-verify */
     const char *cacert, *cert, *key;
@@ -41,8 +44,19 @@ struct ctl {
 qc_client *ctl_connect(struct ctl *ctl);                     /* all endpoints, failover */
 qc_client *ctl_connect_one(struct ctl *ctl, const char *ep); /* exits on failure */
 /* ctl_dial connects to |eps| with the global timeouts; qc_connect's result */
-int ctl_dial(struct ctl *ctl, const char *const *eps, size_t n, qc_client **c,
+int ctl_dial(const struct ctl *ctl, const char *const *eps, size_t n, qc_client **c,
              struct qc_status *st);
+/* ctl_open: a client of |ep| alone, as etcdctl makes one per endpoint for
+ * endpoint status/health/hashkv and defrag: connected within the dial
+ * timeout and, with |login|, logged in as --user (ctl_credentials first).
+ * It does not exit: it returns ctl_dial's or the login's result (*c NULL on
+ * failure) so that the caller reports that endpoint and goes on. Thread-safe.
+ * ctl_setup_fatal exits as ctl_connect does when |rc| says the command
+ * could not be set up at all (-EINVAL: a TLS file that cannot be read, a
+ * malformed endpoint); it returns otherwise. */
+int ctl_open(const struct ctl *ctl, const char *ep, bool login, qc_client **c,
+             struct qc_status *st);
+void ctl_setup_fatal(const struct ctl *ctl, int rc, const struct qc_status *st);
 size_t ctl_endpoints(struct ctl *ctl, char ***out);
 void ctl_errtext(int rc, const struct qc_status *st, char *out, size_t cap);
 void ctl_fail(int rc, const struct qc_status *st); /* prints "Error: ..." */
@@ -111,8 +125,14 @@ int cmd_lock(struct ctl *ctl, int argc, char **argv);
 int cmd_elect(struct ctl *ctl, int argc, char **argv);
 
 /* auth.c: ctl_login authenticates a new connection as --user (asking for
- * the password when not given); the commands auth, user and role */
+ * the password when not given) and exits as etcdctl when that fails;
+ * ctl_credentials resolves the name and password once (on the main
+ * thread), after which ctl_try_login (any thread) logs a connection in and
+ * returns qc_authenticate's result (0 without --user); the commands auth,
+ * user and role */
 void ctl_login(struct ctl *ctl, qc_client *c);
+void ctl_credentials(struct ctl *ctl);
+int ctl_try_login(const struct ctl *ctl, qc_client *c, struct qc_status *st);
 int cmd_auth(struct ctl *ctl, int argc, char **argv);
 int cmd_user(struct ctl *ctl, int argc, char **argv);
 int cmd_role(struct ctl *ctl, int argc, char **argv);

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int ctl_dial(struct ctl *ctl, const char *const *eps, size_t n, qc_client **c,
+int ctl_dial(const struct ctl *ctl, const char *const *eps, size_t n, qc_client **c,
              struct qc_status *st)
 {
     struct qc_options o = {.endpoints = eps,
@@ -28,21 +28,40 @@ int ctl_dial(struct ctl *ctl, const char *const *eps, size_t n, qc_client **c,
     return qc_connect(&o, c, st);
 }
 
+void ctl_setup_fatal(const struct ctl *ctl, int rc, const struct qc_status *st)
+{
+    if (rc != -EINVAL)
+        return;
+    if (st->code == QC_INVALID_ARGUMENT && (ctl->cacert || ctl->cert || ctl->key))
+        /* a TLS file that cannot be read: etcdctl's words and exit code */
+        ctl_die(CTL_EXIT_BAD_ARGS, "%s", st->message);
+    ctl_fail(rc, st);
+    exit(CTL_EXIT_ERROR);
+}
+
 /* connect_or_exit: ctl_dial, and on failure etcdctl's "Error: ..." and exit */
 static qc_client *connect_or_exit(struct ctl *ctl, const char *const *eps, size_t n)
 {
     qc_client *c;
     struct qc_status st;
     int rc = ctl_dial(ctl, eps, n, &c, &st);
-    if (rc == -EINVAL && st.code == QC_INVALID_ARGUMENT && (ctl->cacert || ctl->cert || ctl->key))
-        /* a TLS file that cannot be read: etcdctl's words and exit code */
-        ctl_die(CTL_EXIT_BAD_ARGS, "%s", st.message);
+    ctl_setup_fatal(ctl, rc, &st);
     if (rc < 0) {
         ctl_fail(rc, &st);
         exit(CTL_EXIT_ERROR);
     }
     ctl_login(ctl, c);
     return c;
+}
+
+int ctl_open(const struct ctl *ctl, const char *ep, bool login, qc_client **c, struct qc_status *st)
+{
+    int rc = ctl_dial(ctl, &ep, 1, c, st);
+    if (rc == 0 && login && (rc = ctl_try_login(ctl, *c, st)) < 0) {
+        qc_close(*c);
+        *c = NULL;
+    }
+    return rc;
 }
 
 qc_client *ctl_connect_one(struct ctl *ctl, const char *ep)
