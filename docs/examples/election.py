@@ -25,19 +25,22 @@ ep = os.environ.get("QUORUM_ENDPOINT", "127.0.0.1:2379")
 ch = grpc.insecure_channel(ep)
 
 
+def unary(path, resp):
+    return ch.unary_unary(path, request_serializer=lambda m: m.SerializeToString(),
+                          response_deserializer=M(resp).FromString)
+
+
 def call(name, resp, stream=False):
     make = ch.unary_stream if stream else ch.unary_unary
     return make("/v3electionpb.Election/" + name, request_serializer=lambda m: m.SerializeToString(),
                 response_deserializer=M("v3electionpb." + resp).FromString)
 
 
-grant = ch.unary_unary("/etcdserverpb.Lease/LeaseGrant", request_serializer=lambda m: m.SerializeToString(),
-                       response_deserializer=M("etcdserverpb.LeaseGrantResponse").FromString)
+grant = unary("/etcdserverpb.Lease/LeaseGrant", "etcdserverpb.LeaseGrantResponse")
+revoke = unary("/etcdserverpb.Lease/LeaseRevoke", "etcdserverpb.LeaseRevokeResponse")
 campaign, proclaim = call("Campaign", "CampaignResponse"), call("Proclaim", "ProclaimResponse")
 resign, observe = call("Resign", "ResignResponse"), call("Observe", "LeaderResponse", stream=True)
 
-revoke = ch.unary_unary("/etcdserverpb.Lease/LeaseRevoke", request_serializer=lambda m: m.SerializeToString(),
-                        response_deserializer=M("etcdserverpb.LeaseRevokeResponse").FromString)
 leases = []
 
 
