@@ -4,7 +4,8 @@ The convention (docs/README.md states it for writers):
 
 - A fenced block tagged ``sh`` or ``bash`` is a script: it runs with bash
   (``set -e -o pipefail``) and must exit 0. ``console`` is a terminal
-  session: each ``$ `` line (with its ``\\``-continued lines) is a command,
+  session: each ``$ `` line (with the lines after it that start with the
+  shell's ``> `` prompt or follow a ``\\``) is a command,
   the lines up to the next ``$ `` are its output, compared after
   normalising (below); a command whose output shows a line starting with
   ``Error:`` must fail, every other must exit 0. ``python`` runs with
@@ -24,9 +25,12 @@ The convention (docs/README.md states it for writers):
   ports and 2380, 2390, 2400 its peer ports; any other port is a fresh free
   one. An id a console block's output shows (12 to 16 hex digits) is learnt:
   the same id in later commands of the page becomes the one the server gave.
-- Normalising output: ids (12 to 16 hex digits) -> ID, RFC 3339 times ->
-  TIME, then every decimal number -> N (revisions, TTLs, indexes); trailing
-  blanks dropped.
+  A port the page has mapped is replaced where it stands alone too
+  (``etcd3.client("127.0.0.1", 2379)``).
+- Normalising output: etcdctl's client log lines (``{"level":"warn",...}``)
+  dropped, ids (12 to 16 hex digits) -> ID, RFC 3339 times -> TIME, then
+  every decimal number -> N (revisions, TTLs, indexes); trailing blanks
+  dropped.
 - An HTML comment on the line(s) just before a fence changes how it runs:
   ``<!-- doc-test: skip (why) -->`` not run (a systemd unit, three machines,
   a foreground tool); ``<!-- doc-test: expect-fail (why) -->`` runs and must
@@ -68,6 +72,7 @@ ANNOTATION = re.compile(r"^\s*<!--\s*doc-test:\s*(.*?)\s*-->\s*$")
 FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([^\s`]*)")
 PORT = re.compile(r"(?<=127\.0\.0\.1:|localhost:)(\d{2,5})\b")
 HEXID = re.compile(r"(?<![0-9A-Za-z])[0-9a-f]{12,16}(?![0-9A-Za-z])")
+CLIENT_LOG = re.compile(r'^\{"level":"(debug|info|warn|error)",')
 TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)")
 
 
@@ -184,7 +189,9 @@ def console_commands(body):
             i += 1
             continue
         cmd = [ln[2:]]
-        while cmd[-1].endswith("\\") and i + 1 < len(lines):
+        # a command goes on after a line ending in \ and on lines shown with
+        # the shell's "> " prompt (an open quote, a pipe at the end)
+        while i + 1 < len(lines) and (cmd[-1].endswith("\\") or lines[i + 1].startswith("> ")):
             i += 1
             cmd.append(lines[i][2:] if lines[i].startswith("> ") else lines[i])
         cmds.append(("\n".join(cmd), []))
@@ -195,6 +202,8 @@ def console_commands(body):
 def normalise(text):
     out = []
     for ln in text.strip("\n").split("\n"):
+        if CLIENT_LOG.match(ln):
+            continue            # etcdctl's client library logging on stderr
         ln = TIME.sub("TIME", ln)
         ln = HEXID.sub("ID", ln)
         ln = re.sub(r"\d+", "N", ln)
@@ -267,17 +276,27 @@ class Cluster:
             return ""
 
     def stop(self):
-        for p in self.procs:
+        """SIGTERM; every member must have run until then and exit 0 (a crash or, under
+        ASan, a leak that a page's commands caused). Returns what went wrong."""
+        bad = []
+        for i, p in enumerate(self.procs):
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
-        for p in self.procs:
+            else:
+                bad.append("m%d had exited (%d) before the page ended" % (i, p.returncode))
+        for i, p in enumerate(self.procs):
             try:
                 p.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+                bad.append("m%d did not stop within 20 s of SIGTERM" % i)
         for log in self.logs:
             log.close()
+        for i, p in enumerate(self.procs):
+            if p.returncode != 0 and not any(b.startswith("m%d " % i) for b in bad):
+                bad.append("m%d exited %d on SIGTERM" % (i, p.returncode))
+        return ["%s; its log ends:\n%s" % (b, self.log_tail(int(b[1]))) for b in bad]
 
 
 class Ports:
@@ -319,7 +338,12 @@ class Page:
             for port in CLUSTER_PORTS:
                 self.ports.get(port)
             self.cluster = Cluster(self.tmp, self.ports)
-            self.cluster.start(self.env)
+            try:
+                self.cluster.start(self.env)
+            except Exception:
+                self.cluster.stop()
+                shutil.rmtree(self.tmp, ignore_errors=True)
+                raise
 
     def make_env(self):
         bins = [os.path.dirname(os.path.abspath(quorum_binary())),
@@ -340,6 +364,9 @@ class Page:
 
     def substitute(self, text):
         text = PORT.sub(lambda m: str(self.ports.get(int(m.group(1)))), text)
+        # a port the page has used, written alone (etcd3.client("127.0.0.1", 2379))
+        for doc_port, port in list(self.ports.map.items()):
+            text = re.sub(r"(?<![\w.:/-])%d(?![\w.])" % doc_port, str(port), text)
         for doc_id, real in self.ids.items():
             text = re.sub(r"(?<![0-9a-f])%s(?![0-9a-f])" % doc_id, real, text)
         return text
@@ -423,7 +450,8 @@ class Page:
 
     def close(self):
         """Ctrl-C the background blocks, SIGTERM whatever the blocks left running, stop the
-        cluster. Returns the background blocks' (block, status, output, still running)."""
+        cluster. Returns the background blocks' (block, status, output, still running) and
+        what went wrong with the cluster."""
         done = []
         for block, p, out_path in self.background:
             running = p.poll() is None
@@ -437,13 +465,12 @@ class Page:
             while time.time() < deadline and group_alive(pgid):
                 time.sleep(0.05)
             self.signal_group(pgid, signal.SIGKILL)
-        if self.cluster:
-            self.cluster.stop()
+        cluster_bad = self.cluster.stop() if self.cluster else []
         if os.environ.get("KEEP_DOC_TEST"):
             print("  kept %s" % self.tmp)
         else:
             shutil.rmtree(self.tmp, ignore_errors=True)
-        return done
+        return done, cluster_bad
 
 
 def group_alive(pgid):
@@ -552,7 +579,12 @@ class DocBlocks(unittest.TestCase):
             if not todo:
                 continue
             tp = time.monotonic()
-            page = Page(path, page_notes)
+            try:
+                page = Page(path, page_notes)
+            except Exception as e:  # noqa: BLE001
+                print("  FAIL  %s: the cluster did not start: %s" % (rel(path), e))
+                failures.append("%s: the cluster did not start: %s" % (rel(path), e))
+                continue
             results = []
             try:
                 for b in todo:
@@ -567,7 +599,10 @@ class DocBlocks(unittest.TestCase):
                     elif err:
                         results.append((b, err, time.monotonic() - tb))
             finally:
-                bg = page.close()
+                bg, cluster_bad = page.close()
+            for b in cluster_bad:
+                print("  FAIL  %s: the cluster: %s" % (rel(path), b))
+                failures.append("%s: the cluster: %s" % (rel(path), b))
             for b, rc, out, running in bg:
                 if any(r[0] is b for r in results):
                     continue
