@@ -28,9 +28,9 @@ The convention (docs/README.md states it for writers):
   A port the page has mapped is replaced where it stands alone too
   (``etcd3.client("127.0.0.1", 2379)``).
 - Normalising output: etcdctl's client log lines (``{"level":"warn",...}``)
-  dropped, ids (12 to 16 hex digits) -> ID, RFC 3339 times -> TIME, then
-  every decimal number -> N (revisions, TTLs, indexes); trailing blanks
-  dropped.
+  dropped, RFC 3339 times -> TIME, ids (12 to 16 hex digits) and every
+  decimal number (revisions, TTLs, indexes, decimal ids) -> N; trailing
+  blanks dropped.
 - An HTML comment on the line(s) just before a fence changes how it runs:
   ``<!-- doc-test: skip (why) -->`` not run (a systemd unit, three machines,
   a foreground tool); ``<!-- doc-test: expect-fail (why) -->`` runs and must
@@ -142,6 +142,12 @@ def parse(path):
             if not tag:
                 errors.append("%s: a fence without a tag: write sh, console or python to have "
                               "it run, text (or ini, json, ...) if it is not commands" % where)
+            if tag == "console":
+                try:
+                    if not console_commands(body):
+                        errors.append("%s: a console block without a '$ ' command" % where)
+                except ValueError as e:
+                    errors.append("%s: %s" % (where, e))
             blocks.append(Block(path, i + 1, tag, body, pending))
             pending = {}
             i, prev_blank = j + 1, False
@@ -159,8 +165,8 @@ def parse(path):
                     pending[kind] = val
             i += 1
             continue
-        if pending and ln.strip() == "" and not (i + 1 < len(lines) and FENCE.match(lines[i + 1])):
-            errors.append("%s: a doc-test note that is not just before a fence" % where)
+        if pending:
+            errors.append("%s: a doc-test note must be on the line just before its fence" % where)
             pending = {}
         if re.match(r"^\s*([-*+]|\d+\.)\s", ln):
             in_list = True
@@ -205,7 +211,7 @@ def normalise(text):
         if CLIENT_LOG.match(ln):
             continue            # etcdctl's client library logging on stderr
         ln = TIME.sub("TIME", ln)
-        ln = HEXID.sub("ID", ln)
+        ln = HEXID.sub("N", ln)   # as a number: a decimal id may have as few digits
         ln = re.sub(r"\d+", "N", ln)
         out.append(ln.rstrip())
     while out and out[-1] == "":
@@ -517,8 +523,11 @@ def run_block(page, b):
         if rc != 0 and not interrupted:
             raise AssertionError("exited %d; it printed:\n%s" % (rc, out))
         return
-    # console
-    cmds = console_commands(b.body)
+    # console (its format was checked by test_format)
+    try:
+        cmds = console_commands(b.body)
+    except ValueError as e:
+        raise AssertionError(str(e))
     if ("background" in b.notes or interrupt is not None) and len(cmds) != 1:
         raise AssertionError("a background or interrupted console block holds one command")
     for cmd, expected in cmds:
