@@ -642,10 +642,10 @@ class DocBlocks(unittest.TestCase):
                     print("  FAIL  %s %s\n%s" % (b.where, b.tag, indent(err)))
                     failures.append("%s: %s" % (b.where, err))
             print("%s: %.1f s" % (rel(path), time.monotonic() - tp))
-        print("doc blocks: %d ran, %d skipped, %d expected to fail, %d shown only "
-              "(not commands); %.0f s" % (counts["ran"], counts["skipped"],
-                                          counts["expected to fail"], counts["shown only"],
-                                          time.monotonic() - t0))
+        print("doc blocks: %d ran and passed, %d ran and failed as expected (expect-fail), "
+              "%d skipped, %d shown only (not commands); %.0f s"
+              % (counts["ran"], counts["expected to fail"], counts["skipped"],
+                 counts["shown only"], time.monotonic() - t0))
         self.assertEqual(failures, [], "\n\n".join(failures))
         if not os.environ.get("DOC_TEST_ONLY"):
             self.assertGreater(counts["ran"], 20, "too few blocks ran: did the parsing break?")
