@@ -11,7 +11,6 @@ clobbering the next holder's work.
 """
 import os
 import sys
-import time
 
 import grpc
 

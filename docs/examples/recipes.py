@@ -25,15 +25,19 @@ def client():
     return etcd3.client(host=host, port=int(port))
 
 
-def wait_deleted(c, key, from_rev):
-    """Return once |key| is deleted at a revision >= from_rev."""
+def wait_event(c, key, from_rev, kind):
+    """Return once |key| has an event of |kind| at a revision >= from_rev."""
     events, cancel = c.watch(key, start_revision=from_rev)
     try:
         for ev in events:
-            if isinstance(ev, etcd3.events.DeleteEvent):
+            if isinstance(ev, kind):
                 return
     finally:
         cancel()
+
+
+def wait_deleted(c, key, from_rev):
+    wait_event(c, key, from_rev, etcd3.events.DeleteEvent)
 
 
 def current_revision(c):
@@ -83,6 +87,7 @@ def wait_until(c, prefix, ok):
 
 def double_barrier(n=3):
     prefix = "/dbarrier/job/"
+    ready = "/dbarrier/job-ready"     # raised by the n-th to arrive
     lock = threading.Lock()
 
     arrived, finished, bad = [], [], []
@@ -93,8 +98,14 @@ def double_barrier(n=3):
         with lock:
             arrived.append(i)
         c.put(prefix + "p%d" % i, "", lease=lease)
-        # enter: wait until n participants are present
-        wait_until(c, prefix, lambda count: count >= n)
+        # enter: whoever finds n participants present raises the ready flag;
+        # the others wait for it. (Waiting to count n themselves could hang:
+        # a fast participant may enter and leave before a slow one counts.)
+        rev = current_revision(c)
+        if len(list(c.get_prefix(prefix))) >= n:
+            c.put(ready, "")
+        else:
+            wait_event(c, ready, rev + 1, etcd3.events.PutEvent)
         with lock:
             if len(arrived) != n:
                 bad.append("%d entered before all arrived" % i)
@@ -104,6 +115,7 @@ def double_barrier(n=3):
         # leave: remove ourselves, wait until everyone has left
         c.delete(prefix + "p%d" % i)
         wait_until(c, prefix, lambda count: count == 0)
+        c.delete(ready)   # everyone entered long ago: lower the flag for the next round
         with lock:
             if len(finished) != n:
                 bad.append("%d left before all finished" % i)
@@ -200,13 +212,17 @@ class RWLock:
         self.c.put(self.key, "", lease=self.lease)
         mine = self.c.get(self.key)[1].create_revision
         while True:
+            # read, then watch from that read's revision + 1: a key deleted
+            # between the two is still seen (watching from a revision taken
+            # after the read could start past its DELETE and wait forever)
+            rev = current_revision(self.c)
             before = [m for _, m in self.c.get_prefix(self.pfx)
                       if m.create_revision < mine and
                       (kind == "write" or m.key.decode().startswith(self.pfx + "write/"))]
             if not before:
                 return
             last = max(before, key=lambda m: m.create_revision)
-            wait_deleted(self.c, last.key.decode(), current_revision(self.c))
+            wait_deleted(self.c, last.key.decode(), rev + 1)
 
     def read_lock(self):
         self._acquire("read")
