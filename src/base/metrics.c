@@ -46,8 +46,8 @@ uint64_t metrics_shared[METRICS_SLOTS];
 
 static atomic_flag reg_lock = ATOMIC_FLAG_INIT;
 static struct metrics_family *families, *families_tail;
-static size_t nfamilies;          /* __atomic */
-static uint32_t next_slot = 1;    /* slot 0 is the sink */
+static size_t nfamilies;       /* __atomic */
+static uint32_t next_slot = 1; /* slot 0 is the sink */
 static uint64_t *shards[MAX_SHARDS];
 static bool shard_free[MAX_SHARDS];
 static size_t nshards; /* __atomic */
@@ -88,8 +88,7 @@ static void publish_family(struct metrics_family *f)
     __atomic_store_n(&nfamilies, nfamilies + 1, __ATOMIC_RELEASE);
 }
 
-static struct metrics_family *family_new(const char *name, const char *help,
-                                         enum metrics_type type)
+static struct metrics_family *family_new(const char *name, const char *help, enum metrics_type type)
 {
     struct metrics_family *f = calloc(1, sizeof(*f));
     if (f == NULL)
@@ -152,8 +151,7 @@ struct metrics_family *metrics_family(const char *name, const char *help, enum m
     return f;
 }
 
-struct metrics_family *metrics_alias(const char *name, const char *help,
-                                     struct metrics_family *of)
+struct metrics_family *metrics_alias(const char *name, const char *help, struct metrics_family *of)
 {
     if (of == NULL)
         return NULL;
@@ -253,15 +251,15 @@ metric_t metrics_gauge(const char *name, const char *help)
         metrics_series(metrics_family(name, help, METRICS_GAUGE, NULL, NULL, 0), NULL));
 }
 
-struct metrics_series *metrics_histogram(const char *name, const char *help,
-                                         const double *bounds, size_t nbounds)
+struct metrics_series *metrics_histogram(const char *name, const char *help, const double *bounds,
+                                         size_t nbounds)
 {
     return metrics_series(metrics_family(name, help, METRICS_HISTOGRAM, NULL, bounds, nbounds),
                           NULL);
 }
 
-struct metrics_series *metrics_gauge_fn(const char *name, const char *help,
-                                        double (*fn)(void *arg), void *arg)
+struct metrics_series *metrics_gauge_fn(const char *name, const char *help, double (*fn)(void *arg),
+                                        void *arg)
 {
     struct metrics_series *s =
         metrics_series(metrics_family(name, help, METRICS_GAUGE, NULL, NULL, 0), NULL);
@@ -514,8 +512,7 @@ static int put_float(struct buf *b, double v)
 
 /* put_sample writes name[suffix]{labels[,le="le"]} value */
 static int put_sample(struct buf *b, const struct metrics_family *f, const char *name,
-                      const struct metrics_series *s, const char *suffix, const char *le,
-                      double v)
+                      const struct metrics_series *s, const char *suffix, const char *le, double v)
 {
     int rv = put(b, name);
     if (rv == 0 && suffix != NULL)
@@ -731,15 +728,14 @@ static void process_scrape(void *arg)
         metrics_set(proc.fd_limit, (double)rl.rlim_cur);
     }
     if (getrlimit(RLIMIT_AS, &rl) == 0)
-        metrics_set(proc.vmax, rl.rlim_cur == RLIM_INFINITY ? 18446744073709551615.0
-                                                            : (double)rl.rlim_cur);
+        metrics_set(proc.vmax,
+                    rl.rlim_cur == RLIM_INFINITY ? 18446744073709551615.0 : (double)rl.rlim_cur);
 }
 
 static struct metrics_series *gauge_series(const char *name, const char *help, bool counter)
 {
     return metrics_series(
-        metrics_family(name, help, counter ? METRICS_COUNTER : METRICS_GAUGE, NULL, NULL, 0),
-        NULL);
+        metrics_family(name, help, counter ? METRICS_COUNTER : METRICS_GAUGE, NULL, NULL, 0), NULL);
 }
 
 void metrics_process_register(void)

@@ -75,8 +75,7 @@ struct metrics_family *metrics_family(const char *name, const char *help, enum m
 /* metrics_alias registers |name| as a second family showing |of|'s series
  * (etcd 3.4 shows etcd_mvcc_put_total and etcd_debugging_mvcc_put_total,
  * one count under two names). */
-struct metrics_family *metrics_alias(const char *name, const char *help,
-                                     struct metrics_family *of);
+struct metrics_family *metrics_alias(const char *name, const char *help, struct metrics_family *of);
 /* metrics_series registers (or finds) the series of |f| with |values| (one
  * per label, in the order the labels were given; NULL for a family
  * without labels). NULL when |f| is NULL or out of memory. */
@@ -95,10 +94,10 @@ void metrics_set(struct metrics_series *s, double v);
 /* Shortcuts for families without labels: the series of a new family. */
 metric_t metrics_counter(const char *name, const char *help);
 metric_t metrics_gauge(const char *name, const char *help);
-struct metrics_series *metrics_histogram(const char *name, const char *help,
-                                         const double *bounds, size_t nbounds);
-struct metrics_series *metrics_gauge_fn(const char *name, const char *help,
-                                        double (*fn)(void *arg), void *arg);
+struct metrics_series *metrics_histogram(const char *name, const char *help, const double *bounds,
+                                         size_t nbounds);
+struct metrics_series *metrics_gauge_fn(const char *name, const char *help, double (*fn)(void *arg),
+                                        void *arg);
 
 /* metrics_exp_buckets fills |out| with |n| bounds start, start*factor, ...
  * (Go's prometheus.ExponentialBuckets) and returns |out|. */

@@ -103,8 +103,7 @@ Test(metrics, labels_sorted_and_escaped)
     /* labels given out of order are written sorted by name, series sorted
      * by their values, as Go does */
     const char *labels[] = {"Remote", "Local", NULL};
-    struct metrics_family *f =
-        metrics_family("t_peers", "Peers.", METRICS_GAUGE, labels, NULL, 0);
+    struct metrics_family *f = metrics_family("t_peers", "Peers.", METRICS_GAUGE, labels, NULL, 0);
     struct metrics_series *b = metrics_series(f, (const char *[]){"b", "l"});
     struct metrics_series *a = metrics_series(f, (const char *[]){"a\"q\\\n", "l"});
     cr_assert_eq(metrics_series(f, (const char *[]){"b", "l"}), b);
@@ -161,8 +160,8 @@ Test(metrics, computed_alias_and_sorted_families)
 {
     static double v = 7;
     metrics_gauge_fn("t_zz_state", "State.", answer, &v);
-    struct metrics_family *f = metrics_family("t_b_put_total", "Puts.", METRICS_COUNTER, NULL,
-                                              NULL, 0);
+    struct metrics_family *f =
+        metrics_family("t_b_put_total", "Puts.", METRICS_COUNTER, NULL, NULL, 0);
     metric_t p = metrics_slot(metrics_series(f, NULL));
     metrics_alias("t_a_debug_put_total", "Puts (debug).", f);
     metrics_add(p, 3);
@@ -223,10 +222,9 @@ Test(metrics, shards_sum_across_threads)
     metrics_thread_attach();
     metrics_inc(race_counter);
     metrics_thread_detach();
-    cr_assert_float_eq(metrics_value(metrics_series(metrics_family("t_race_total", "", 0, NULL,
-                                                                   NULL, 0),
-                                                    NULL)),
-                       THREADS * ADDS + 1, 0);
+    cr_assert_float_eq(
+        metrics_value(metrics_series(metrics_family("t_race_total", "", 0, NULL, NULL, 0), NULL)),
+        THREADS * ADDS + 1, 0);
 }
 
 Test(metrics, process_collector)
