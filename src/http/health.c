@@ -79,6 +79,7 @@ static void answer(struct probe *p, bool ok, const char *reason)
         log_warn("http", "/%s error: %s (status code 503)",
                  p->kind == K_HEALTH ? "health" : p->kind == K_LIVEZ ? "livez" : "readyz", reason);
     if (p->kind == K_HEALTH) {
+        metrics_inc(ok ? http_metrics.health_success : http_metrics.health_failures);
         /* etcd 3.4 logs the reason; its body says only true or false */
         n = snprintf(body, sizeof(body), "{\"health\":\"%s\"}", ok ? "true" : "false");
         if (ok) {
