@@ -157,7 +157,8 @@ struct transport {
  * etcd's rafthttp metrics, by peer (its member id in hex, as etcd's
  * types.ID prints it): bytes sent and received (messages and snapshots),
  * send failures (every message dropped: queue full, write failed, peer
- * refused), receive failures (a broken or undecodable link), the round
+ * refused, or queued while the peer is unreachable), receive failures (a
+ * broken or undecodable link), the round
  * trip time of a PING answered by a PONG (every 4 s, like etcd's prober;
  * only to members whose handshake reply says they answer), and
  * etcd_network_active_peers / _disconnected_peers_total for the message
@@ -1740,6 +1741,11 @@ int transport_send(struct transport *t, const struct raft_msg *m)
     }
     put_be32(p->pending.data + at, (uint32_t)n);
     p->pending_msgs++;
+    /* the peer is unreachable (its last dial or link failed): kept for the
+     * next dial, but counted as etcd counts a message it cannot send to a
+     * peer whose stream is down (etcdMembersDown watches this rate) */
+    if (p->oc == NULL && p->backoff_active)
+        metrics_inc(p->m.sent_failures);
     /* written once per loop pass (idle_run), so that every message of this
      * pass shares one write */
     if (!t->idle_active) {
