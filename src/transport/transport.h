@@ -62,9 +62,10 @@
  *   then the listener answers one byte (0 stored, 1 failed) and both close.
  *
  * METRICS (base/metrics.h): etcd's etcd_network_peer_* by peer (bytes sent
- * and received, send failures = messages dropped or queued for an unreachable peer, receive failures, round
- * trip time) and etcd_network_active_peers / _disconnected_peers_total,
- * registered by transport_new and transport_add_peer.
+ * and received; send failures: messages dropped or queued for a peer that
+ * is unreachable; receive failures; round trip time) and
+ * etcd_network_active_peers / _disconnected_peers_total, registered by
+ * transport_new and transport_add_peer.
  *
  * THREADING: everything runs on the thread of the uv loop given to
  * transport_new; no function may be called from another thread.
