@@ -951,8 +951,10 @@ static void compact_step(struct server *s)
         s->compact_t0_ns = t0;
     if (rv == 0)
         rv = mvcc_compact_step(s->kv, limit, &done);
-    /* etcd's pause: one step (a batch of removals) holding the loop */
-    metrics_observe(server_metrics.compaction_pause, (double)(metrics_now_ns() - t0) / 1e6);
+    /* etcd's pause: a batch of removals holding the loop, observed for
+     * each but the last (as etcd's scheduleCompaction does) */
+    if (!done)
+        metrics_observe(server_metrics.compaction_pause, (double)(metrics_now_ns() - t0) / 1e6);
     mvcc_compact_progress(s->kv, &after);
     if (rv == 0 && after.dropped > before.dropped)
         metrics_add(server_metrics.compaction_keys, (uint64_t)(after.dropped - before.dropped));
