@@ -659,7 +659,6 @@ int metrics_expose(struct buf *out)
 static struct {
     struct metrics_series *cpu, *open_fds, *max_fds, *rss, *vsize, *vmax, *start, *fd_used,
         *fd_limit;
-    double start_time;
 } proc;
 
 static double boot_time(void)
@@ -706,9 +705,6 @@ static void process_scrape(void *arg)
         metrics_set(proc.cpu, (double)(fld[14] + fld[15]) / (double)tick);
         metrics_set(proc.vsize, (double)fld[23]);
         metrics_set(proc.rss, (double)fld[24] * (double)page);
-        if (proc.start_time == 0)
-            proc.start_time = boot_time() + (double)fld[22] / (double)tick;
-        metrics_set(proc.start, proc.start_time);
     }
     double fds = 0;
     DIR *d = opendir("/proc/self/fd");
@@ -755,5 +751,19 @@ void metrics_process_register(void)
                               "Start time of the process since unix epoch in seconds.", false);
     proc.fd_used = gauge_series("os_fd_used", "The number of used file descriptors.", false);
     proc.fd_limit = gauge_series("os_fd_limit", "The file descriptor limit.", false);
+    /* the start time, once: from /proc/self/stat's starttime (clock ticks
+     * after boot) and the boot time */
+    FILE *f = fopen("/proc/self/stat", "r");
+    char buf[1024];
+    size_t n = f != NULL ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    if (f != NULL)
+        fclose(f);
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')');
+    long tick = sysconf(_SC_CLK_TCK);
+    for (int i = 2; p != NULL && i < 22; i++) /* field 22 is the 20th after ")" */
+        p = strchr(p + 1, ' ');
+    if (p != NULL && tick > 0)
+        metrics_set(proc.start, boot_time() + (double)strtoull(p + 1, NULL, 10) / (double)tick);
     metrics_on_scrape(process_scrape, NULL);
 }
