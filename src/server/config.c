@@ -532,13 +532,8 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
         config_parse_urls(listen_metrics, c->listen_metrics, CONFIG_MAX_URLS,
                           &c->n_listen_metrics, err, errlen))
         return -EINVAL;
-    if (strcmp(metrics_mode, "extensive") == 0) {
-        c->metrics_extensive = true;
-    } else if (strcmp(metrics_mode, "basic") != 0) {
-        snprintf(err, errlen, "unknown metrics option \"%s\" (\"basic\" or \"extensive\")",
-                 metrics_mode);
-        return -EINVAL;
-    }
+    /* as etcd 3.4: anything but "extensive" is basic */
+    c->metrics_extensive = strcmp(metrics_mode, "extensive") == 0;
     if (check_tls(c, err, errlen) != 0)
         return -EINVAL;
     if (cluster == NULL) {
