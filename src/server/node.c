@@ -1147,8 +1147,11 @@ static void check_leader(struct server *s)
                 e->ctx = 0;
     }
     bool leader = raft_get_role(s->raft) == RAFT_LEADER;
-    if (leader && !s->was_leader)
+    if (leader && !s->was_leader) {
         lessor_promote(s->leases, (int64_t)uv_now(s->loop));
+        for (size_t k = 0; k < s->n_peers; k++) /* heartbeat_sent starts over */
+            s->peers[k].last_heartbeat_ms = 0;
+    }
     else if (!leader && s->was_leader)
         lessor_demote(s->leases);
     s->was_leader = leader;
