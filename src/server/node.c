@@ -520,6 +520,7 @@ static void sync_peers(struct server *s)
             if (k == CONFIG_MAX_MEMBERS || transport_add_peer(s->tp, ids[i], u.host, u.port) != 0)
                 continue;
             s->n_peers++;
+            s->peers[k].last_heartbeat_ms = 0;
         } else if (strcmp(s->peers[k].url, url) == 0) {
             continue;
         } else if (transport_update_peer(s->tp, ids[i], u.host, u.port) != 0) {
