@@ -48,7 +48,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster  # noqa: E402
 import harness  # noqa: E402
 from harness import Server, wait_for  # noqa: E402
-from http_util import b64, post  # noqa: E402
+from http_util import Stream, b64, post  # noqa: E402
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
@@ -363,8 +363,7 @@ class Cluster(unittest.TestCase):
             for ep in (self.c.endpoint(i), self.metrics_ep(i)):
                 status, ctype, text = get("http://%s/metrics" % ep)
                 self.assertEqual(status, 200)
-                if KIND == "quorum":     # etcd gzips for Python's urllib? no: it sends it plain
-                    self.assertEqual(ctype, CONTENT_TYPE)
+                self.assertEqual(ctype, CONTENT_TYPE)
                 fams = parse(text)
                 for name, mtype in REQUIRED.items():
                     if name in REQUIRED_ON_EVENT and name not in fams:
@@ -466,16 +465,20 @@ class Cluster(unittest.TestCase):
     def test_3_watches_and_leases(self):
         cl = self.client(1)
         before = self.scrape_all()
-        events, cancel = cl.watch_prefix("/w/")
+        # a watch through the gateway (a gRPC Watch stream to the services)
+        st = Stream(self.c.endpoint(1), "/v3/watch",
+                    {"create_request": {"key": b64("/w/"), "range_end": b64("/w0")}})
+        self.assertIn("created", st.next()["result"])
         self.wait_value(1, "etcd_debugging_mvcc_watcher_total", lambda v: v >= 1)
         self.wait_value(1, "etcd_debugging_mvcc_watch_stream_total", lambda v: v >= 1)
         for k in range(5):
             cl.put("/w/%d" % k, "x")
-        got = [next(events) for _ in range(5)]
-        self.assertEqual(len(got), 5)
+        got = 0
+        while got < 5:
+            got += len(st.next()["result"].get("events", []))
         self.wait_value(1, "etcd_debugging_mvcc_events_total",
                         lambda v: v - value(before[1], "etcd_debugging_mvcc_events_total") >= 5)
-        cancel()
+        st.close()
         lease = cl.lease(30)
         lease.refresh()
         lease.revoke()
@@ -713,9 +716,11 @@ def etcd_reference_families():
             cl.delete("/r/1")
             cl.transaction(compare=[], success=[cl.transactions.put("/r/t", "1"),
                                                 cl.transactions.get("/r/2")], failure=[])
-            events, cancel = cl.watch_prefix("/r/")
+            st = Stream(c.endpoint(0), "/v3/watch",
+                        {"create_request": {"key": b64("/r/"), "range_end": b64("/r0")}})
+            st.next()
             cl.put("/r/w", "1")
-            next(events)
+            st.next()
             lease = cl.lease(30)
             lease.refresh()
             lease.revoke()
@@ -726,7 +731,7 @@ def etcd_reference_families():
             c.etcdctl(0, "snapshot", "save", os.path.join(c.tmp, "ref.snap"))
             c.etcdctl(0, "get", "x", "--rev", "100000", check=False)
             urllib.request.urlopen("http://%s/health" % c.endpoint(0), timeout=10).read()
-            cancel()
+            st.close()
             time.sleep(5)   # round-trip probes
             take(c)
             victim = [i for i in range(3) if i != 0][0]
