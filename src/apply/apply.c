@@ -14,17 +14,68 @@
 
 #include "base/buf.h"
 #include "base/err.h"
+#include "base/metrics.h"
+
+/* etcd's mvcc counters (metrics_txn.go): per transaction, its ranges, puts
+ * and deletes, and a txn when it made more than one of them; counted on
+ * the thread that runs it (a front loop's reads on that loop's shard).
+ * Each counts under two names in etcd 3.4. */
+static struct {
+    metric_t range, put, del, txn, put_size;
+} am;
+
+void apply_metrics_register(void)
+{
+    static const struct {
+        metric_t *slot;
+        const char *name, *debug, *help;
+    } c[] = {
+        {&am.range, "etcd_mvcc_range_total", "etcd_debugging_mvcc_range_total",
+         "Total number of ranges seen by this member."},
+        {&am.put, "etcd_mvcc_put_total", "etcd_debugging_mvcc_put_total",
+         "Total number of puts seen by this member."},
+        {&am.del, "etcd_mvcc_delete_total", "etcd_debugging_mvcc_delete_total",
+         "Total number of deletes seen by this member."},
+        {&am.txn, "etcd_mvcc_txn_total", "etcd_debugging_mvcc_txn_total",
+         "Total number of txns seen by this member."},
+    };
+    for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+        struct metrics_family *f =
+            metrics_family(c[i].name, c[i].help, METRICS_COUNTER, NULL, NULL, 0);
+        *c[i].slot = metrics_slot(metrics_series(f, NULL));
+        metrics_alias(c[i].debug, c[i].help, f);
+    }
+    am.put_size = metrics_gauge("etcd_debugging_mvcc_total_put_size_in_bytes",
+                                "The total size of put kv pairs seen by this member.");
+}
 
 /* A view reads either through a read transaction or through the write txn
  * of the request being applied; |changed| tracks whether the latter wrote,
- * which decides the revision its reads and responses report. */
+ * which decides the revision its reads and responses report. It counts
+ * what it did for the metrics (view_done). */
 struct view {
     const struct apply_env *env;
     mvcc_read *rd;
     mvcc_txn *tx;
     int64_t begin_rev;
     bool changed;
+    unsigned ranges, puts, deletes;
+    uint64_t put_size;
 };
+
+static void view_done(const struct view *v)
+{
+    if (v->ranges + v->puts + v->deletes > 1)
+        metrics_inc(am.txn);
+    if (v->ranges)
+        metrics_add(am.range, v->ranges);
+    if (v->puts) {
+        metrics_add(am.put, v->puts);
+        metrics_add(am.put_size, v->put_size);
+    }
+    if (v->deletes)
+        metrics_add(am.del, v->deletes);
+}
 
 static int64_t view_rev(const struct view *v)
 {
@@ -35,6 +86,7 @@ static int view_range(struct view *v, const ProtobufCBinaryData *key, const Prot
                       const struct mvcc_range_opts *o, mvcc_kv_fn fn, void *arg,
                       struct mvcc_range_result *res)
 {
+    v->ranges++;
     if (v->tx != NULL)
         return mvcc_txn_range(v->tx, key->data, key->len, end->data, end->len, o, fn, arg, res);
     return mvcc_read_range(v->rd, key->data, key->len, end->data, end->len, o, fn, arg, res);
@@ -228,7 +280,9 @@ int apply_range(const struct apply_env *env, mvcc_read *rd, const Etcdserverpb__
                 struct arena *a, Etcdserverpb__RangeResponse **out)
 {
     struct view v = {.env = env, .rd = rd, .begin_rev = mvcc_read_rev(rd)};
-    return range_view(&v, r, a, out);
+    int rv = range_view(&v, r, a, out);
+    view_done(&v);
+    return rv;
 }
 
 /* ---- Put and DeleteRange inside a write txn ---- */
@@ -267,6 +321,8 @@ static int put_view(struct view *v, const Etcdserverpb__PutRequest *r, struct ar
     int rv = mvcc_txn_put(v->tx, r->key.data, r->key.len, val, val_len, lease, NULL, NULL);
     if (rv != 0)
         return rv;
+    v->puts++;
+    v->put_size += r->key.len + val_len;
     v->changed = true;
     resp->header = new_header(a, view_rev(v));
     if (resp->header == NULL)
@@ -297,6 +353,7 @@ static int delete_view(struct view *v, const Etcdserverpb__DeleteRangeRequest *r
                                    r->range_end.len, NULL, NULL, &deleted);
     if (rv != 0)
         return rv;
+    v->deletes++;
     if (deleted > 0)
         v->changed = true;
     resp->deleted = deleted;
@@ -323,6 +380,7 @@ int apply_put(const struct apply_env *env, const Etcdserverpb__PutRequest *r, st
         return rv;
     rv = put_view(&v, r, a, out);
     mvcc_txn_end(v.tx);
+    view_done(&v);
     return rv;
 }
 
@@ -335,6 +393,7 @@ int apply_delete_range(const struct apply_env *env, const Etcdserverpb__DeleteRa
         return rv;
     rv = delete_view(&v, r, a, out);
     mvcc_txn_end(v.tx);
+    view_done(&v);
     return rv;
 }
 
@@ -589,6 +648,7 @@ int apply_txn_read(const struct apply_env *env, mvcc_read *rd, const Etcdserverp
 {
     struct view v = {.env = env, .rd = rd, .begin_rev = mvcc_read_rev(rd)};
     int rv = txn_view(&v, r, false, a, out);
+    view_done(&v);
     if (rv == 0)
         (*out)->header->revision = view_rev(&v);
     return rv;
@@ -603,6 +663,7 @@ int apply_txn(const struct apply_env *env, const Etcdserverpb__TxnRequest *r, st
         return rv;
     rv = txn_view(&v, r, !apply_txn_is_read_only(r), a, out);
     int64_t rev = mvcc_txn_end(v.tx);
+    view_done(&v);
     if (rv == 0)
         (*out)->header->revision = rev;
     return rv;
@@ -926,6 +987,7 @@ int apply_lease_revoke(const struct apply_env *env, const Etcdserverpb__LeaseRev
         rv = mvcc_txn_delete_range(tx, l.k[i].data, l.k[i].len, NULL, 0, NULL, NULL, &deleted);
     }
     mvcc_txn_end(tx);
+    view_done(&(struct view){.deletes = (unsigned)l.n}); /* etcd: a DeleteRange per key */
     if (rv == 0)
         rv = lessor_remove(env->leases, r->id);
     if (rv != 0)

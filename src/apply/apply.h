@@ -78,6 +78,11 @@ int apply_lease_grant(const struct apply_env *env, const Etcdserverpb__LeaseGran
                       struct arena *a, Etcdserverpb__LeaseGrantResponse **out);
 int apply_lease_revoke(const struct apply_env *env, const Etcdserverpb__LeaseRevokeRequest *r,
                        struct arena *a, Etcdserverpb__LeaseRevokeResponse **out);
+/* apply_metrics_register registers etcd's etcd_mvcc_{range,put,delete,txn}_total
+ * (and their etcd_debugging_mvcc_ twins) and the put size, counted per
+ * request as etcd's metricsTxnWrite counts them (base/metrics.h). */
+void apply_metrics_register(void);
+
 int apply_lease_checkpoint(const struct apply_env *env,
                            const Etcdserverpb__LeaseCheckpointRequest *r, struct arena *a,
                            Etcdserverpb__LeaseCheckpointResponse **out);

@@ -19,6 +19,7 @@
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "base/metrics.h"
 
 #define DEFAULT_MAP_SIZE ((size_t)8 << 30)
 
@@ -294,16 +295,28 @@ MDB_txn *backend_batch_txn(backend *be)
     return be->batch;
 }
 
+static struct metrics_series *commit_seconds;
+
+void backend_metrics_register(void)
+{
+    double b[14];
+    commit_seconds = metrics_histogram("etcd_disk_backend_commit_duration_seconds",
+                                       "The latency distributions of commit called by backend.",
+                                       metrics_exp_buckets(0.001, 2, 14, b), 14);
+}
+
 int backend_batch_commit(backend *be)
 {
     if (be->batch == NULL)
         return -EINVAL;
+    uint64_t t0 = metrics_now_ns();
     int rc = mdb_txn_commit(be->batch); /* frees the txn even on failure */
     be->batch = NULL;
     if (rc != 0) {
         log_error("backend", "batch commit: %s", mdb_strerror(rc));
         return backend_err(rc);
     }
+    metrics_observe_since(commit_seconds, t0);
     return 0;
 }
 

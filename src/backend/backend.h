@@ -171,6 +171,11 @@ int backend_file_meta(const char *path, const char *name, uint64_t *v);
 uint64_t backend_size(backend *be);
 uint64_t backend_size_in_use(backend *be);
 
+/* backend_metrics_register registers etcd's
+ * etcd_disk_backend_commit_duration_seconds: every batch commit, its sync
+ * included (base/metrics.h). */
+void backend_metrics_register(void);
+
 /* backend_err maps an LMDB return code (from mdb_get/mdb_put/... on
  * backend_batch_txn or a read txn) to quorum's: 0 for 0, QERR_NO_SPACE for
  * MDB_MAP_FULL, -ENOMEM, -EBUSY, QERR_STORAGE for anything else. It does not

@@ -60,6 +60,14 @@
  * the socket, so a client that stops reading cannot make the server buffer
  * its requests or their answers.
  *
+ * Metrics (base/metrics.h): each method's calls started, handled (by
+ * code; a call that ends without a status counts as Canceled), messages
+ * received and sent, as go-grpc-prometheus counts them for etcd, and the
+ * request and response bytes (etcd_network_client_grpc_*); with
+ * handling_seconds, the time from start to status. Local calls count as
+ * calls (etcd's gateway is a gRPC client), unless their ops are
+ * unmetered. Registered when a server is made, for its method table.
+ *
  * Caveats: grpc_server_close may be called from any callback (a second
  * call is ignored). Request metadata is kept for the first 64 non-pseudo
  * headers of a request only. grpc-timeout is not enforced (the server's
@@ -120,6 +128,12 @@ struct grpc_server_options {
      * are not HTTP/2's client preface is handed to it. NULL: every
      * connection is HTTP/2 (a bad preface gets GOAWAY). */
     const struct grpc_http1 *http1;
+    /* every connection goes to |http1|, none is HTTP/2 (the plain-HTTP
+     * listener of --listen-metrics-urls) */
+    bool http_only;
+    /* grpc_server_handling_seconds besides the counters (etcd's
+     * --metrics=extensive) */
+    bool handling_seconds;
 };
 
 /* grpc_server_new creates a server with |n| methods (the table and its
@@ -299,6 +313,9 @@ struct grpc_local_ops {
     /* pending: output the face holds but has not written (backpressure);
      * optional. */
     size_t (*pending)(void *ctx);
+    /* not counted in the grpc_server_* metrics (the server's own probes:
+     * /health) */
+    bool unmetered;
 };
 
 /* grpc_call_open_local starts a call of method |path| on |srv|'s loop.

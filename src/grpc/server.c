@@ -31,6 +31,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "base/err.h"
+#include "base/metrics.h"
 #include "grpc/grpc_int.h"
 #include "tls/tls.h"
 
@@ -55,11 +56,23 @@ struct hdr {
     nghttp2_rcbuf *value;
 };
 
+/* A method's metrics (go-grpc-prometheus's, as etcd registers them):
+ * counted where a call is bound to its method, receives, sends and ends,
+ * on the thread of the call's loop. */
+#define GRPC_CODES 17
+struct grpc_mstats {
+    metric_t started, received, sent;
+    metric_t handled[GRPC_CODES];
+    struct metrics_series *seconds; /* --metrics=extensive only */
+};
+
 struct grpc_call {
     grpc_conn *conn; /* NULL for a local call */
     grpc_server *srv;
     int32_t stream_id;
     const struct grpc_method *method; /* NULL until dispatched */
+    const struct grpc_mstats *ms;     /* its metrics; NULL: not counted */
+    uint64_t t0;                      /* when it started (handling seconds) */
     grpc_call *prev, *next;           /* conn->calls */
     void *data;
 
@@ -82,6 +95,7 @@ struct grpc_call {
     unsigned closed : 1;   /* on_close delivered */
     unsigned got_message : 1;
     unsigned deferred : 1; /* nghttp2 data item is deferred */
+    unsigned handled : 1;  /* counted in grpc_server_handled_total */
 
     /* a local call (grpc_call_open_local): its face's outputs and state */
     const struct grpc_local_ops *lops;
@@ -156,6 +170,8 @@ struct grpc_server {
     uint32_t max_streams;
     tls_ctx *tls;
     const struct grpc_http1 *http1;
+    bool http_only;
+    const struct grpc_mstats *mstats; /* per method */
     void *data;
     struct listener *listeners;
     grpc_call *locals; /* open local calls */
@@ -264,6 +280,159 @@ static void maybe_free_server(grpc_server *srv)
         cb(arg);
 }
 
+/* ---- metrics ----
+ *
+ * grpc_server_{started,handled,msg_received,msg_sent}_total by method (and
+ * code), grpc_server_handling_seconds with --metrics=extensive, and etcd's
+ * etcd_network_client_grpc_{received,sent}_bytes_total (request and
+ * response message sizes). Every face passes here: HTTP/2 streams on any
+ * loop and the local calls of the JSON gateway and the v2 emulation (as
+ * etcd's gateway is a gRPC client of its own server); the probes of
+ * /health are not counted (etcd's /health makes no gRPC call). A call
+ * that ends without a status (the client went away) counts as Canceled. */
+
+static const char *const code_names[GRPC_CODES] = {
+    "OK",           "Canceled",           "Unknown",       "InvalidArgument",
+    "DeadlineExceeded", "NotFound",       "AlreadyExists", "PermissionDenied",
+    "ResourceExhausted", "FailedPrecondition", "Aborted",  "OutOfRange",
+    "Unimplemented", "Internal",          "Unavailable",   "DataLoss",
+    "Unauthenticated"};
+static const char *const type_names[] = {
+    [GRPC_UNARY] = "unary",
+    [GRPC_SERVER_STREAMING] = "server_stream",
+    [GRPC_CLIENT_STREAMING] = "client_stream",
+    [GRPC_BIDI_STREAMING] = "bidi_stream",
+};
+
+static metric_t recv_bytes, sent_bytes;
+
+/* Method tables already registered (the front loops share one): their
+ * metrics are read-only once made and shared by every server of the
+ * table. */
+struct mstats_cache {
+    struct mstats_cache *next;
+    uint64_t key; /* the paths and kinds of the table */
+    size_t n;
+    bool extensive;
+    struct grpc_mstats *ms;
+};
+static struct mstats_cache *mcache; /* servers are made on one thread */
+
+static uint64_t table_key(const struct grpc_method *methods, size_t n)
+{
+    uint64_t h = 14695981039346656037u; /* FNV-1a */
+    for (size_t i = 0; i < n; i++) {
+        for (const char *p = methods[i].path; *p; p++)
+            h = (h ^ (uint8_t)*p) * 1099511628211u;
+        h = (h ^ (uint8_t)methods[i].kind) * 1099511628211u;
+    }
+    return h;
+}
+
+static const struct grpc_mstats *register_metrics(const struct grpc_method *methods, size_t n,
+                                                  bool extensive)
+{
+    uint64_t key = table_key(methods, n);
+    for (struct mstats_cache *c = mcache; c != NULL; c = c->next)
+        if (c->key == key && c->n == n && c->extensive == extensive)
+            return c->ms;
+    struct mstats_cache *c = calloc(1, sizeof(*c));
+    struct grpc_mstats *ms = calloc(n ? n : 1, sizeof(*ms));
+    if (c == NULL || ms == NULL) {
+        free(c);
+        free(ms);
+        return NULL;
+    }
+    recv_bytes = metrics_counter("etcd_network_client_grpc_received_bytes_total",
+                                 "The total number of bytes received from grpc clients.");
+    sent_bytes = metrics_counter("etcd_network_client_grpc_sent_bytes_total",
+                                 "The total number of bytes sent to grpc clients.");
+    const char *const l3[] = {"grpc_type", "grpc_service", "grpc_method", NULL};
+    const char *const l4[] = {"grpc_type", "grpc_service", "grpc_method", "grpc_code", NULL};
+    struct metrics_family *started = metrics_family(
+        "grpc_server_started_total", "Total number of RPCs started on the server.",
+        METRICS_COUNTER, l3, NULL, 0);
+    struct metrics_family *handled = metrics_family(
+        "grpc_server_handled_total",
+        "Total number of RPCs completed on the server, regardless of success or failure.",
+        METRICS_COUNTER, l4, NULL, 0);
+    struct metrics_family *received = metrics_family(
+        "grpc_server_msg_received_total",
+        "Total number of RPC stream messages received on the server.", METRICS_COUNTER, l3,
+        NULL, 0);
+    struct metrics_family *sent = metrics_family(
+        "grpc_server_msg_sent_total", "Total number of gRPC stream messages sent by the server.",
+        METRICS_COUNTER, l3, NULL, 0);
+    /* go-grpc-prometheus's DefBuckets */
+    static const double secs[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+    struct metrics_family *seconds =
+        extensive ? metrics_family("grpc_server_handling_seconds",
+                                   "Histogram of response latency (seconds) of gRPC that had "
+                                   "been application-level handled by the server.",
+                                   METRICS_HISTOGRAM, l3, secs, sizeof(secs) / sizeof(secs[0]))
+                  : NULL;
+    for (size_t i = 0; i < n; i++) {
+        const char *path = methods[i].path[0] == '/' ? methods[i].path + 1 : methods[i].path;
+        const char *slash = strrchr(path, '/');
+        char service[256];
+        snprintf(service, sizeof(service), "%.*s", slash ? (int)(slash - path) : 0, path);
+        const char *v[] = {type_names[methods[i].kind], service, slash ? slash + 1 : path, NULL,
+                           NULL};
+        ms[i].started = metrics_slot(metrics_series(started, v));
+        ms[i].received = metrics_slot(metrics_series(received, v));
+        ms[i].sent = metrics_slot(metrics_series(sent, v));
+        ms[i].seconds = metrics_series(seconds, v);
+        for (int k = 0; k < GRPC_CODES; k++) {
+            v[3] = code_names[k];
+            ms[i].handled[k] = metrics_slot(metrics_series(handled, v));
+        }
+    }
+    c->key = key;
+    c->n = n;
+    c->extensive = extensive;
+    c->ms = ms;
+    c->next = mcache;
+    mcache = c;
+    return ms;
+}
+
+static void call_started(grpc_call *call)
+{
+    const struct grpc_mstats *ms = call->srv->mstats;
+    if (ms == NULL)
+        return;
+    call->ms = &ms[call->method - call->srv->methods];
+    metrics_inc(call->ms->started);
+    if (call->ms->seconds != NULL)
+        call->t0 = metrics_now_ns();
+}
+
+static void call_handled(grpc_call *call, int status)
+{
+    if (call->ms == NULL || call->handled)
+        return;
+    call->handled = 1;
+    metrics_inc(call->ms->handled[status >= 0 && status < GRPC_CODES ? status : 2]);
+    if (call->ms->seconds != NULL)
+        metrics_observe_since(call->ms->seconds, call->t0);
+}
+
+static void call_received(grpc_call *call, size_t len)
+{
+    if (call->ms == NULL)
+        return;
+    metrics_inc(call->ms->received);
+    metrics_add(recv_bytes, len);
+}
+
+static void call_sent(grpc_call *call, size_t len)
+{
+    if (call->ms == NULL)
+        return;
+    metrics_inc(call->ms->sent);
+    metrics_add(sent_bytes, len);
+}
+
 /* ---- calls ---- */
 
 static grpc_call *call_new(grpc_conn *c, int32_t stream_id)
@@ -298,6 +467,7 @@ static void call_destroy(grpc_call *call)
     if (c->sess)
         nghttp2_session_set_stream_user_data(c->sess, call->stream_id, NULL);
     if (call->method && !call->closed) {
+        call_handled(call, GRPC_STATUS_CANCELLED); /* no status was sent */
         call->closed = 1;
         call->finished = 1;
         if (call->method->on_close)
@@ -427,6 +597,7 @@ static int encode_message(const char *message, char **out, size_t *out_len)
  * uses it for errors it answers itself. */
 static int call_end(grpc_call *call, int status, const char *message)
 {
+    call_handled(call, status);
     char *enc;
     size_t enc_len;
     int rv = encode_message(message, &enc, &enc_len);
@@ -604,6 +775,7 @@ static void call_start(grpc_call *call)
         }
     }
     call->method = meth;
+    call_started(call);
 }
 
 static int deliver(void *arg, const uint8_t *msg, size_t len)
@@ -618,6 +790,7 @@ static int deliver(void *arg, const uint8_t *msg, size_t len)
         return 1;
     }
     call->got_message = 1;
+    call_received(call, len);
     call->method->on_message(call, msg, len);
     return call->finished ? 1 : 0;
 }
@@ -1046,7 +1219,7 @@ static int sniff(grpc_conn *c, const uint8_t **p, size_t *n)
 {
     static const char preface[] = NGHTTP2_CLIENT_MAGIC;
     size_t take = sizeof(c->sniff) - c->nsniff < *n ? sizeof(c->sniff) - c->nsniff : *n;
-    if (memcmp(*p, preface + c->nsniff, take) == 0) {
+    if (!c->srv->http_only && memcmp(*p, preface + c->nsniff, take) == 0) {
         memcpy(c->sniff + c->nsniff, *p, take);
         c->nsniff += take;
         *p += take;
@@ -1329,6 +1502,8 @@ int grpc_server_new(uv_loop_t *loop, const struct grpc_method *methods, size_t n
     srv->max_streams = opts ? opts->max_concurrent_streams : 0;
     srv->tls = opts ? opts->tls : NULL;
     srv->http1 = opts ? opts->http1 : NULL;
+    srv->http_only = opts && opts->http_only && srv->http1 != NULL;
+    srv->mstats = register_metrics(methods, n, opts && opts->handling_seconds);
     srv->sorted = malloc((n ? n : 1) * sizeof(*srv->sorted));
     srv->rbuf = malloc(READ_BUF_SIZE);
     if (srv->sorted == NULL || srv->rbuf == NULL)
@@ -1567,7 +1742,10 @@ int grpc_call_send(grpc_call *call, const uint8_t *msg, size_t len)
             return -EPIPE;
         if (len > call->srv->max_send)
             return -EMSGSIZE;
-        return call->lops->send(call->lctx, msg, len);
+        int rv = call->lops->send(call->lctx, msg, len);
+        if (rv == 0)
+            call_sent(call, len);
+        return rv;
     }
     grpc_conn *c = call->conn;
     if (call->finished || call->closed || c->closed || c->want_close)
@@ -1606,6 +1784,7 @@ int grpc_call_send(grpc_call *call, const uint8_t *msg, size_t len)
         call->deferred = 0;
         nghttp2_session_resume_data(c->sess, call->stream_id);
     }
+    call_sent(call, len);
     mark_dirty(c);
     return 0;
 }
@@ -1618,6 +1797,7 @@ int grpc_call_finish(grpc_call *call, int status, const char *message)
         if (call->finished || call->closed || call->lreaping)
             return -EPIPE;
         call->finished = 1;
+        call_handled(call, status);
         call->lops->finish(call->lctx, status, message);
         local_reap(call);
         return 0;
@@ -1768,6 +1948,8 @@ int grpc_call_open_local(grpc_server *srv, const char *path, const struct grpc_l
     call->method = m;
     call->lops = ops;
     call->lctx = ctx;
+    if (!ops->unmetered)
+        call_started(call);
     call->lnext = srv->locals;
     if (srv->locals)
         srv->locals->lprev = call;
@@ -1798,6 +1980,7 @@ static void local_free(grpc_call *call)
     }
     buf_free(&call->lin);
     call->lreaping = 1; /* the face is gone: sends fail, finish is dropped */
+    call_handled(call, GRPC_STATUS_CANCELLED); /* if it had no status */
     if (!call->closed) {
         call->closed = 1;
         call->finished = 1;
@@ -1827,6 +2010,7 @@ static void local_fail(grpc_call *call, int status, const char *msg)
     if (call->finished || call->lreaping)
         return;
     call->finished = 1;
+    call_handled(call, status);
     call->lops->finish(call->lctx, status, msg);
     local_reap(call);
 }
@@ -1901,6 +2085,7 @@ static void local_deliver(grpc_call *call)
         memcpy(&n, in.data + off, 4);
         off += 4;
         call->got_message = 1;
+        call_received(call, n);
         call->method->on_message(call, in.data + off, n);
         off += n;
     }

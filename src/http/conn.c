@@ -41,6 +41,7 @@ struct hconn {
     bool closing;   /* no more requests: shut down after this response */
     bool gone;      /* grpc closed the connection */
     bool feeding;   /* inside feed(): a finished request resumes there */
+    bool metrics_only; /* a --listen-metrics-urls connection */
     uv_timer_t timer;
     int error_status; /* set by a parser callback: answer and close */
     const char *error_detail;
@@ -207,10 +208,25 @@ void http_method_not_allowed(struct hreq *r, const char *allow)
     hreq_respond(r, 405, "text/plain; charset=utf-8", extra, na, sizeof(na) - 1);
 }
 
+static void not_found(struct hreq *r)
+{
+    static const char nf[] = "404 page not found\n";
+    hreq_respond(r, 404, "text/plain; charset=utf-8", "X-Content-Type-Options: nosniff\r\n", nf,
+                 sizeof(nf) - 1);
+}
+
 void http_route(struct hreq *r)
 {
     const char *p = r->path;
-    if (strcmp(r->method, "OPTIONS") == 0) {
+    if (r->metrics_only) {
+        /* etcd's metrics listener: /metrics and /health, nothing else */
+        if (strcmp(p, "/metrics") == 0)
+            http_serve_metrics(r);
+        else if (strcmp(p, "/health") == 0)
+            http_serve_health(r, "health");
+        else
+            not_found(r);
+    } else if (strcmp(r->method, "OPTIONS") == 0) {
         hreq_respond(r, 200, NULL, NULL, NULL, 0); /* CORS preflight, as etcd's --cors=* */
     } else if (strcmp(p, "/version") == 0) {
         http_serve_version(r);
@@ -223,10 +239,10 @@ void http_route(struct hreq *r)
         http_serve_gateway(r, p + 8);
     } else if (http_cfg.v2 && strncmp(p, "/v2/", 4) == 0) {
         http_serve_v2(r, p + 4);
+    } else if (strcmp(p, "/metrics") == 0) {
+        http_serve_metrics(r);
     } else {
-        static const char nf[] = "404 page not found\n";
-        hreq_respond(r, 404, "text/plain; charset=utf-8", "X-Content-Type-Options: nosniff\r\n",
-                     nf, sizeof(nf) - 1);
+        not_found(r);
     }
 }
 
@@ -326,7 +342,8 @@ static void h1_head(struct hreq *r, int status, const char *ctype, const char *e
         n += snprintf(h + n, sizeof(h) - (size_t)n, "Content-Length: %lld\r\n", length);
     else if (!r->http10)
         n += snprintf(h + n, sizeof(h) - (size_t)n, "Transfer-Encoding: chunked\r\n");
-    n += snprintf(h + n, sizeof(h) - (size_t)n, "%s", HTTP_CORS_HEADERS);
+    if (!r->metrics_only) /* etcd's --cors applies to the client port only */
+        n += snprintf(h + n, sizeof(h) - (size_t)n, "%s", HTTP_CORS_HEADERS);
     if (!r->keep_alive || hc->closing)
         n += snprintf(h + n, sizeof(h) - (size_t)n, "Connection: close\r\n");
     else if (r->http10)
@@ -397,6 +414,7 @@ static int on_begin(http_parser *p)
         return -1;
     r->hc = hc;
     r->io = &h1_io;
+    r->metrics_only = hc->metrics_only;
     hc->req = r;
     hc->head = 0;
     hc->in_value = false;
@@ -619,11 +637,11 @@ static void on_timer(uv_timer_t *t)
 
 static void *h_open(void *arg, grpc_conn *c)
 {
-    (void)arg;
     struct hconn *hc = calloc(1, sizeof(*hc));
     if (hc == NULL)
         return NULL;
     hc->c = c;
+    hc->metrics_only = arg != NULL;
     http_parser_init(&hc->parser, HTTP_REQUEST);
     hc->parser.data = hc;
     uv_timer_init(grpc_server_loop(grpc_conn_server(c)), &hc->timer);
@@ -707,8 +725,24 @@ static struct grpc_http1 face = {
     .h2_closed = http_h2_closed,
 };
 
+/* the metrics listener's connections: the same, with |arg| marking them */
+static bool metrics_mark;
+static struct grpc_http1 metrics_face = {
+    .arg = &metrics_mark,
+    .open = h_open,
+    .input = h_input,
+    .closed = h_closed,
+    .eof = h_eof,
+};
+
 const struct grpc_http1 *http_face(const struct http_config *cfg)
 {
     http_cfg = *cfg;
+    http_metrics_register();
     return &face;
+}
+
+const struct grpc_http1 *http_metrics_face(void)
+{
+    return &metrics_face;
 }

@@ -240,7 +240,8 @@ static size_t gw_pending(void *ctx)
     return g->r != NULL ? hreq_pending(g->r) : 0;
 }
 
-static const struct grpc_local_ops gw_ops = {gw_send, gw_finish, gw_pending};
+static const struct grpc_local_ops gw_ops = {
+    .send = gw_send, .finish = gw_finish, .pending = gw_pending};
 
 static void gw_abort(struct hreq *r)
 {

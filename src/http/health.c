@@ -46,6 +46,7 @@ struct probe {
     uv_timer_t timer;
     bool timer_on;
     bool answered;
+    bool alarm; /* failed for an alarm: etcd 3.4 does not count it */
 };
 
 static void probe_closed(uv_handle_t *h)
@@ -79,6 +80,10 @@ static void answer(struct probe *p, bool ok, const char *reason)
         log_warn("http", "/%s error: %s (status code 503)",
                  p->kind == K_HEALTH ? "health" : p->kind == K_LIVEZ ? "livez" : "readyz", reason);
     if (p->kind == K_HEALTH) {
+        /* etcd 3.4's checkHealth counts a success, and a failure for want
+         * of a leader or of a read; one for an alarm returns uncounted */
+        if (ok || !p->alarm)
+            metrics_inc(ok ? http_metrics.health_success : http_metrics.health_failures);
         /* etcd 3.4 logs the reason; its body says only true or false */
         n = snprintf(body, sizeof(body), "{\"health\":\"%s\"}", ok ? "true" : "false");
         if (ok) {
@@ -158,6 +163,7 @@ static void on_status(void *arg, int status, const char *msg, const uint8_t *res
     if (alarm[0]) {
         snprintf(reason, sizeof(reason), p->kind == K_HEALTH ? "ALARM %s" : "alarm %s", alarm);
         etcdserverpb__status_response__free_unpacked(st, NULL);
+        p->alarm = true;
         answer(p, false, p->kind == K_HEALTH ? reason : "data_corruption");
         probe_end(p);
         return;

@@ -2,7 +2,7 @@
  *
  * etcd serves HTTP/1.1 beside gRPC on its client port: the JSON gateway
  * (grpc-gateway's mapping of the v3 API under /v3/), /version, /health,
- * and with --enable-v2 the v2 keys API. quorum does the same. grpc/ owns
+ * /metrics, and with --enable-v2 the v2 keys API. quorum does the same. grpc/ owns
  * the sockets and picks the protocol from a connection's first bytes
  * (struct grpc_http1); this module parses HTTP/1.1 (libhttp-parser),
  * routes the request, and turns JSON into the services' protobuf
@@ -42,5 +42,11 @@ struct http_config {
 /* http_face returns the handler to put in grpc_server_options.http1 for
  * every client-port server; |cfg| is copied. */
 const struct grpc_http1 *http_face(const struct http_config *cfg);
+
+/* http_metrics_face is the handler of a --listen-metrics-urls listener
+ * (a grpc server made with http_only): GET /metrics and /health there
+ * (with ?exclude and ?serializable), 404 for anything else, as etcd's
+ * metrics listener. http_face must have been called first. */
+const struct grpc_http1 *http_metrics_face(void);
 
 #endif

@@ -50,6 +50,7 @@ struct hreq {
     bool expect_continue; /* Expect: 100-continue */
     bool expect_other;    /* another Expect: 417 */
     bool has_host;
+    bool metrics_only; /* on a --listen-metrics-urls listener */
     /* the handler's */
     void (*on_abort)(struct hreq *r);
     void *ctx;
@@ -123,5 +124,14 @@ void http_serve_version(struct hreq *r);
 void http_serve_health(struct hreq *r, const char *which); /* health, livez, readyz */
 void http_serve_gateway(struct hreq *r, const char *rest);  /* path after /v3/ */
 void http_serve_v2(struct hreq *r, const char *rest);       /* path after /v2/ */
+void http_serve_metrics(struct hreq *r);                    /* metrics.c */
+
+/* The HTTP face's own metrics (metrics.c): registered by http_face. */
+#include "base/metrics.h"
+struct http_metrics {
+    metric_t health_success, health_failures; /* /health outcomes, as etcd counts them */
+};
+extern struct http_metrics http_metrics;
+void http_metrics_register(void);
 
 #endif

@@ -1,6 +1,7 @@
 /* lease/lessor.c: see lessor.h. Leases live in an open-addressing hash
  * table by id; a primary keeps a min-heap of expiry times. */
 #include "lease/lessor.h"
+#include "base/metrics.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -353,6 +354,24 @@ size_t lessor_ids(const lessor *l, int64_t *ids, size_t max)
     return n;
 }
 
+static struct {
+    metric_t granted, revoked, renewed;
+    struct metrics_series *ttls;
+} lm;
+
+void lessor_metrics_register(void)
+{
+    double b[24];
+    lm.granted = metrics_counter("etcd_debugging_lease_granted_total",
+                                 "The total number of granted leases.");
+    lm.revoked = metrics_counter("etcd_debugging_lease_revoked_total",
+                                 "The total number of revoked leases.");
+    lm.renewed = metrics_counter("etcd_debugging_lease_renewed_total",
+                                 "The number of renewed leases seen by the leader.");
+    lm.ttls = metrics_histogram("etcd_debugging_lease_ttl_total", "Bucketed histogram of lease TTLs.",
+                                metrics_exp_buckets(1, 2, 24, b), 24);
+}
+
 int lessor_grant(lessor *l, int64_t id, int64_t ttl, int64_t now_ms, int64_t *granted)
 {
     if (id == 0)
@@ -379,6 +398,8 @@ int lessor_grant(lessor *l, int64_t id, int64_t ttl, int64_t now_ms, int64_t *gr
         heap_push(l, e);
     }
     *granted = ttl;
+    metrics_inc(lm.granted);
+    metrics_observe(lm.ttls, (double)ttl);
     return 0;
 }
 
@@ -401,6 +422,7 @@ int lessor_remove(lessor *l, int64_t id)
     l->count--;
     heap_remove(l, e);
     free_lease(e);
+    metrics_inc(lm.revoked);
     return 0;
 }
 
@@ -506,6 +528,7 @@ int lessor_renew(lessor *l, int64_t id, int64_t now_ms, int64_t *ttl, bool *need
     e->last_ckpt_ms = now_ms;
     heap_update(l, e);
     *ttl = e->ttl;
+    metrics_inc(lm.renewed);
     return 0;
 }
 

@@ -107,6 +107,11 @@ void lessor_revoke_failed(lessor *l, int64_t id);
 size_t lessor_due_checkpoints(lessor *l, int64_t now_ms, int64_t interval_ms, int64_t *ids,
                               int64_t *remaining, size_t max);
 
+/* lessor_metrics_register registers etcd's etcd_debugging_lease_* counters
+ * (granted and revoked as applied, renewed on the primary) and TTL
+ * histogram (base/metrics.h). */
+void lessor_metrics_register(void);
+
 /* lessor_next_expiry is the earliest expiry (ms) of a lease not being
  * revoked, or INT64_MAX. */
 int64_t lessor_next_expiry(const lessor *l);

@@ -368,6 +368,8 @@ static void usage(FILE *f)
            "  --peer-client-cert-auth, --peer-auto-tls   the same for the peer port and links\n"
            "  --peer-cert-allowed-cn           common name a peer's certificate must have\n"
            "  --cipher-suites                 TLS 1.2 cipher suites (Go's names), comma-separated\n"
+           "  --listen-metrics-urls           more URLs serving /metrics and /health only\n"
+           "  --metrics                       basic | extensive (adds gRPC latency histograms)\n"
            "  --log-level                     debug | info | warn | error (default info)\n"
            "  --version                       print the version and exit\n");
 }
@@ -473,6 +475,8 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
     c->bcrypt_cost = 10;
     char ac_mode[16] = "periodic", ac_retention[64] = "0";
     char fronts[16] = "auto";
+    const char *listen_metrics = NULL;
+    char metrics_mode[16] = "basic";
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -556,6 +560,8 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
             {"enable-grpc-gateway", F_BOOL, &c->enable_grpc_gateway, 0},
             {"enable-v2", F_BOOL, &c->enable_v2, 0},
             {"experimental-enable-v2v3", F_STR, c->v2v3_prefix, sizeof(c->v2v3_prefix)},
+            {"listen-metrics-urls", F_URLS, &listen_metrics, 0},
+            {"metrics", F_STR, metrics_mode, sizeof(metrics_mode)},
             /* accepted for etcd compatibility, no effect in quorum */
             {"enable-pprof", F_IGNORED_BOOL, NULL, 0},
             {"logger", F_IGNORED_STR, NULL, 0},
@@ -683,6 +689,12 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
                           err, errlen))
         return -EINVAL;
     c->advertise_client_set = advertise_client != NULL;
+    if (listen_metrics != NULL && listen_metrics[0] != '\0' &&
+        config_parse_urls(listen_metrics, c->listen_metrics, CONFIG_MAX_URLS,
+                          &c->n_listen_metrics, err, errlen))
+        return -EINVAL;
+    /* as etcd 3.4: anything but "extensive" is basic */
+    c->metrics_extensive = strcmp(metrics_mode, "extensive") == 0;
     if (cluster == NULL) {
         /* etcd's default: this member alone, at its advertised peer URLs */
         c->n_initial_cluster = 1;

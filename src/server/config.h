@@ -108,6 +108,13 @@ struct config {
     bool enable_grpc_gateway; /* --enable-grpc-gateway: the /v3 JSON gateway (on) */
     bool enable_v2;           /* --enable-v2: the v2 keys API (off, as etcd 3.4) */
     char v2v3_prefix[256];    /* --experimental-enable-v2v3: where v2 keys live in v3 */
+
+    /* ---- metrics (docs/observability.md) ---- */
+    /* --listen-metrics-urls: plain-HTTP listeners serving /metrics and
+     * /health only (https:// with the client port's certificate) */
+    struct url listen_metrics[CONFIG_MAX_URLS];
+    size_t n_listen_metrics;
+    bool metrics_extensive; /* --metrics=extensive (else basic) */
 };
 
 #define CONFIG_FRONT_AUTO (~0u)

@@ -634,9 +634,11 @@ static void front_run(void *arg)
 {
     struct front *fr = arg;
     pin_to(fr->cpu);
+    metrics_thread_attach(); /* this loop's shard (base/metrics.h) */
     /* the prepare handle must not keep a loop alive by itself: the loop
      * ends when every handle is closed */
     uv_run(&fr->loop, UV_RUN_DEFAULT);
+    metrics_thread_detach();
 }
 
 /* ---- start and stop ---- */

@@ -104,7 +104,10 @@ static void on_hash_kv(qcall *call, const uint8_t *msg, size_t len)
         return;
     uint32_t hash = 0;
     int64_t compact = 0;
+    uint64_t t0 = metrics_now_ns();
     int rv = mvcc_hash_kv(s->kv, req->revision, &hash, &compact);
+    if (rv == 0)
+        metrics_observe_since(server_metrics.hash_rev_seconds, t0);
     protobuf_c_message_free_unpacked(&req->base, NULL);
     if (rv != 0) {
         server_reply_error(call, rv);
@@ -190,7 +193,10 @@ static void on_hash(qcall *call, const uint8_t *msg, size_t len)
     protobuf_c_message_free_unpacked(req, NULL);
     uint32_t hash = 0;
     server_flush(s); /* hash_db reads committed state */
+    uint64_t t0 = metrics_now_ns();
     int rv = hash_db(s, &hash);
+    if (rv == 0)
+        metrics_observe_since(server_metrics.hash_seconds, t0);
     if (rv != 0) {
         server_reply_error(call, rv);
         return;
@@ -313,6 +319,7 @@ static void defrag_end(struct defrag *d, int rv)
         backend_defrag_cancel(d->job);
     if (d->s != NULL)
         d->s->defrag = NULL;
+    metrics_gauge_add(server_metrics.defrag_inflight, -1);
     struct defrag_call *c;
     while ((c = d->calls) != NULL) {
         d->calls = c->next;
@@ -411,6 +418,8 @@ static int defrag_swap(struct defrag *d)
     }
     server_close_retired(s);
     uint64_t now = uv_hrtime();
+    metrics_observe(server_metrics.defrag_seconds, (double)(now - d->t0) / 1e9);
+    server_metrics_db_changed();
     log_info("maintenance",
              "defragmented the database: %llu -> %llu bytes in %.3f s; %d catch-up rounds, "
              "the last (%zu bytes of writes) and the swap held the loop %.1f ms",
@@ -495,6 +504,7 @@ static void on_defragment(qcall *call, const uint8_t *msg, size_t len)
             return;
         }
         s->defrag = d;
+        metrics_gauge_add(server_metrics.defrag_inflight, 1);
     }
     /* a call arriving during a defragmentation waits for it: what it
      * asked for (a compact file) is what that one makes */
@@ -543,6 +553,7 @@ struct snap {
     int fd;
     int err; /* worker's result: 0 or an LMDB/errno code */
     uint64_t total, sent;
+    uint64_t t0; /* etcd_disk_backend_snapshot_duration_seconds: copy and send */
     struct sha256 sha;
 };
 
@@ -606,6 +617,7 @@ static bool send_some(struct snap *st)
     Etcdserverpb__SnapshotResponse r = ETCDSERVERPB__SNAPSHOT_RESPONSE__INIT;
     r.blob = (ProtobufCBinaryData){sizeof(digest), digest};
     server_reply(st->s, st->call, &r.base);
+    metrics_observe_since(server_metrics.snapshot_seconds, st->t0);
     log_info("maintenance", "sent a database snapshot of %llu bytes",
              (unsigned long long)st->total);
     return true;
@@ -677,6 +689,7 @@ static void on_snapshot(qcall *call, const uint8_t *msg, size_t len)
     unlink(path); /* gone with the last close, whatever happens */
     st->call = call;
     st->s = s;
+    st->t0 = metrics_now_ns();
     server_flush(s); /* the copy is of committed state: make it current */
     st->env = backend_env(s->be);
     sha256_init(&st->sha);

@@ -65,6 +65,9 @@
 /* A commit or sync that holds the loop longer than this is logged (as etcd
  * warns of a slow backend commit). */
 #define SLOW_COMMIT_MS 50
+/* An entry whose apply takes longer counts in etcd_server_slow_apply_total
+ * (etcd's warnApplyDuration). */
+#define SLOW_APPLY_NS (100 * 1000 * 1000ull)
 
 static void defer_msg(struct server *s, const struct raft_msg *m);
 
@@ -110,6 +113,8 @@ static void list_remove(struct entry_list *l, struct entry *e)
 
 static void free_entry(struct entry *e)
 {
+    if (e->seq != 0) /* a write this member proposed: no longer pending */
+        metrics_gauge_add(server_metrics.proposals_pending, -1);
     if (e->req)
         protobuf_c_message_free_unpacked(e->req, NULL);
     buf_free(&e->data);
@@ -136,6 +141,8 @@ static void finish(struct server *s, struct entry *e)
 
 static void fail(struct server *s, struct entry *e, int err)
 {
+    if (e->seq != 0) /* not applied: timed out, refused by Raft, stopped */
+        metrics_inc(server_metrics.proposals_failed);
     e->err = err;
     buf_reset(&e->out);
     finish(s, e);
@@ -242,6 +249,7 @@ static int queue_write(struct server *s, qcall *call, enum entry_kind kind,
         return -ENOMEM;
     }
     e->seq = ++s->next_seq;
+    metrics_gauge_add(server_metrics.proposals_pending, 1);
     e->data.data[0] = (uint8_t)kind;
     e->data.data[1] = (internal ? ENTRY_FLAG_INTERNAL : 0) | (ai.user ? ENTRY_FLAG_AUTH : 0);
     put_le64(e->data.data + 2, s->member_id);
@@ -519,6 +527,7 @@ static void sync_peers(struct server *s)
             if (k == CONFIG_MAX_MEMBERS || transport_add_peer(s->tp, ids[i], u.host, u.port) != 0)
                 continue;
             s->n_peers++;
+            s->peers[k].last_heartbeat_ms = 0;
         } else if (strcmp(s->peers[k].url, url) == 0) {
             continue;
         } else if (transport_update_peer(s->tp, ids[i], u.host, u.port) != 0) {
@@ -563,6 +572,7 @@ struct snap_job {
     struct raft_snapshot snap;
     size_t slot;
     int fd, err;
+    uint64_t t0; /* etcd_disk_backend_snapshot_duration_seconds */
 };
 
 static void clear_slot(struct server *s, size_t slot)
@@ -595,6 +605,8 @@ static void snap_job_done(uv_work_t *w, int status)
         return;
     }
     int rv = j->err;
+    if (rv == 0)
+        metrics_observe_since(server_metrics.snapshot_seconds, j->t0);
     if (rv != 0)
         log_error("raft", "cannot copy the database for a snapshot: %s", mdb_strerror(rv));
     else if (s->snap_out[j->slot].to != j->m.to) /* the peer was removed meanwhile */
@@ -640,6 +652,7 @@ static void send_snapshot(struct server *s, const struct raft_msg *m)
         return;
     }
     j->s = s;
+    j->t0 = metrics_now_ns();
     j->m = *m;
     j->snap = *m->snapshot;
     j->m.snapshot = &j->snap;
@@ -733,6 +746,8 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
         return;
     }
     server_snapshot_copies_wait();
+    metrics_gauge_add(server_metrics.snapshot_applying, 1);
+    server_metrics_db_changed();
     mvcc_exclusive_begin(s->kv); /* front loops read from the old file until here */
     mvcc_release_reads(s->kv);
     int rv = backend_replace_file(s->be, s->recv_path);
@@ -756,6 +771,7 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
         abort();
     }
     s->recv_path[0] = '\0';
+    metrics_gauge_add(server_metrics.snapshot_applying, -1);
     s->applied_index = ci;
     s->peers_dirty = true; /* members' addresses came with the database */
     server_compact_kick(s);  /* the copy may hold a compaction under way */
@@ -907,9 +923,21 @@ static void compact_schedule(struct server *s)
     }
 }
 
+/* compact_measured ends the metrics of a removal that finished */
+static void compact_measured(struct server *s)
+{
+    if (s->compact_t0_ns == 0)
+        return;
+    metrics_observe(server_metrics.compaction_total,
+                    (double)(metrics_now_ns() - s->compact_t0_ns) / 1e6);
+    s->compact_t0_ns = 0;
+    server_metrics_db_changed();
+}
+
 static void compact_step(struct server *s)
 {
     if (!mvcc_compacting(s->kv)) {
+        compact_measured(s);
         uv_idle_stop(&s->compact_idle);
         server_flush(s); /* the finishing step is durable before the answer */
         compact_answer_waits(s);
@@ -924,8 +952,20 @@ static void compact_step(struct server *s)
     size_t limit = s->cfg.compaction_batch_limit ? (size_t)s->cfg.compaction_batch_limit
                                                  : COMPACT_LIMIT_DEFAULT;
     bool done = false;
+    struct mvcc_compact_stats before, after;
+    mvcc_compact_progress(s->kv, &before);
+    uint64_t t0 = metrics_now_ns();
+    if (s->compact_t0_ns == 0)
+        s->compact_t0_ns = t0;
     if (rv == 0)
         rv = mvcc_compact_step(s->kv, limit, &done);
+    /* etcd's pause: a batch of removals holding the loop, observed for
+     * each but the last (as etcd's scheduleCompaction does) */
+    if (!done)
+        metrics_observe(server_metrics.compaction_pause, (double)(metrics_now_ns() - t0) / 1e6);
+    mvcc_compact_progress(s->kv, &after);
+    if (rv == 0 && after.dropped > before.dropped)
+        metrics_add(server_metrics.compaction_keys, (uint64_t)(after.dropped - before.dropped));
     if (rv != 0) {
         /* entries applied in this batch were answered: stop, as for an
          * apply failure; the restart resumes the removal */
@@ -940,6 +980,7 @@ static void compact_step(struct server *s)
         uv_now(s->loop) - s->batch_opened_ms >= BATCH_INTERVAL_MS)
         server_flush(s);
     if (done) {
+        compact_measured(s);
         uv_idle_stop(&s->compact_idle);
         compact_answer_waits(s);
     } else {
@@ -1062,7 +1103,10 @@ static void apply_committed(struct server *s, const struct raft_entry *ents, siz
                 cur = next;
             }
         } else if (le->len >= ENTRY_HDR) {
+            uint64_t t0 = metrics_now_ns();
             rv = apply_normal(s, le, done);
+            if (metrics_now_ns() - t0 > SLOW_APPLY_NS)
+                metrics_inc(server_metrics.slow_apply);
         }
         if (rv == 0) {
             s->applied_index = le->index;
@@ -1103,14 +1147,19 @@ static void check_leader(struct server *s)
         else
             log_info("raft", "no leader at term %llu", (unsigned long long)raft_get_term(s->raft));
         s->last_leader = lead;
+        if (lead != RAFT_NONE) /* as etcd counts: a new leader, the first included */
+            metrics_inc(server_metrics.leader_changes);
         /* reads asked of the old leader are dropped by the core: ask again */
         for (struct entry *e = s->reads.head; e != NULL; e = e->next)
             if (!e->ready)
                 e->ctx = 0;
     }
     bool leader = raft_get_role(s->raft) == RAFT_LEADER;
-    if (leader && !s->was_leader)
+    if (leader && !s->was_leader) {
         lessor_promote(s->leases, (int64_t)uv_now(s->loop));
+        for (size_t k = 0; k < s->n_peers; k++) /* heartbeat_sent starts over */
+            s->peers[k].last_heartbeat_ms = 0;
+    }
     else if (!leader && s->was_leader)
         lessor_demote(s->leases);
     s->was_leader = leader;
@@ -1125,9 +1174,33 @@ static bool is_member(const struct raft_membership *m, uint64_t id)
 
 /* ---- the Ready loop ---- */
 
+/* heartbeat_sent is etcd's timeout detector: a heartbeat to a peer more
+ * than two heartbeat intervals after the last one counts as a failure to
+ * send it on time (the leader was held up, usually by a slow disk). */
+static void heartbeat_sent(struct server *s, uint64_t to)
+{
+    uint64_t now = uv_now(s->loop), hb = s->cfg.heartbeat_ms ? s->cfg.heartbeat_ms : 100;
+    for (size_t k = 0; k < s->n_peers; k++) {
+        if (s->peers[k].id != to)
+            continue;
+        uint64_t last = s->peers[k].last_heartbeat_ms;
+        s->peers[k].last_heartbeat_ms = now;
+        if (last != 0 && now - last > 2 * hb) {
+            metrics_inc(server_metrics.heartbeat_failures);
+            log_warn("raft", "leader failed to send out heartbeat on time to %016llx; took %llu "
+                             "ms (heartbeat interval %llu ms), likely held up by a slow disk",
+                     (unsigned long long)to, (unsigned long long)(now - last),
+                     (unsigned long long)hb);
+        }
+        return;
+    }
+}
+
 static void send_msgs(struct server *s, const struct raft_msg *msgs, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
+        if (msgs[i].type == RAFT_MSG_HEARTBEAT)
+            heartbeat_sent(s, msgs[i].to);
         if (msgs[i].type == RAFT_MSG_SNAP)
             send_snapshot(s, &msgs[i]);
         else

@@ -259,6 +259,7 @@ static void on_lease_tick(uv_timer_t *t)
     int64_t now = (int64_t)uv_now(s->loop);
     int64_t ids[LEASE_REVOKES_PER_TICK];
     size_t n = lessor_expired(s->leases, now, ids, LEASE_REVOKES_PER_TICK);
+    metrics_add(server_metrics.lease_expired, n);
     for (size_t i = 0; i < n; i++) {
         Etcdserverpb__LeaseRevokeRequest r = ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
         r.id = ids[i];
@@ -418,6 +419,8 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
     s->peer_fd = -1;
     for (size_t i = 0; i < CONFIG_MAX_URLS; i++)
         s->client_fds[i] = -1;
+    metrics_thread_attach(); /* the core's shard (base/metrics.h) */
+    server_metrics_register(s);
 
     /* nothing is created before the flags, the data dir, the ports and
      * the cluster have been checked (bootstrap.c) */
@@ -494,6 +497,7 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
         .max_recv_msg_size = cfg->max_request_bytes + 512 * 1024,
         .tls = s->tls.client,
         .http1 = http_face(&hc),
+        .handling_seconds = cfg->metrics_extensive,
     };
     unsigned nf = cfg->front_loops == CONFIG_FRONT_AUTO ? fronts_count_auto() : cfg->front_loops;
     if (nf > 0) {
@@ -515,6 +519,9 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
         s->client_polls[i].data = s;
         s->n_client_polls++;
     }
+    what = "listen for metrics";
+    if ((rv = server_metrics_listen(s, &go)) != 0)
+        goto fail;
 
     uv_timer_init(loop, &s->watch_sync);
     s->watch_sync.data = s;
@@ -554,6 +561,8 @@ fail:
         log_error("server", "cannot %s (data dir %s): %s", what, cfg->data_dir, q_strerror(rv));
     if (s->grpc)
         grpc_server_close(s->grpc, NULL, NULL); /* nothing was accepted yet */
+    if (s->metrics_grpc)
+        grpc_server_close(s->metrics_grpc, NULL, NULL);
     if (s->tick.type == UV_TIMER) {
         server_node_close(s, NULL, NULL);
     } else if (s->tp != NULL) {
@@ -584,6 +593,8 @@ static void on_pass(uv_check_t *h)
     publish_state(s);
     if (!s->serving && !s->closing && s->published && server_leader(s) != RAFT_NONE)
         serve(s);
+    if (!s->closing)
+        server_metrics_publish(s);
 }
 
 static void on_handle_closed(uv_handle_t *h)
@@ -641,6 +652,15 @@ static void on_grpc_closed(void *arg)
     uv_close((uv_handle_t *)&s->sigs[1], on_handle_closed);
 }
 
+static void close_clients(void *arg)
+{
+    struct server *s = arg;
+    if (s->fronts != NULL)
+        fronts_close(s->fronts, on_grpc_closed, s);
+    else
+        grpc_server_close(s->grpc, on_grpc_closed, s);
+}
+
 void server_stop(struct server *s, void (*cb)(void *arg), void *arg)
 {
     if (s->stop_cb != NULL || s->closing)
@@ -650,8 +670,5 @@ void server_stop(struct server *s, void (*cb)(void *arg), void *arg)
     s->closing = -1;
     for (size_t i = 0; i < s->n_client_polls; i++)
         uv_poll_stop(&s->client_polls[i]); /* no more connections */
-    if (s->fronts != NULL)
-        fronts_close(s->fronts, on_grpc_closed, s);
-    else
-        grpc_server_close(s->grpc, on_grpc_closed, s);
+    server_metrics_close(s, close_clients, s);
 }

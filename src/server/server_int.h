@@ -149,6 +149,7 @@ struct member_info {
 struct peer_addr {
     uint64_t id;
     char url[300];
+    uint64_t last_heartbeat_ms; /* when the leader last sent it one */
 };
 
 /* The member's TLS contexts (tls_setup.c): NULL where a link has no TLS.
@@ -172,6 +173,7 @@ struct server {
     backend *be;
     mvcc_store *kv;
     grpc_server *grpc;      /* the core loop's own, without front loops */
+    grpc_server *metrics_grpc; /* --listen-metrics-urls (metrics.c) */
     struct fronts *fronts; /* the front loops (front.h), or NULL */
     struct server_tls tls;
     /* for the front loops, stored by the core each pass (__atomic) */
@@ -260,6 +262,7 @@ struct server {
      * while it lasts (node.c); physical Compacts wait in compact_waits */
     uv_idle_t compact_idle;
     uv_timer_t compact_timer;
+    uint64_t compact_t0_ns; /* when the removal under way began (metrics) */
     struct entry_list compact_waits;
     struct lease_fwd *lease_fwds;   /* lease requests forwarded to the leader */
     uint64_t next_lease_ctx;
@@ -274,6 +277,34 @@ struct server {
     void *stop_arg;
     int closing;
 };
+
+/* ---- metrics.c: etcd's metrics of the member (base/metrics.h) ---- */
+
+#include "base/metrics.h"
+#define SERVER_ETCD_VERSION "3.4.0"       /* as Maintenance/Status reports it */
+#define SERVER_ETCD_CLUSTER_VERSION "3.4" /* etcd_cluster_version's label */
+
+struct server_metrics {
+    metric_t leader_changes, proposals_failed, slow_apply, heartbeat_failures;
+    metric_t proposals_pending, snapshot_applying, defrag_inflight; /* gauges (added to) */
+    metric_t events, compaction_keys, lease_expired;
+    struct metrics_series *snapshot_seconds, *defrag_seconds, *hash_seconds, *hash_rev_seconds;
+    struct metrics_series *compaction_pause, *compaction_total; /* milliseconds */
+};
+extern struct server_metrics server_metrics;
+/* server_metrics_register registers every metric of the member (and of the
+ * modules below it) at start, on the core thread; _publish stores the
+ * state the gauges read (once per loop pass); _db_changed makes the next
+ * pass read the database's sizes again (after a defragmentation, a
+ * snapshot install, a compaction). */
+void server_metrics_register(struct server *s);
+void server_metrics_publish(struct server *s);
+void server_metrics_db_changed(void);
+/* server_metrics_listen serves --listen-metrics-urls (|client|: the client
+ * port's options); errors are logged. server_metrics_close closes that
+ * server, then calls |cb| (at once when there is none). */
+int server_metrics_listen(struct server *s, const struct grpc_server_options *client);
+void server_metrics_close(struct server *s, void (*cb)(void *), void *arg);
 
 /* The service method tables (kv_service.c, maintenance_service.c,
  * cluster_service.c). */

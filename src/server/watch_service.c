@@ -260,8 +260,12 @@ static int on_deliver(watcher *w, const struct watch_event *evs, size_t n, int64
     (void)w;
     if (stream_full(st))
         return -EAGAIN;
-    if (c->fragment)
-        return deliver_general(c, evs, n, rev);
+    if (c->fragment) {
+        int rv = deliver_general(c, evs, n, rev);
+        if (rv == 0)
+            metrics_add(server_metrics.events, n);
+        return rv;
+    }
     struct ev_cache *cache = NULL;
     for (unsigned i = 0; i < EV_CACHE_SLOTS && cache == NULL; i++)
         if (cache_hit(&caches[i], evs, n, c->prev_kv))
@@ -291,6 +295,7 @@ static int on_deliver(watcher *w, const struct watch_event *evs, size_t n, int64
     if (buf_append(b, pre, pl) != 0 || buf_append(b, cache->bytes.data, cache->bytes.len) != 0)
         return -EAGAIN;
     qcall_send(st->call, b->data, b->len);
+    metrics_add(server_metrics.events, n);
     return 0;
 }
 

@@ -28,6 +28,7 @@
 
 #include "base/crc32c.h"
 #include "base/log.h"
+#include "base/metrics.h"
 #include "tls/tls.h"
 #include "transport/transport.h"
 
@@ -41,6 +42,10 @@
 #define MAX_MEMBERS_REPLY (1u << 20)
 #define READ_CHUNK 65536
 #define BIG_BUF (4u << 20)
+/* handshake reply flags (its byte 7, which members before them send as 0
+ * and ignore): the listener answers TRANSPORT_MSG_PING */
+#define REPLY_FLAG_PING 1u
+#define PING_MS_DEFAULT 4000 /* etcd's prober: every ConnReadTimeout - 1 s */
 
 struct transport;
 
@@ -52,6 +57,7 @@ struct out_conn {
     uv_write_t wreq;
     uint8_t hs[HS_LEN];
     bool ready; /* handshake accepted */
+    bool ping_ok; /* the peer answers pings (REPLY_FLAG_PING) */
     bool writing;
     struct buf in;
     struct buf inflight; /* frames handed to the current write */
@@ -82,6 +88,7 @@ struct snap_out {
     uint64_t size, off;
     uint32_t crc;
     uint8_t crcbuf[4];
+    size_t wlen; /* bytes of the write in flight */
 };
 
 struct resolve;
@@ -107,7 +114,12 @@ struct peer {
     struct snap_out *snap;
     struct buf pending; /* length-prefixed frames not yet written */
     size_t pending_msgs;
+    size_t pending_pings; /* PING/PONG frames among them (not in |st|) */
     struct transport_peer_stats st;
+    struct peer_metrics {
+        metric_t sent_bytes, sent_failures, recv_bytes, recv_failures, active, disconnected;
+        struct metrics_series *rtt;
+    } m;
 };
 
 enum conn_state { C_HANDSHAKE, C_MSGS, C_SNAP_HEADER, C_SNAP_DATA, C_SNAP_CRC, C_DONE };
@@ -119,6 +131,7 @@ struct conn {
     bool closing;
     enum conn_state state;
     uint64_t from;
+    metric_t recv_bytes, recv_failures; /* from's, once it said hello */
     struct tls_stream ts;
     uv_timer_t hs_timer; /* closes a connection that never says hello */
     uv_fs_t fsreq;
@@ -145,10 +158,76 @@ struct transport {
     void *close_arg;
     uv_idle_t idle;
     bool idle_active;
+    uv_timer_t ping_timer; /* RTT probes of the peers */
     uv_tcp_t *listener;
     struct peer *peers;
     struct conn *conns;
 };
+
+/* ---- metrics ----
+ *
+ * etcd's rafthttp metrics, by peer (its member id in hex, as etcd's
+ * types.ID prints it): bytes sent and received (messages and snapshots),
+ * send failures (every message dropped: queue full, write failed, peer
+ * refused, or queued while the peer is unreachable), receive failures (a
+ * broken or undecodable link), the round
+ * trip time of a PING answered by a PONG (every 4 s, like etcd's prober;
+ * only to members whose handshake reply says they answer), and
+ * etcd_network_active_peers / _disconnected_peers_total for the message
+ * link. On the loop thread, the core's shard. */
+
+static struct {
+    struct metrics_family *sent, *recv, *sent_fail, *recv_fail, *rtt, *active, *disconnected;
+} tf;
+
+static void families_register(void)
+{
+    const char *const to[] = {"To", NULL}, *const from[] = {"From", NULL};
+    const char *const pair[] = {"Local", "Remote", NULL};
+    double b[16];
+    tf.sent = metrics_family("etcd_network_peer_sent_bytes_total",
+                             "The total number of bytes sent to peers.", METRICS_COUNTER, to,
+                             NULL, 0);
+    tf.recv = metrics_family("etcd_network_peer_received_bytes_total",
+                             "The total number of bytes received from peers.", METRICS_COUNTER,
+                             from, NULL, 0);
+    tf.sent_fail = metrics_family("etcd_network_peer_sent_failures_total",
+                                  "The total number of send failures from peers.",
+                                  METRICS_COUNTER, to, NULL, 0);
+    tf.recv_fail = metrics_family("etcd_network_peer_received_failures_total",
+                                  "The total number of receive failures from peers.",
+                                  METRICS_COUNTER, from, NULL, 0);
+    tf.rtt = metrics_family("etcd_network_peer_round_trip_time_seconds",
+                            "Round-Trip-Time histogram between peers", METRICS_HISTOGRAM, to,
+                            metrics_exp_buckets(0.0001, 2, 16, b), 16);
+    tf.active = metrics_family("etcd_network_active_peers",
+                               "The current number of active peer connections.", METRICS_GAUGE,
+                               pair, NULL, 0);
+    tf.disconnected = metrics_family("etcd_network_disconnected_peers_total",
+                                     "The total number of disconnected peers.", METRICS_COUNTER,
+                                     pair, NULL, 0);
+}
+
+static void peer_metrics_init(const struct transport *t, struct peer *p)
+{
+    char id[24], local[24];
+    snprintf(id, sizeof(id), "%" PRIx64, p->id);
+    snprintf(local, sizeof(local), "%" PRIx64, t->o.id);
+    const char *v1[] = {id}, *v2[] = {local, id};
+    p->m.sent_bytes = metrics_slot(metrics_series(tf.sent, v1));
+    p->m.sent_failures = metrics_slot(metrics_series(tf.sent_fail, v1));
+    p->m.recv_bytes = metrics_slot(metrics_series(tf.recv, v1));
+    p->m.recv_failures = metrics_slot(metrics_series(tf.recv_fail, v1));
+    p->m.rtt = metrics_series(tf.rtt, v1);
+    p->m.active = metrics_slot(metrics_series(tf.active, v2));
+    p->m.disconnected = metrics_slot(metrics_series(tf.disconnected, v2));
+}
+
+static void peer_drop(struct peer *p, uint64_t n)
+{
+    p->st.dropped += n;
+    metrics_add(p->m.sent_failures, n);
+}
 
 /* ---- helpers ---- */
 
@@ -385,6 +464,7 @@ static int link_init(struct transport *t, struct tls_stream *ts, const struct pe
 static void peer_connect(struct peer *p);
 static void flush_peer(struct peer *p);
 static void backoff_fired(uv_timer_t *h);
+static void ping_received(struct transport *t, const struct raft_msg *m);
 
 static void oc_closed(uv_handle_t *h)
 {
@@ -404,9 +484,13 @@ static void oc_detach(struct peer *p)
         return;
     p->oc = NULL;
     oc->peer = NULL;
+    if (p->st.connected) {
+        metrics_gauge_add(p->m.active, -1);
+        metrics_inc(p->m.disconnected);
+    }
     p->st.connected = false;
     if (oc->writing)
-        p->st.dropped += oc->inflight_msgs; /* the write will be cancelled */
+        peer_drop(p, oc->inflight_msgs); /* the write will be cancelled */
     tls_stream_close(&oc->ts, oc_closed);
 }
 
@@ -433,8 +517,9 @@ static void backoff_fired(uv_timer_t *h)
 
 static void drop_pending(struct peer *p)
 {
-    p->st.dropped += p->pending_msgs;
+    peer_drop(p, p->pending_msgs);
     p->pending_msgs = 0;
+    p->pending_pings = 0;
     buf_reset(&p->pending);
 }
 
@@ -447,12 +532,13 @@ static void oc_write_done(uv_write_t *req, int status)
         return;
     if (status < 0) {
         log_debug(MOD, "write to member %" PRIx64 " failed: %s", p->id, uv_strerror(status));
-        p->st.dropped += oc->inflight_msgs;
+        peer_drop(p, oc->inflight_msgs);
         oc->inflight_msgs = 0;
         peer_fail(p);
         return;
     }
     p->st.sent += oc->inflight_msgs;
+    metrics_add(p->m.sent_bytes, oc->inflight.len);
     oc->inflight_msgs = 0;
     /* a burst must not pin its memory for the life of the link */
     if (oc->inflight.cap > BIG_BUF)
@@ -467,7 +553,7 @@ static void oc_write_done(uv_write_t *req, int status)
 static void flush_peer(struct peer *p)
 {
     struct out_conn *oc = p->oc;
-    if (oc == NULL || !oc->ready || oc->writing || p->pending_msgs == 0)
+    if (oc == NULL || !oc->ready || oc->writing || (p->pending_msgs == 0 && p->pending_pings == 0))
         return;
     struct buf tmp = oc->inflight;
     oc->inflight = p->pending;
@@ -475,11 +561,12 @@ static void flush_peer(struct peer *p)
     buf_reset(&p->pending);
     oc->inflight_msgs = p->pending_msgs;
     p->pending_msgs = 0;
+    p->pending_pings = 0;
     uv_buf_t b = uv_buf_init((char *)oc->inflight.data, (unsigned)oc->inflight.len);
     oc->wreq.data = oc;
     int rv = tls_stream_write(&oc->ts, &oc->wreq, &b, 1, oc_write_done);
     if (rv != 0) {
-        p->st.dropped += oc->inflight_msgs;
+        peer_drop(p, oc->inflight_msgs);
         oc->inflight_msgs = 0;
         peer_fail(p);
         return;
@@ -519,9 +606,11 @@ static void oc_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     struct transport *t = p->t;
     if (r == 1) {
         oc->ready = true;
+        oc->ping_ok = (oc->in.data[7] & REPLY_FLAG_PING) != 0;
         p->backoff_ms = t->o.backoff_min_ms;
         p->st.connects++;
         p->st.connected = true;
+        metrics_gauge_add(p->m.active, 1);
         buf_reset(&oc->in);
         log_debug(MOD, "message link to member %" PRIx64 " is up", p->id);
         flush_peer(p);
@@ -673,6 +762,8 @@ static void snap_write_done(uv_write_t *req, int status)
         snap_finish(s, false);
         return;
     }
+    if (s->peer != NULL)
+        metrics_add(s->peer->m.sent_bytes, s->wlen);
     if (!s->crc_sent)
         snap_next(s);
     /* else: wait for the receiver's one-byte answer */
@@ -682,6 +773,7 @@ static void snap_write(struct snap_out *s, const void *p, size_t n)
 {
     uv_buf_t b = uv_buf_init((char *)p, (unsigned)n);
     s->wreq.data = s;
+    s->wlen = n;
     if (tls_stream_write(&s->ts, &s->wreq, &b, 1, snap_write_done) != 0)
         snap_finish(s, false);
 }
@@ -1025,7 +1117,7 @@ static void conn_reply(struct conn *c, bool ok, const char *reason)
     memcpy(h, MAGIC, 4);
     put_be16(h + 4, TRANSPORT_PROTOCOL_VERSION);
     h[6] = ok ? 0 : 1;
-    h[7] = 0;
+    h[7] = ok ? REPLY_FLAG_PING : 0;
     put_be64(h + 8, t->o.cluster_id);
     put_be64(h + 16, t->o.id);
     put_be16(h + 24, (uint16_t)n);
@@ -1120,6 +1212,14 @@ static bool handshake(struct conn *c, const uint8_t *hs)
     }
     uv_timer_stop(&c->hs_timer);
     c->from = from;
+    struct peer *p = peer_find(t, from);
+    char id[24];
+    snprintf(id, sizeof(id), "%" PRIx64, from);
+    c->recv_bytes = p != NULL ? p->m.recv_bytes
+                              : metrics_slot(metrics_series(tf.recv, (const char *[]){id}));
+    c->recv_failures = p != NULL
+                           ? p->m.recv_failures
+                           : metrics_slot(metrics_series(tf.recv_fail, (const char *[]){id}));
     c->state = kind == KIND_MSGS ? C_MSGS : C_SNAP_HEADER;
     conn_reply(c, true, NULL);
     return true;
@@ -1153,6 +1253,7 @@ static void msgs_process(struct conn *c)
         uint32_t n = get_be32(p);
         if (n == 0 || n > TRANSPORT_MAX_FRAME) {
             log_warn(MOD, "member %" PRIx64 " sent a bad frame length %" PRIu32, c->from, n);
+            metrics_inc(c->recv_failures);
             conn_close(c);
             return;
         }
@@ -1171,6 +1272,7 @@ static void msgs_process(struct conn *c)
         c->in_off += 4 + (size_t)n;
         if (rv != 0) {
             log_warn(MOD, "member %" PRIx64 " sent an undecodable message (%d)", c->from, rv);
+            metrics_inc(c->recv_failures);
             conn_close(c);
             return;
         }
@@ -1181,6 +1283,8 @@ static void msgs_process(struct conn *c)
         } else if (v.msg.type == RAFT_MSG_SNAP) {
             log_warn(MOD, "dropped a snapshot message on the message link of member %" PRIx64,
                      c->from);
+        } else if (v.msg.type == TRANSPORT_MSG_PING || v.msg.type == TRANSPORT_MSG_PONG) {
+            ping_received(t, &v.msg);
         } else {
             t->o.cb.on_message(&v.msg, t->o.arg);
         }
@@ -1197,10 +1301,13 @@ static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         if (c->state == C_SNAP_HEADER || c->state == C_SNAP_DATA || c->state == C_SNAP_CRC)
             log_warn(MOD, "snapshot from member %" PRIx64 " broke off: %s", c->from,
                      uv_strerror((int)nread));
+        if (nread != UV_EOF || (c->state != C_MSGS && c->state != C_DONE))
+            metrics_inc(c->recv_failures);
         conn_close(c);
         return;
     }
     c->in.len += (size_t)nread;
+    metrics_add(c->recv_bytes, (uint64_t)nread);
     if (c->state == C_HANDSHAKE) {
         if (c->in.len - c->in_off < HS_LEN)
             return;
@@ -1233,6 +1340,7 @@ static void conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 static void snap_in_fail(struct conn *c, const char *why)
 {
     log_warn(MOD, "rejected snapshot from member %" PRIx64 ": %s", c->from, why);
+    metrics_inc(c->recv_failures);
     c->state = C_DONE;
     tls_stream_read_stop(&c->ts);
     uint8_t verdict = 1;
@@ -1465,6 +1573,74 @@ static void on_connection(uv_stream_t *server, int status)
     uv_tcp_nodelay(&c->ts.tcp, 1);
 }
 
+/* ---- RTT probes ----
+ *
+ * A PING carries the sender's monotonic time in |ctx|; the receiver
+ * answers a PONG with it on its own link to the sender, at once (it never
+ * waits for the receiver's Raft work); the sender observes now - ctx.
+ * Neither reaches on_message, nor counts in the peer's message stats. The
+ * probe also dials a peer no message has needed yet (followers send only
+ * to the leader), so every link is up and measured, as etcd's are. */
+
+static void queue_internal(struct transport *t, struct peer *p, const struct raft_msg *m)
+{
+    size_t n = transport_msg_size(m);
+    if (p->pending.len + 4 + n > t->o.max_queue_bytes)
+        return;
+    size_t at = p->pending.len;
+    uint8_t len[4];
+    put_be32(len, (uint32_t)n);
+    if (buf_append(&p->pending, len, 4) != 0)
+        return;
+    if (transport_msg_encode(m, &p->pending) != 0) {
+        p->pending.len = at;
+        return;
+    }
+    p->pending_pings++;
+    if (!t->idle_active) {
+        uv_idle_start(&t->idle, idle_run);
+        t->idle_active = true;
+    }
+}
+
+static void ping_all(uv_timer_t *h)
+{
+    struct transport *t = h->data;
+    if (t->closing)
+        return;
+    for (struct peer *p = t->peers; p != NULL; p = p->next) {
+        if (p->oc == NULL) {
+            /* a link to every peer, as etcd keeps its streams up: probed,
+             * counted as active, and ready when an election needs it */
+            peer_connect(p);
+            continue;
+        }
+        if (!p->oc->ready || !p->oc->ping_ok)
+            continue;
+        struct raft_msg m = {
+            .type = TRANSPORT_MSG_PING, .from = t->o.id, .to = p->id, .ctx = uv_hrtime()};
+        queue_internal(t, p, &m);
+    }
+}
+
+static void ping_received(struct transport *t, const struct raft_msg *m)
+{
+    struct peer *p = peer_find(t, m->from);
+    if (p == NULL)
+        return;
+    if (m->type == TRANSPORT_MSG_PING) {
+        if (p->oc == NULL || !p->oc->ready)
+            return; /* an answer that waited for a connection would lie */
+        struct raft_msg pong = {
+            .type = TRANSPORT_MSG_PONG, .from = t->o.id, .to = m->from, .ctx = m->ctx};
+        queue_internal(t, p, &pong);
+        return;
+    }
+    uint64_t now = uv_hrtime();
+    if (m->ctx != 0 && m->ctx <= now && now - m->ctx < 60ull * 1000000000)
+        metrics_observe(p->m.rtt, (double)(now - m->ctx) / 1e9);
+}
+
 /* ---- public ---- */
 
 static void idle_closed(uv_handle_t *h)
@@ -1516,6 +1692,14 @@ int transport_new(uv_loop_t *loop, const struct transport_options *opts, struct 
     }
     t->idle.data = t;
     t->refs = 1;
+    families_register();
+    if ((rv = uv_timer_init(loop, &t->ping_timer)) == 0) {
+        t->ping_timer.data = t;
+        t->refs++;
+        unsigned ms = t->o.ping_interval_ms ? t->o.ping_interval_ms : PING_MS_DEFAULT;
+        uv_timer_start(&t->ping_timer, ping_all, ms, ms);
+        uv_unref((uv_handle_t *)&t->ping_timer); /* it keeps no loop alive */
+    }
     *out = t;
     return 0;
 }
@@ -1832,6 +2016,7 @@ int transport_add_peer(struct transport *t, uint64_t id, const char *host, int p
     p->t = t;
     p->id = id;
     p->backoff_ms = t->o.backoff_min_ms;
+    peer_metrics_init(t, p);
     p->next = t->peers;
     t->peers = p;
     t->refs++;
@@ -1926,7 +2111,7 @@ int transport_send(struct transport *t, const struct raft_msg *m)
     if (m->type == RAFT_MSG_SNAP) {
         int rv = transport_send_snapshot(t, m, NULL, NULL);
         if (rv == -EBUSY) {
-            p->st.dropped++;
+            peer_drop(p, 1);
             return 0;
         }
         return rv;
@@ -1936,7 +2121,7 @@ int transport_send(struct transport *t, const struct raft_msg *m)
         return -EINVAL;
     if (p->pending_msgs > 0 &&
         (p->pending_msgs >= t->o.max_queue_msgs || p->pending.len + 4 + n > t->o.max_queue_bytes)) {
-        p->st.dropped++;
+        peer_drop(p, 1);
         return 0;
     }
     size_t at = p->pending.len;
@@ -1950,6 +2135,11 @@ int transport_send(struct transport *t, const struct raft_msg *m)
     }
     put_be32(p->pending.data + at, (uint32_t)n);
     p->pending_msgs++;
+    /* the peer is unreachable (its last dial or link failed): kept for the
+     * next dial, but counted as etcd counts a message it cannot send to a
+     * peer whose stream is down (etcdMembersDown watches this rate) */
+    if (p->oc == NULL && p->backoff_active)
+        metrics_inc(p->m.sent_failures);
     /* written once per loop pass (idle_run), so that every message of this
      * pass shares one write */
     if (!t->idle_active) {
@@ -1979,6 +2169,10 @@ void transport_close(struct transport *t, void (*cb)(void *arg), void *arg)
     t->close_arg = arg;
     uv_idle_stop(&t->idle);
     uv_close((uv_handle_t *)&t->idle, idle_closed);
+    if (t->ping_timer.data != NULL) {
+        uv_timer_stop(&t->ping_timer);
+        uv_close((uv_handle_t *)&t->ping_timer, idle_closed);
+    }
     if (t->listener != NULL) {
         uv_close((uv_handle_t *)t->listener, listener_closed);
         t->listener = NULL;

@@ -10,7 +10,8 @@
  *
  * 2. THE LINKS (transport.c) carry encoded messages to the other members.
  *    Per peer there is one outgoing TCP connection for messages, opened
- *    lazily on the first send and reopened with exponential backoff (100 ms
+ *    on the first send or the first round-trip probe (every peer is
+ *    linked within ping_interval_ms) and reopened with exponential backoff (100 ms
  *    doubling to 5 s, reset once a handshake succeeds). Messages sent in one
  *    loop pass go out in one write. A snapshot travels on a connection of its
  *    own, streamed in chunks, so a big snapshot never holds up heartbeats.
@@ -22,7 +23,7 @@
  *     "QRMT" | u16 version | u8 kind (0 messages, 1 snapshot, 2 member
  *     list) | u8 0 | u64 cluster id | u64 sender id | u64 receiver id
  *   Handshake reply from the listener (26 + n bytes):
- *     "QRMT" | u16 version | u8 status (0 accepted, 1 rejected) | u8 0 |
+ *     "QRMT" | u16 version | u8 status (0 accepted, 1 rejected) | u8 flags |
  *     u64 cluster id | u64 listener's member id | u16 n | n bytes reason
  *     (n = 0 when accepted, at most 256)
  *   Reasons: "cluster ID mismatch (local <hex>, remote <hex>)", "member ID
@@ -34,8 +35,14 @@
  *   A rejected connection is closed by the listener after the reply. The
  *   sender sends nothing but the handshake until it has the reply.
  *
+ *   Reply flags: 1 = the listener answers PING (members before the flag
+ *   sent 0 and ignore it, so a sender pings only those that set it).
+ *
  *   Message connection, after the reply: frames "u32 length | message",
- *   sender to listener only (the listener never writes again).
+ *   sender to listener only (the listener never writes again). A PING
+ *   (every ping_interval_ms on each link that is up and whose reply had
+ *   flag 1) is answered by a PONG on the listener's own link back; the
+ *   round trip is etcd_network_peer_round_trip_time_seconds.
  *
  *   Message encoding (codec):
  *     u8 type | u8 flags (1 reject, 2 force, 4 has snapshot) |
@@ -58,6 +65,12 @@
  *     data size raw bytes (the snapshot data, streamed in chunks)
  *     u32 CRC-32C of the data
  *   then the listener answers one byte (0 stored, 1 failed) and both close.
+ *
+ * METRICS (base/metrics.h): etcd's etcd_network_peer_* by peer (bytes sent
+ * and received; send failures: messages dropped or queued for a peer that
+ * is unreachable; receive failures; round trip time) and
+ * etcd_network_active_peers / _disconnected_peers_total, registered by
+ * transport_new and transport_add_peer.
  *
  * THREADING: everything runs on the thread of the uv loop given to
  * transport_new; no function may be called from another thread.
@@ -117,11 +130,16 @@
 #define TRANSPORT_MSG_LEASE_RESP 102
 #define TRANSPORT_MSG_HASH 103
 #define TRANSPORT_MSG_HASH_RESP 104
+/* The links' own round-trip probes (never delivered to on_message):
+ *   PING        ctx = the sender's monotonic clock (ns)
+ *   PONG        its answer, ctx echoed, on the answerer's link back */
+#define TRANSPORT_MSG_PING 105
+#define TRANSPORT_MSG_PONG 106
 
 /* transport_msg_type_ok tells whether the codec accepts message type |t|. */
 static inline int transport_msg_type_ok(unsigned t)
 {
-    return t < RAFT_MSG__COUNT || (t >= TRANSPORT_MSG_PROP && t <= TRANSPORT_MSG_HASH_RESP);
+    return t < RAFT_MSG__COUNT || (t >= TRANSPORT_MSG_PROP && t <= TRANSPORT_MSG_PONG);
 }
 
 /* Largest frame (one encoded message) accepted on a message connection. A
@@ -247,6 +265,8 @@ struct transport_options {
     unsigned handshake_timeout_ms;
     /* Snapshot chunk size, 0: 1 MiB. */
     size_t snap_chunk;
+    /* Round-trip probes of each peer, 0: every 4000 ms (etcd's prober). */
+    unsigned ping_interval_ms;
     /* TLS (tls/; shared, not owned, must outlive the transport): the
      * listener's server context (NULL: the listener is plain TCP), and
      * the client context for peers marked with transport_peer_set_tls

@@ -269,4 +269,10 @@ int wal_dump(const char *data_dir, wal_record_fn fn, void *arg, char *err, size_
 /* wal_record_type_name is a static name like "entry" ("unknown" if none). */
 const char *wal_record_type_name(int type);
 
+/* wal_metrics_register registers etcd's etcd_disk_wal_fsync_duration_seconds
+ * (every wal_sync, on whichever thread syncs) and
+ * etcd_disk_wal_write_bytes_total (base/metrics.h); without it they are
+ * not kept. */
+void wal_metrics_register(void);
+
 #endif
