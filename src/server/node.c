@@ -1008,7 +1008,11 @@ static int apply_normal(struct server *s, const struct raft_entry *le, struct en
     e->index = le->index;
     e->req = req;
     e->err = 0;
+    uint64_t t0 = uv_hrtime();
     int rv = server_apply_entry(s, e);
+    /* etcd's ID: the proposer's low 16 bits over its proposal number */
+    server_log_apply(s, e, get_le64(d + 2) << 48 | (get_le64(d + 10) & 0xffffffffffffull),
+                     uv_hrtime() - t0);
     if (rv == 0 && kind == ENTRY_COMPACT && e->err == 0 && w != NULL &&
         ((const Etcdserverpb__CompactionRequest *)req)->physical)
         w->physical = true;
