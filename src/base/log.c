@@ -50,7 +50,7 @@ int log_parse_level(const char *name)
     static const struct {
         const char *name;
         enum log_level level;
-    } names[] = {{"debug", LOG_DEBUG}, {"info", LOG_INFO},   {"warn", LOG_WARN},
+    } names[] = {{"debug", LOG_DEBUG}, {"info", LOG_INFO},    {"warn", LOG_WARN},
                  {"error", LOG_ERROR}, {"dpanic", LOG_FATAL}, {"panic", LOG_FATAL},
                  {"fatal", LOG_FATAL}};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
@@ -405,7 +405,8 @@ char *log_render(enum log_format fmt, const struct log_record *r, size_t *len)
             char sign = off < 0 ? '-' : '+';
             if (off < 0)
                 off = -off;
-            snprintf(zone, sizeof(zone), "%c%02d%02d", sign, (int)(off / 3600 % 100), (int)(off / 60 % 60));
+            snprintf(zone, sizeof(zone), "%c%02d%02d", sign, (int)(off / 3600 % 100),
+                     (int)(off / 60 % 60));
         }
         char caller[256];
         log_caller(caller, sizeof(caller), r->file, r->line);
@@ -430,8 +431,8 @@ char *log_render(enum log_format fmt, const struct log_record *r, size_t *len)
     } else {
         gmtime_r(&r->ts.tv_sec, &tm);
         lb_printf(&b, "%04d-%02d-%02d %02d:%02d:%02d.%06ld %c | %s: %s", tm.tm_year + 1900,
-                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                  r->ts.tv_nsec / 1000, "DIWEC"[lvl], r->module, r->msg);
+                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, r->ts.tv_nsec / 1000,
+                  "DIWEC"[lvl], r -> module, r -> msg);
         bool first = true;
         for (size_t i = 0; i < r->n_fields; i++) {
             const struct log_field *f = &r->fields[i];
@@ -567,8 +568,8 @@ void log_msg_at(const char *file, int line, enum log_level level, const char *mo
     lb_vprintf(&b, fmt, ap);
     va_end(ap);
     lb_ch(&b, '\0');
-    struct log_record r = {.level = level, .file = file, .line = line, .module = module,
-                           .msg = b.oom ? fmt : b.p};
+    struct log_record r = {
+        .level = level, .file = file, .line = line, .module = module, .msg = b.oom ? fmt : b.p};
     clock_gettime(CLOCK_REALTIME, &r.ts);
     emit(&r);
     lb_free(&b);
@@ -579,8 +580,13 @@ void log_kv_at(const char *file, int line, enum log_level level, const char *mod
 {
     if (!log_enabled(level))
         return;
-    struct log_record r = {.level = level, .file = file, .line = line, .module = module,
-                           .msg = msg, .fields = f, .n_fields = n};
+    struct log_record r = {.level = level,
+                           .file = file,
+                           .line = line,
+                           .module = module,
+                           .msg = msg,
+                           .fields = f,
+                           .n_fields = n};
     clock_gettime(CLOCK_REALTIME, &r.ts);
     emit(&r);
 }

@@ -199,8 +199,8 @@ static void text_message(struct buf *o, const ProtobufCMessage *m)
     if (m == NULL)
         return;
     const ProtobufCMessageDescriptor *d = m->descriptor;
-    bool sizes = d == &etcdserverpb__put_request__descriptor ||
-                 d == &etcdserverpb__compare__descriptor;
+    bool sizes =
+        d == &etcdserverpb__put_request__descriptor || d == &etcdserverpb__compare__descriptor;
     for (unsigned i = 0; i < d->n_fields; i++) {
         const ProtobufCFieldDescriptor *f = &d->fields[i];
         const char *base = (const char *)m;

@@ -17,8 +17,13 @@
 static char *render(enum log_format fmt, enum log_level level, const char *msg,
                     const struct log_field *f, size_t n)
 {
-    struct log_record r = {.level = level, .file = "../src/server/node.c", .line = 1094,
-                           .module = "raft", .msg = msg, .fields = f, .n_fields = n};
+    struct log_record r = {.level = level,
+                           .file = "../src/server/node.c",
+                           .line = 1094,
+                           .module = "raft",
+                           .msg = msg,
+                           .fields = f,
+                           .n_fields = n};
     r.ts.tv_sec = 1795309323; /* 2026-11-22 01:02:03 UTC */
     r.ts.tv_nsec = 123456789;
     size_t len = 0;
@@ -93,12 +98,12 @@ Test(log, zap_shape_and_field_types)
 {
     static const char *const urls[] = {"http://a:1", "http://b:2"};
     struct log_field f[] = {
-        LF_DUR("took", 148919837),      LF_DUR("expected-duration", 100000000),
-        LF_STR("prefix", ""),           LF_INT("compact-revision", -3),
-        LF_UINT("big", UINT64_MAX),     LF_ID("local-member-id", 0x8e9e05c52164694dull),
-        LF_ID("small-id", 0x1234),      LF_BOOL("yes", 1),
-        LF_BOOL("no", 0),               LF_STRS("peer-urls", urls, 2),
-        LF_STR("error", NULL),          LF_STRS("none", urls, 0),
+        LF_DUR("took", 148919837),  LF_DUR("expected-duration", 100000000),
+        LF_STR("prefix", ""),       LF_INT("compact-revision", -3),
+        LF_UINT("big", UINT64_MAX), LF_ID("local-member-id", 0x8e9e05c52164694dull),
+        LF_ID("small-id", 0x1234),  LF_BOOL("yes", 1),
+        LF_BOOL("no", 0),           LF_STRS("peer-urls", urls, 2),
+        LF_STR("error", NULL),      LF_STRS("none", urls, 0),
     };
     char *s = render(LOG_FORMAT_ZAP, LOG_WARN, "apply request took too long", f,
                      sizeof(f) / sizeof(f[0]));
@@ -167,8 +172,9 @@ Test(log, capnslog_console)
     struct log_field f[] = {LF_INT("compact-revision", 3), LF_DUR("took", 1099250),
                             LF_STR("error", NULL), LF_STR("path", "a\"b")};
     s = render(LOG_FORMAT_CAPNSLOG, LOG_WARN, "finished scheduled compaction", f, 4);
-    cr_expect_str_eq(s, "2026-11-22 01:02:03.123456 W | raft: finished scheduled compaction "
-                        "{\"compact-revision\": 3, \"took\": \"1.09925ms\", \"path\": \"a\\\"b\"}\n");
+    cr_expect_str_eq(s,
+                     "2026-11-22 01:02:03.123456 W | raft: finished scheduled compaction "
+                     "{\"compact-revision\": 3, \"took\": \"1.09925ms\", \"path\": \"a\\\"b\"}\n");
     free(s);
     s = render(LOG_FORMAT_CAPNSLOG, LOG_ERROR, "x", NULL, 0);
     cr_expect(strstr(s, " E | raft: x\n") != NULL);
@@ -221,8 +227,7 @@ Test(log, setup_refusals_as_etcd)
     cr_expect_str_eq(err, "can't find journal (dial unixgram /nonexistent/journal.sock: connect: "
                           "no such file or directory)");
     cr_expect_neq(log_setup("zap", "systemd/journal,stderr", "info", "q", err, sizeof(err)), 0);
-    cr_expect(strstr(err, "running with systemd/journal but other '--log-outputs' values") ==
-              err);
+    cr_expect(strstr(err, "running with systemd/journal but other '--log-outputs' values") == err);
     cr_expect_eq(log_min_level, LOG_INFO, "a refused setup changes nothing");
 }
 
