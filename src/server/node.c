@@ -1094,11 +1094,18 @@ static void check_leader(struct server *s)
 {
     uint64_t lead = raft_get_leader(s->raft);
     if (lead != s->last_leader) {
-        if (lead != RAFT_NONE)
-            log_info("raft", "leader is %016llx at term %llu", (unsigned long long)lead,
-                     (unsigned long long)raft_get_term(s->raft));
+        /* etcd's raft/node.go lines, word for word (ids in %x) */
+        unsigned long long me = s->member_id, old = s->last_leader, term = raft_get_term(s->raft);
+        if (lead == me)
+            log_info("raft", "%llx became leader at term %llu", me, term);
+        if (lead != RAFT_NONE && old == RAFT_NONE)
+            log_info("raft", "raft.node: %llx elected leader %llx at term %llu", me,
+                     (unsigned long long)lead, term);
+        else if (lead != RAFT_NONE)
+            log_info("raft", "raft.node: %llx changed leader from %llx to %llx at term %llu", me,
+                     old, (unsigned long long)lead, term);
         else
-            log_info("raft", "no leader at term %llu", (unsigned long long)raft_get_term(s->raft));
+            log_info("raft", "raft.node: %llx lost leader %llx at term %llu", me, old, term);
         s->last_leader = lead;
         /* reads asked of the old leader are dropped by the core: ask again */
         for (struct entry *e = s->reads.head; e != NULL; e = e->next)
