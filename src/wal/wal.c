@@ -14,12 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/buf.h"
 #include "base/crc32c.h"
 #include "base/fs.h"
 #include "base/err.h"
+#include "base/log.h"
 #include "wal/wal_int.h"
 #include "base/text.h"
 
@@ -612,9 +614,20 @@ int wal_save_snapshot(struct wal *w, uint64_t index, uint64_t term, unsigned fla
     return 0;
 }
 
+uint64_t wal_warn_sync_ns = 1000000000; /* etcd's warnSyncDuration */
+
 int wal_sync(struct wal *w)
 {
-    return fdatasync(w->fd) != 0 ? -errno : 0;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int rv = fdatasync(w->fd) != 0 ? -errno : 0;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    uint64_t took = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)t1.tv_nsec -
+                    (uint64_t)t0.tv_nsec;
+    if (took > wal_warn_sync_ns)
+        log_kv(LOG_WARN, "wal", "slow fdatasync", LF_DUR("took", took),
+               LF_DUR("expected-duration", wal_warn_sync_ns));
+    return rv;
 }
 
 int wal_release_to(struct wal *w, uint64_t index)
