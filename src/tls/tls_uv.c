@@ -55,17 +55,18 @@ static int stream_init(struct tls_stream *ts, uv_loop_t *loop, tls_conn *conn, c
     return 0;
 }
 
-/* log_refused: a failed TLS exchange with |addr|, once per stream. On the
- * accepting side it is etcd's "rejected connection" line (remote-addr,
- * server-name, error; and which listener); dialing out, a warning of its
- * own. Port probes that sent nothing are debug lines. */
+/* log_refused: a failed TLS exchange with |addr|, once per stream. A
+ * handshake refused on a listener is etcd's "rejected connection" line
+ * (remote-addr, server-name, error; and which listener); one dialed out, or
+ * a record error after the handshake, a warning of its own. Port probes
+ * that sent nothing are debug lines. */
 static void log_refused(struct tls_stream *ts, enum log_level level, const char *why)
 {
     if (!log_enabled(level))
         return;
     char addr[300];
     peer_addr(ts, addr, sizeof(addr));
-    if (tls_conn_is_server(ts->conn))
+    if (tls_conn_is_server(ts->conn) && !tls_conn_done(ts->conn))
         log_kv(level, MOD, "rejected connection", LF_STR("remote-addr", addr),
                LF_STR("server-name", tls_conn_server_name(ts->conn)), LF_STR("error", why),
                LF_STR("listener", ts->label));
