@@ -284,12 +284,15 @@ def check_once(case, stub):
     return 5 + len(resp.SerializeToString())
 
 
-def run_one(case, kind, duration, threads, put_scale=1.0, mode="plain"):
-    """Runs one case against a fresh server of the given kind."""
-    r = Result(case, kind)
+def run_one(case, kind, duration, threads, put_scale=1.0, mode="plain", json_log=False):
+    """Runs one case against a fresh server of the given kind; json_log: with
+    --logger=zap --log-outputs=<a file> (the --logging comparison)."""
+    r = Result(case, kind + "+log" if json_log else kind)
     workdir = tempfile.mkdtemp(prefix="kv-bench-")
     tls = certs() if "tls" in mode else None
-    server = harness.Server(kind, tls=tls)
+    log_path = os.path.join(workdir, "member.log")
+    server = harness.Server(kind, tls=tls, extra_args=["--logger=zap", "--log-outputs=" + log_path]
+                            if json_log else ())
     headers = []
     try:
         server.start()
@@ -346,6 +349,9 @@ def run_one(case, kind, duration, threads, put_scale=1.0, mode="plain"):
                 r.problems.append("h2load got %.1f DATA bytes per succeeded request, a real "
                                   "response is %d: some gRPC calls failed" % (per_req, resp_size))
         channel.close()
+        if json_log:
+            with open(log_path, "rb") as f:
+                r.notes.append("JSON logging on: %d lines written" % f.read().count(b"\n"))
     except Exception as e:  # report the case as failed, go on with the others
         r.failed = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0] if str(e) else "")
         tail = server.log_tail(1500) if server.proc else ""
@@ -355,6 +361,43 @@ def run_one(case, kind, duration, threads, put_scale=1.0, mode="plain"):
         server.cleanup()
         shutil.rmtree(workdir, ignore_errors=True)
     return r
+
+
+def logging_cost(case, off1, duration, threads, put_scale, mode, rounds):
+    """Runs |case| on quorum |rounds| times with JSON logging on, each
+    followed by a run without, prints the throughput cost of logging (the
+    median run with against the median without, |off1| included) and the
+    server CPU per request of each, and returns the throughput cost in %,
+    or None. Other load on the machine moves single runs by several %:
+    the spread of the runs without logging is the error bar."""
+    ons, offs = [], [off1]
+    for _ in range(rounds):
+        ons.append(run_one(case, "quorum", duration, threads, put_scale, mode, json_log=True))
+        offs.append(run_one(case, "quorum", duration, threads, put_scale, mode))
+        for r in (ons[-1], offs[-1]):
+            print(fmt_result(r))
+            for n in r.notes + ["INVALID: " + p for p in r.problems]:
+                print("note %s %s: %s" % (case.name, r.kind, n))
+        sys.stdout.flush()
+    head = "%-13s JSON logging cost: " % case.name
+    if not all(r.valid for r in ons + offs):
+        print(head + "n/a (a run is invalid)")
+        return None
+
+    def median(xs):
+        xs = sorted(xs)
+        return (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2
+
+    on, off = median([r.rps for r in ons]), median([r.rps for r in offs])
+    cpu_on = median([r.srv_cpu / r.rps * 1e6 for r in ons])
+    cpu_off = median([r.srv_cpu / r.rps * 1e6 for r in offs])
+    cost = 100 * (1 - on / off)
+    print(head + "req/s median on %.0f vs off %.0f (off runs %s): %.1f%% (target < 3%%: %s); "
+          "server CPU per request %.2f vs %.2f us" % (
+              on, off, "/".join("%.0f" % r.rps for r in offs), cost,
+              "met" if cost < 3 else "NOT MET", cpu_on, cpu_off))
+    sys.stdout.flush()
+    return cost
 
 
 def fmt_result(r):
@@ -455,6 +498,10 @@ def main():
                     help="comma-separated modes, each running every case for both servers: "
                          "%s (default plain); with more than one, the cost of each mode is "
                          "printed as its quorum/etcd ratio over plain's" % ", ".join(MODES))
+    ap.add_argument("--logging", type=int, nargs="?", const=2, default=0, metavar="ROUNDS",
+                    help="also run every quorum case ROUNDS times (default 2) with JSON logging "
+                         "to a file (--logger=zap --log-outputs=FILE), each followed by a run "
+                         "without, and print the throughput cost (issue target: under 3%%)")
     args = ap.parse_args()
     modes = args.security.split(",")
     if set(modes) - set(MODES):
@@ -489,6 +536,7 @@ def main():
     sys.stdout.flush()
     results = {}
     by_mode = {}
+    log_costs = []
     for mode in modes:
         if len(modes) > 1:
             print("--- security mode: %s" % mode)
@@ -507,6 +555,9 @@ def main():
                 print(fmt_ratio(case.name, results[(case.name, "quorum")],
                                 results[(case.name, "etcd")]))
                 sys.stdout.flush()
+            if args.logging and "quorum" in kinds:
+                log_costs.append(logging_cost(case, results[(case.name, "quorum")], duration,
+                                              args.threads, put_scale, mode, args.logging))
     if len(kinds) == 2 and "plain" in by_mode and len(by_mode) > 1:
         print()
         print("what each mode costs quorum's lead (issue target: its quorum/etcd ratio >= 90%"
@@ -527,6 +578,11 @@ def main():
         results = base
     all_results = {(n, k, m): r for m, rs in by_mode.items() for (n, k), r in rs.items()}
     print_targets(results, kinds)
+    if args.logging:
+        known = [c for c in log_costs if c is not None]
+        print("  %-45s %s" % ("JSON logging costs < 3% req/s", "n/a (no valid run)" if not known
+                               else "%s (worst %.1f%%)" % ("met" if max(known) < 3 else "NOT MET",
+                                                          max(known))))
     if "dir" in CERTS:
         shutil.rmtree(CERTS["dir"], ignore_errors=True)
     print("load average at the end: %.2f (other load on the machine skews the numbers)"

@@ -1013,7 +1013,7 @@ int auth_password_check(auth_store *as, const char *user, const char *password, 
     /* outside the lock: bcrypt takes tens of milliseconds */
     bool ok = auth_hash_matches(password, hash);
     if (!ok)
-        log_info("auth", "invalid password for user %s", user);
+        log_kv(LOG_INFO, "auth", "invalid password", LF_STR("user-name", user));
     return ok ? 0 : QERR_AUTH_FAILED;
 }
 

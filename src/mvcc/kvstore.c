@@ -508,6 +508,7 @@ static int load(mvcc_store *s)
         bool valid = pos >= 1 && pos <= sched && pos_sub <= UINT32_MAX;
         s->compact_pos = valid ? (int64_t)pos : 1;
         s->compact_pos_sub = valid ? (int64_t)pos_sub : 0;
+        s->cstats.start_ns = now_ns();
         log_info("mvcc", "resuming the compaction at revision %llu from revision %lld "
                  "(finished: %llu)",
                  (unsigned long long)sched, (long long)s->compact_pos, (unsigned long long)fin);
@@ -1273,6 +1274,7 @@ int mvcc_compact(mvcc_store *s, int64_t rev)
     s->compact_index = false;
     buf_reset(&s->compact_next);
     memset(&s->cstats, 0, sizeof(s->cstats));
+    s->cstats.start_ns = now_ns();
     return 0;
 }
 
@@ -1309,11 +1311,12 @@ int mvcc_compact_step(mvcc_store *s, size_t limit, bool *done)
     if (took > s->cstats.max_step_ns)
         s->cstats.max_step_ns = took;
     if (rv == 0 && *done)
-        log_info("mvcc",
-                 "compacted at revision %lld: %lld revisions dropped in %llu steps (the longest "
-                 "%.1f ms)",
-                 (long long)s->cstats.rev, (long long)s->cstats.dropped,
-                 (unsigned long long)s->cstats.steps, (double)s->cstats.max_step_ns / 1e6);
+        /* etcd's mvcc/kvstore_compaction.go line, and quorum's step figures */
+        log_kv(LOG_INFO, "mvcc", "finished scheduled compaction",
+               LF_INT("compact-revision", s->cstats.rev),
+               LF_DUR("took", now_ns() - s->cstats.start_ns),
+               LF_INT("removed-revisions", s->cstats.dropped), LF_UINT("steps", s->cstats.steps),
+               LF_DUR("longest-step", s->cstats.max_step_ns));
     return rv;
 }
 

@@ -245,6 +245,7 @@ struct mvcc_compact_stats {
     uint64_t steps;   /* mvcc_compact_step calls */
     int64_t dropped;  /* revisions deleted from LMDB */
     uint64_t max_step_ns; /* the longest mvcc_compact_step */
+    uint64_t start_ns;    /* CLOCK_MONOTONIC when it was scheduled (or resumed) */
 };
 void mvcc_compact_progress(const mvcc_store *s, struct mvcc_compact_stats *out);
 

@@ -50,7 +50,11 @@ int server_auth_identity(struct server *s, const char *token, size_t tlen, const
     if (token != NULL) {
         uint64_t rev = 0;
         if (auth_token_info(s->auth, token, tlen, buf, cap, &rev) != 0) {
-            log_warn("auth", "invalid auth token");
+            if (log_enabled(LOG_WARN)) { /* etcd's line, with the token */
+                char t[256];
+                snprintf(t, sizeof(t), "%.*s", (int)(tlen < 255 ? tlen : 255), token);
+                log_kv(LOG_WARN, "auth", "invalid auth token", LF_STR("token", t));
+            }
             return QERR_INVALID_TOKEN;
         }
         ai->user = buf;
@@ -589,9 +593,12 @@ static void job_done(uv_work_t *w, int status)
     }
     job_unlink(s, j);
     if (j->kind == ENTRY_AUTHENTICATE && j->rv == 0 && !j->ok) {
-        log_info("auth", "invalid password for user %s",
-                 ((Etcdserverpb__AuthenticateRequest *)j->req)->name);
+        /* etcd's two lines (auth/store.go, then etcdserver/v3_server.go) */
+        const char *name = ((Etcdserverpb__AuthenticateRequest *)j->req)->name;
+        log_kv(LOG_INFO, "auth", "invalid password", LF_STR("user-name", name));
         j->rv = QERR_AUTH_FAILED;
+        log_kv(LOG_WARN, "auth", "invalid authentication was requested", LF_STR("user", name),
+               LF_STR("error", server_etcd_err_text(j->rv)));
     }
     qcall *call = j->call;
     if (call != NULL)
@@ -757,6 +764,9 @@ static void on_authenticate(qcall *call, const uint8_t *msg, size_t len)
         rv = QERR_AUTH_FAILED;
     else if (st == 2)
         rv = QERR_NO_PASSWORD_USER; /* added with --no-password: TLS only */
+    if (rv != 0 && rv != QERR_AUTH_NOT_ENABLED)
+        log_kv(LOG_WARN, "auth", "invalid authentication was requested", LF_STR("user", q->name),
+               LF_STR("error", server_etcd_err_text(rv)));
     if (rv != 0) {
         server_reply_error(call, rv);
         protobuf_c_message_free_unpacked(&q->base, NULL);

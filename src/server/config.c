@@ -370,22 +370,30 @@ static void usage(FILE *f)
            "  --cipher-suites                 TLS 1.2 cipher suites (Go's names), comma-separated\n"
            "  --listen-metrics-urls           more URLs serving /metrics and /health only\n"
            "  --metrics                       basic | extensive (adds gRPC latency histograms)\n"
-           "  --log-level                     debug | info | warn | error (default info)\n"
+           "  --log-level                     debug | info | warn | error | panic | fatal "
+           "(default info)\n"
+           "  --logger                        capnslog (default: etcd 3.4's text lines) | zap "
+           "(JSON lines)\n"
+           "  --log-outputs                   default (stderr) | stderr | stdout | "
+           "systemd/journal | a file,\n"
+           "                                  comma-separated\n"
+           "  --experimental-warning-apply-duration, --warning-apply-duration\n"
+           "                                  log applies slower than this (default 100ms)\n"
            "  --version                       print the version and exit\n");
 }
 
-enum ftype { F_STR, F_U64, F_DURATION_MS, F_URLS, F_CLUSTER, F_BOOL, F_IGNORED_BOOL, F_IGNORED_STR };
+enum ftype { F_STR, F_U64, F_DURATION_MS, F_DURATION_NS, F_URLS, F_CLUSTER, F_BOOL, F_IGNORED_BOOL, F_IGNORED_STR };
 
-/* parse_duration reads a Go duration ("10m", "1.5s", "300ms", "1h30m") in
- * milliseconds; -EINVAL if malformed. */
-static int parse_duration(const char *v, uint64_t *ms)
+/* parse_duration_ns reads a Go duration ("10m", "1.5s", "300ms", "1h30m",
+ * "100us", "1ns") in nanoseconds; -EINVAL if malformed. */
+static int parse_duration_ns(const char *v, uint64_t *ns)
 {
     double total = 0;
     const char *p = v;
     if (*p == '\0')
         return -EINVAL;
     if (strcmp(p, "0") == 0) {
-        *ms = 0;
+        *ns = 0;
         return 0;
     }
     while (*p) {
@@ -394,26 +402,32 @@ static int parse_duration(const char *v, uint64_t *ms)
         if (end == p || x < 0)
             return -EINVAL;
         p = end;
-        double unit;
-        if (strncmp(p, "ms", 2) == 0) {
-            unit = 1;
-            p += 2;
-        } else if (*p == 's') {
-            unit = 1000;
-            p++;
-        } else if (*p == 'm') {
-            unit = 60000;
-            p++;
-        } else if (*p == 'h') {
-            unit = 3600000;
-            p++;
-        } else {
+        static const struct {
+            const char *unit;
+            double ns;
+        } units[] = {{"ns", 1},   {"us", 1e3},        {"\xc2\xb5s", 1e3}, {"\xce\xbcs", 1e3},
+                     {"ms", 1e6}, {"s", 1e9},         {"m", 60e9},        {"h", 3600e9}};
+        size_t k;
+        for (k = 0; k < sizeof(units) / sizeof(units[0]); k++)
+            if (strncmp(p, units[k].unit, strlen(units[k].unit)) == 0)
+                break;
+        if (k == sizeof(units) / sizeof(units[0]))
             return -EINVAL;
-        }
-        total += x * unit;
+        p += strlen(units[k].unit);
+        total += x * units[k].ns;
     }
-    *ms = (uint64_t)total;
+    *ns = (uint64_t)total;
     return 0;
+}
+
+/* parse_duration: the same in milliseconds. */
+static int parse_duration(const char *v, uint64_t *ms)
+{
+    uint64_t ns;
+    int rv = parse_duration_ns(v, &ns);
+    if (rv == 0)
+        *ms = ns / 1000000;
+    return rv;
 }
 
 /* parse_auto_compaction: etcd 3.4's parseCompactionRetention. */
@@ -461,6 +475,9 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
     snprintf(c->initial_cluster_state, sizeof(c->initial_cluster_state), "new");
     snprintf(c->initial_cluster_token, sizeof(c->initial_cluster_token), "etcd-cluster");
     snprintf(c->log_level, sizeof(c->log_level), "info");
+    snprintf(c->logger, sizeof(c->logger), "capnslog");
+    snprintf(c->log_outputs, sizeof(c->log_outputs), "default");
+    c->warning_apply_ns = 100000000; /* etcd's 100ms */
     c->max_txn_ops = 128;
     c->enable_grpc_gateway = true;
     c->max_request_bytes = 1572864;
@@ -564,8 +581,11 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
             {"metrics", F_STR, metrics_mode, sizeof(metrics_mode)},
             /* accepted for etcd compatibility, no effect in quorum */
             {"enable-pprof", F_IGNORED_BOOL, NULL, 0},
-            {"logger", F_IGNORED_STR, NULL, 0},
-            {"log-outputs", F_IGNORED_STR, NULL, 0},
+            /* logs (docs/observability.md): base/log.c checks the values */
+            {"logger", F_STR, c->logger, sizeof(c->logger)},
+            {"log-outputs", F_STR, c->log_outputs, sizeof(c->log_outputs)},
+            {"experimental-warning-apply-duration", F_DURATION_NS, &c->warning_apply_ns, 0},
+            {"warning-apply-duration", F_DURATION_NS, &c->warning_apply_ns, 0},
         };
         size_t k;
         for (k = 0; k < sizeof(flags) / sizeof(flags[0]); k++)
@@ -628,6 +648,13 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
             if (parse_duration(val, flags[k].dst) != 0) {
                 snprintf(err, errlen, "invalid value \"%s\" for flag -%s: parse error", val,
                          name);
+                return -EINVAL;
+            }
+            break;
+        case F_DURATION_NS:
+            if (parse_duration_ns(val, flags[k].dst) != 0) {
+                snprintf(err, errlen, "invalid value \"%s\" for flag -%s: time: invalid duration",
+                         val, name);
                 return -EINVAL;
             }
             break;

@@ -76,6 +76,12 @@ struct config {
      * revision mode checks; 0 = etcd's 5 minutes */
     uint64_t auto_compaction_check_ms;
     char log_level[16];
+    char logger[16];        /* --logger: capnslog (default) | zap */
+    char log_outputs[4096]; /* --log-outputs, as given ("default": stderr) */
+    /* --experimental-warning-apply-duration (etcd 3.4) or
+     * --warning-apply-duration (3.5's name): an apply slower than this is
+     * logged ("apply request took too long"); ns, default 100ms */
+    uint64_t warning_apply_ns;
     /* --front-loops: threads that own client connections (front.c); 0 =
      * none, the core loop serves clients itself; CONFIG_FRONT_AUTO = the
      * CPUs the process may run on less one (none on one CPU, two on two) */

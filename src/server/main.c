@@ -22,12 +22,11 @@ int main(int argc, char **argv)
         config_usage(stderr);
         return 2;
     }
-    if (strcmp(cfg.log_level, "debug") == 0)
-        log_set_level(LOG_DEBUG);
-    else if (strcmp(cfg.log_level, "warn") == 0)
-        log_set_level(LOG_WARN);
-    else if (strcmp(cfg.log_level, "error") == 0)
-        log_set_level(LOG_ERROR);
+    /* --logger, --log-outputs, --log-level: refused as etcd 3.4 refuses them */
+    if (log_setup(cfg.logger, cfg.log_outputs, cfg.log_level, argv[0], err, sizeof(err)) != 0) {
+        fprintf(stderr, "quorum: error verifying flags, %s\n", err);
+        return 2;
+    }
     signal(SIGPIPE, SIG_IGN);
     /* as etcd's first lines ("etcd Version: 3.4.23") */
     log_info("main", "quorum Version: %s, etcd API Version: %s (reported to clients as %s)",

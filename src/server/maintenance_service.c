@@ -265,7 +265,7 @@ struct defrag {
     bool copying; /* the worker's step: the copy (else a replay) */
     int err;
     int rounds, restarts;
-    uint64_t t0, before;
+    uint64_t t0, before, before_in_use;
     struct defrag_call *calls; /* waiting for the answer */
 };
 
@@ -420,11 +420,22 @@ static int defrag_swap(struct defrag *d)
     uint64_t now = uv_hrtime();
     metrics_observe(server_metrics.defrag_seconds, (double)(now - d->t0) / 1e9);
     server_metrics_db_changed();
-    log_info("maintenance",
-             "defragmented the database: %llu -> %llu bytes in %.3f s; %d catch-up rounds, "
-             "the last (%zu bytes of writes) and the swap held the loop %.1f ms",
-             (unsigned long long)d->before, (unsigned long long)backend_size(s->be),
-             (double)(now - d->t0) / 1e9, d->rounds, rest, (double)(now - t) / 1e6);
+    /* etcd's mvcc/backend line, then quorum's own figures: the catch-up
+     * rounds, and how long the last one and the swap held the loop */
+    uint64_t size = backend_size(s->be), in_use = backend_size_in_use(s->be);
+    char path[1100], h_size[32], h_in_use[32];
+    snprintf(path, sizeof(path), "%s/member/db/data.mdb", s->cfg.data_dir);
+    log_human_bytes(h_size, sizeof(h_size), size);
+    log_human_bytes(h_in_use, sizeof(h_in_use), in_use);
+    log_kv(LOG_INFO, "maintenance", "defragmented", LF_STR("path", path),
+           LF_INT("current-db-size-bytes-diff", (int64_t)size - (int64_t)d->before),
+           LF_UINT("current-db-size-bytes", size), LF_STR("current-db-size", h_size),
+           LF_INT("current-db-size-in-use-bytes-diff", (int64_t)in_use - (int64_t)d->before_in_use),
+           LF_UINT("current-db-size-in-use-bytes", in_use),
+           LF_STR("current-db-size-in-use", h_in_use), LF_DUR("took", now - d->t0),
+           LF_INT("catch-up-rounds", d->rounds), LF_UINT("last-catch-up-bytes", rest),
+           LF_DUR("loop-held", now - t));
+    log_info("maintenance", "finished defragment");
     return 0;
 }
 
@@ -450,8 +461,8 @@ static void defrag_after(uv_work_t *w, int status)
         }
     }
     if (rv != 0) {
-        log_error("maintenance", "defragment: %s failed: %s",
-                  d->copying ? "copying the database" : "catching the copy up", q_strerror(rv));
+        log_kv(LOG_WARN, "maintenance", "failed to defragment", LF_STR("error", q_strerror(rv)),
+               LF_STR("step", d->copying ? "copying the database" : "catching the copy up"));
         defrag_end(d, rv);
         return;
     }
@@ -495,6 +506,17 @@ static void on_defragment(qcall *call, const uint8_t *msg, size_t len)
         d->work.data = d;
         d->t0 = uv_hrtime();
         d->before = backend_size(s->be);
+        d->before_in_use = backend_size_in_use(s->be);
+        /* etcd's two lines at the start (v3rpc, then mvcc/backend) */
+        log_info("maintenance", "starting defragment");
+        char path[1100], h_size[32], h_in_use[32];
+        snprintf(path, sizeof(path), "%s/member/db/data.mdb", s->cfg.data_dir);
+        log_human_bytes(h_size, sizeof(h_size), d->before);
+        log_human_bytes(h_in_use, sizeof(h_in_use), d->before_in_use);
+        log_kv(LOG_INFO, "maintenance", "defragmenting", LF_STR("path", path),
+               LF_UINT("current-db-size-bytes", d->before), LF_STR("current-db-size", h_size),
+               LF_UINT("current-db-size-in-use-bytes", d->before_in_use),
+               LF_STR("current-db-size-in-use", h_in_use));
         int rv = defrag_begin(d);
         if (rv != 0) {
             log_error("maintenance", "defragment: starting failed: %s", q_strerror(rv));

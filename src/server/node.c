@@ -1056,7 +1056,11 @@ static int apply_normal(struct server *s, const struct raft_entry *le, struct en
     e->index = le->index;
     e->req = req;
     e->err = 0;
+    uint64_t t0 = uv_hrtime();
     int rv = server_apply_entry(s, e);
+    /* etcd's ID: the proposer's low 16 bits over its proposal number */
+    server_log_apply(s, e, get_le64(d + 2) << 48 | (get_le64(d + 10) & 0xffffffffffffull),
+                     uv_hrtime() - t0);
     if (rv == 0 && kind == ENTRY_COMPACT && e->err == 0 && w != NULL &&
         ((const Etcdserverpb__CompactionRequest *)req)->physical)
         w->physical = true;
@@ -1141,11 +1145,18 @@ static void check_leader(struct server *s)
 {
     uint64_t lead = raft_get_leader(s->raft);
     if (lead != s->last_leader) {
-        if (lead != RAFT_NONE)
-            log_info("raft", "leader is %016llx at term %llu", (unsigned long long)lead,
-                     (unsigned long long)raft_get_term(s->raft));
+        /* etcd's raft/node.go lines, word for word (ids in %x) */
+        unsigned long long me = s->member_id, old = s->last_leader, term = raft_get_term(s->raft);
+        if (lead == me)
+            log_info("raft", "%llx became leader at term %llu", me, term);
+        if (lead != RAFT_NONE && old == RAFT_NONE)
+            log_info("raft", "raft.node: %llx elected leader %llx at term %llu", me,
+                     (unsigned long long)lead, term);
+        else if (lead != RAFT_NONE)
+            log_info("raft", "raft.node: %llx changed leader from %llx to %llx at term %llu", me,
+                     old, (unsigned long long)lead, term);
         else
-            log_info("raft", "no leader at term %llu", (unsigned long long)raft_get_term(s->raft));
+            log_info("raft", "raft.node: %llx lost leader %llx at term %llu", me, old, term);
         s->last_leader = lead;
         if (lead != RAFT_NONE) /* as etcd counts: a new leader, the first included */
             metrics_inc(server_metrics.leader_changes);

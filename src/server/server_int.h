@@ -572,4 +572,16 @@ void server_propose(struct server *s, qcall *call, enum entry_kind kind, Protobu
 void server_propose_copy(struct server *s, qcall *call, enum entry_kind kind,
                          const ProtobufCMessage *req);
 
+/* ---- logs about applied requests (applylog.c) ---- */
+/* server_log_apply writes etcd's "apply request took too long" line when
+ * |took_ns| is over --experimental-warning-apply-duration and its "failed
+ * to apply request" line when |e| failed; |id| is the request's ID. */
+void server_log_apply(struct server *s, const struct entry *e, uint64_t id, uint64_t took_ns);
+/* server_request_text appends |e|'s request as etcd's InternalRaftStringer
+ * prints it: "header:<ID:7 > put:<key:\"foo\" value_size:3 >". */
+void server_request_text(struct buf *o, const struct entry *e, uint64_t id);
+/* server_etcd_err_text is the error text etcd's applier logs for |code|
+ * ("auth: permission denied"; the client sees "etcdserver: ..."). */
+const char *server_etcd_err_text(int code);
+
 #endif

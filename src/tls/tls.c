@@ -974,6 +974,17 @@ const char *tls_conn_error(const tls_conn *c)
     return c->err;
 }
 
+bool tls_conn_is_server(const tls_conn *c)
+{
+    return SSL_is_server(c->ssl) == 1;
+}
+
+const char *tls_conn_server_name(const tls_conn *c)
+{
+    const char *n = SSL_get_servername(c->ssl, TLSEXT_NAMETYPE_host_name);
+    return n != NULL ? n : "";
+}
+
 const char *tls_conn_peer_cn(const tls_conn *c)
 {
     return c->have_cn ? c->cn : NULL;

@@ -177,6 +177,11 @@ bool tls_conn_done(const tls_conn *c);
 /* tls_conn_error is the reason of the last TLS_FAILED ("" if none). */
 const char *tls_conn_error(const tls_conn *c);
 
+/* tls_conn_is_server tells whether |c| is the accepting side;
+ * tls_conn_server_name is the name the client asked for (SNI; "" if none). */
+bool tls_conn_is_server(const tls_conn *c);
+const char *tls_conn_server_name(const tls_conn *c);
+
 /* tls_conn_peer_cn is the common name of the peer's certificate once the
  * handshake completed and the certificate was verified, else NULL. */
 const char *tls_conn_peer_cn(const tls_conn *c);

@@ -55,6 +55,27 @@ static int stream_init(struct tls_stream *ts, uv_loop_t *loop, tls_conn *conn, c
     return 0;
 }
 
+/* log_refused: a failed TLS exchange with |addr|, once per stream. A
+ * handshake refused on a listener is etcd's "rejected connection" line
+ * (remote-addr, server-name, error; and which listener); one dialed out, or
+ * a record error after the handshake, a warning of its own. Port probes
+ * that sent nothing are debug lines. */
+static void log_refused(struct tls_stream *ts, enum log_level level, const char *why)
+{
+    if (!log_enabled(level))
+        return;
+    char addr[300];
+    peer_addr(ts, addr, sizeof(addr));
+    if (tls_conn_is_server(ts->conn) && !tls_conn_done(ts->conn))
+        log_kv(level, MOD, "rejected connection", LF_STR("remote-addr", addr),
+               LF_STR("server-name", tls_conn_server_name(ts->conn)), LF_STR("error", why),
+               LF_STR("listener", ts->label));
+    else
+        log_kv(level, MOD,
+               tls_conn_done(ts->conn) ? "TLS connection failed" : "TLS handshake failed",
+               LF_STR("remote-addr", addr), LF_STR("error", why), LF_STR("link", ts->label));
+}
+
 static void on_hs_timeout(uv_timer_t *h)
 {
     struct tls_stream *ts = h->data;
@@ -62,10 +83,9 @@ static void on_hs_timeout(uv_timer_t *h)
         return;
     if (!ts->hs_logged) {
         ts->hs_logged = true;
-        char addr[300];
-        peer_addr(ts, addr, sizeof(addr));
-        log_warn(MOD, "%s TLS handshake with %s failed: not completed within %u ms", ts->label,
-                 addr, ts->hs_timeout_ms);
+        char why[64];
+        snprintf(why, sizeof(why), "handshake not completed within %u ms", ts->hs_timeout_ms);
+        log_refused(ts, LOG_WARN, why);
     }
     ts->pending_err = UV_ETIMEDOUT;
     if (ts->sock_reading) {
@@ -178,11 +198,7 @@ static void failed(struct tls_stream *ts)
     ts->pending_err = UV_EPROTO;
     if (!ts->hs_logged) {
         ts->hs_logged = true;
-        char addr[300];
-        peer_addr(ts, addr, sizeof(addr));
-        log_warn(MOD, "%s TLS %s %s failed: %s", ts->label,
-                 tls_conn_done(ts->conn) ? "connection with" : "handshake with", addr,
-                 tls_conn_error(ts->conn));
+        log_refused(ts, LOG_WARN, tls_conn_error(ts->conn));
     }
     if (ts->sock_reading) {
         uv_read_stop(ts->s);
@@ -300,14 +316,13 @@ static void sock_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         if (nread == UV_EOF) {
             if (!tls_conn_done(ts->conn) && ts->pending_err == 0 && !ts->hs_logged) {
                 ts->hs_logged = true;
-                char addr[300];
-                peer_addr(ts, addr, sizeof(addr));
                 /* a connection that sent nothing at all is a port probe,
                  * not a TLS client: not worth a warning */
-                log_msg(ts->got_bytes ? LOG_WARN : LOG_DEBUG, MOD,
-                        "%s TLS handshake with %s failed: the peer closed the connection "
-                        "during the handshake%s",
-                        ts->label, addr, ts->got_bytes ? "" : " (it sent nothing)");
+                log_refused(ts, ts->got_bytes ? LOG_WARN : LOG_DEBUG,
+                            ts->got_bytes ? "EOF: the peer closed the connection during the "
+                                            "handshake"
+                                          : "EOF: the peer closed the connection during the "
+                                            "handshake (it sent nothing)");
             }
             ts->eof = true;
         } else if (ts->pending_err == 0) {

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/buf.h"
@@ -21,6 +22,7 @@
 #include "base/fs.h"
 #include "base/err.h"
 #include "base/metrics.h"
+#include "base/log.h"
 #include "wal/wal_int.h"
 #include "base/text.h"
 
@@ -629,11 +631,17 @@ int wal_save_snapshot(struct wal *w, uint64_t index, uint64_t term, unsigned fla
     return 0;
 }
 
+uint64_t wal_warn_sync_ns = 1000000000; /* etcd's warnSyncDuration */
+
 int wal_sync(struct wal *w)
 {
     uint64_t t0 = metrics_now_ns();
     int rv = fdatasync(w->fd) != 0 ? -errno : 0;
-    metrics_observe_since(fsync_seconds, t0);
+    uint64_t took = metrics_now_ns() - t0;
+    metrics_observe(fsync_seconds, (double)took / 1e9);
+    if (took > wal_warn_sync_ns)
+        log_kv(LOG_WARN, "wal", "slow fdatasync", LF_DUR("took", took),
+               LF_DUR("expected-duration", wal_warn_sync_ns));
     return rv;
 }
 

@@ -199,8 +199,11 @@ int wal_save(struct wal *w, const struct raft_hard_state *hs, const struct raft_
 int wal_save_snapshot(struct wal *w, uint64_t index, uint64_t term, unsigned flags);
 
 /* wal_sync makes everything saved so far durable: one fdatasync. Errors:
- * -EIO, -errno (then the WAL is broken: the data may not be on disk). */
+ * -EIO, -errno (then the WAL is broken: the data may not be on disk). A
+ * sync slower than wal_warn_sync_ns (1 s, etcd's) is logged as etcd's
+ * "slow fdatasync" line with "took" and "expected-duration". */
 int wal_sync(struct wal *w);
+extern uint64_t wal_warn_sync_ns;
 
 /* wal_release_to unlinks segments all of whose entries are at or below
  * |index| (a snapshot index that is durable): every segment but the last

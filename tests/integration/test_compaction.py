@@ -152,7 +152,7 @@ class Compaction(unittest.TestCase):
             self.assertEqual(cm.exception.details(), COMPACTED)
             during = 0
             for i in range(200):
-                running = "compacted at revision %d" % at not in s.log_tail(100000)
+                running = compacted(at) not in s.log_tail(100000)
                 self.assertEqual(digest(kv, at), before[at])
                 self.assertEqual(digest(kv, at + 40), before[at + 40])
                 kv.Put(rpc_pb2.PutRequest(key=b"other/%d" % i, value=b"x"), timeout=30)
@@ -161,7 +161,7 @@ class Compaction(unittest.TestCase):
                 elif i > 20:
                     break
             self.assertGreater(during, 0, "no read happened while the compaction ran")
-            self.assertTrue(wait_log(s, r"compacted at revision %d" % at, 120))
+            self.assertTrue(wait_log(s, re.escape(compacted(at)), 120))
             self.assertEqual(digest(kv, at), before[at])
             self.assertEqual(digest(kv, 0), before[0], "the other/ keys are outside key/")
             ch.close()
@@ -174,12 +174,12 @@ class Compaction(unittest.TestCase):
             marks = history(kv)
             t0 = time.monotonic()
             kv.Compact(rpc_pb2.CompactionRequest(revision=marks[1], physical=True), timeout=120)
-            self.assertIn("compacted at revision %d" % marks[1], s.log_tail(100000))
+            self.assertIn(compacted(marks[1]), s.log_tail(100000))
             self.assertGreater(time.monotonic() - t0, 1.0, "answered before the steps ran")
             # a non-physical one is answered at once, before its steps end
             kv.Compact(rpc_pb2.CompactionRequest(revision=marks[2]), timeout=120)
-            self.assertNotIn("compacted at revision %d" % marks[2], s.log_tail(100000))
-            self.assertTrue(wait_log(s, r"compacted at revision %d" % marks[2], 120))
+            self.assertNotIn(compacted(marks[2]), s.log_tail(100000))
+            self.assertTrue(wait_log(s, re.escape(compacted(marks[2])), 120))
             ch.close()
 
     def test_kill_during_compaction_resumes_and_hash_is_etcds(self):
@@ -194,7 +194,7 @@ class Compaction(unittest.TestCase):
             kv.Compact(rpc_pb2.CompactionRequest(revision=marks[0]), timeout=30)
             # let some steps commit (a batch commits every 100 ms), then kill
             time.sleep(1.0)
-            self.assertNotIn("compacted at revision", s.log_tail(100000),
+            self.assertNotIn(compacted(None), s.log_tail(100000),
                              "finished before the kill: the steps are not small")
             ch.close()
             s.kill()
@@ -209,7 +209,7 @@ class Compaction(unittest.TestCase):
             s.start()
             self.assertTrue(wait_log(s, r"resuming the compaction at revision %d from revision %d"
                                      % (marks[0], pos), 30))
-            self.assertTrue(wait_log(s, r"compacted at revision %d" % marks[0], 300))
+            self.assertTrue(wait_log(s, re.escape(compacted(marks[0])), 300))
             ch, kv, mt = stubs(s.endpoint)
             self.assertEqual(hashes(mt, [0, marks[0] + 1, marks[1], marks[2]]), self.want["first"])
             kv.Compact(rpc_pb2.CompactionRequest(revision=marks[1], physical=True), timeout=120)
@@ -251,7 +251,7 @@ class Compaction(unittest.TestCase):
             kv.Compact(rpc_pb2.CompactionRequest(revision=marks[2] - 5, physical=True),
                        timeout=120)
             for m in c.members:
-                self.assertTrue(wait_log(m, r"compacted at revision %d" % (marks[2] - 5), 120))
+                self.assertTrue(wait_log(m, re.escape(compacted(marks[2] - 5)), 120))
             time.sleep(0.5)
             stop.set()
             for t in threads:
@@ -269,6 +269,13 @@ class Compaction(unittest.TestCase):
             self.assertEqual(got[0], got[2])
             self.assertEqual(got[0][0][2], marks[2] - 5)
             ch.close()
+
+
+def compacted(rev):
+    """The log line of a finished compaction at |rev| (any if None): etcd's
+    "finished scheduled compaction" in quorum's default (capnslog) format."""
+    line = 'finished scheduled compaction {"compact-revision": '
+    return line if rev is None else line + "%d," % rev
 
 
 def wait_log(s, pattern, timeout):

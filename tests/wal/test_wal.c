@@ -9,6 +9,7 @@
 
 #include "base/err.h"
 #include "helpers.h"
+#include "base/log.h"
 #include "wal/wal.h"
 
 #define NODE 0x1111
@@ -809,4 +810,34 @@ Test(wal, received_snapshot_without_file_is_refused)
     char err[WAL_ERR_LEN];
     cr_assert_eq(open_state(0, &w, &st, err), QERR_CORRUPT);
     cr_assert(strstr(err, "resume at index 51") != NULL, "%s", err);
+}
+
+/* a sync over wal_warn_sync_ns is etcd's "slow fdatasync" line */
+Test(wal, slow_fdatasync_is_logged)
+{
+    struct wal *w = create(0);
+    save_range(w, 1, 10, 1, 7);
+    char *dir = tmp_make();
+    char path[512], err[512] = "";
+    snprintf(path, sizeof(path), "%s/log.json", dir);
+    cr_assert_eq(log_setup("zap", path, "info", "quorum", err, sizeof(err)), 0, "%s", err);
+    uint64_t keep = wal_warn_sync_ns;
+    wal_warn_sync_ns = 0; /* every sync is slow */
+    cr_assert_eq(wal_sync(w), 0);
+    wal_warn_sync_ns = keep;
+    cr_assert_eq(wal_sync(w), 0); /* not slow: no line */
+    log_defaults();
+    size_t n;
+    char *text = (char *)file_get(path, &n);
+    cr_assert_not_null(text);
+    text = realloc(text, n + 1);
+    text[n] = '\0';
+    cr_expect(strstr(text, "\"level\":\"warn\"") != NULL, "%s", text);
+    cr_expect(strstr(text, "\"caller\":\"wal/wal.c:") != NULL, "%s", text);
+    cr_expect(strstr(text, "\"msg\":\"slow fdatasync\",\"took\":\"") != NULL, "%s", text);
+    cr_expect(strstr(text, "\",\"expected-duration\":\"0s\"}\n") != NULL, "%s", text);
+    cr_expect_eq(strchr(text, '\n'), text + n - 1, "one line: %s", text);
+    free(text);
+    wal_close(w);
+    tmp_remove(dir);
 }
