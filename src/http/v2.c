@@ -19,12 +19,15 @@
  * label events with it); v2 index = v3 revision - 1. PFX is the flag's
  * value ("/v2v3" when empty). Reads, errors, bodies and headers are
  * v2v3's (X-Etcd-Cluster-Id "e7cd2f00d", X-Raft-Index/Term 0), including
- * its quirks the test pins (children found by prefix without a trailing
- * "/", sorted sorts the first level, hidden keys listed, waitIndex one
- * early, error codes of notes section 9).
+ * its quirks the test pins (sorted sorts the first level, hidden keys
+ * listed, waitIndex one early, error codes of notes section 9).
  *
  * Where quorum departs from etcd 3.4.23's v2v3 mode, on purpose:
  *
+ * - A directory's children are the keys below its path and a "/": v2v3
+ *   leaves the "/" out, so /d's listing shows /dx's children, a recursive
+ *   wait on /d fires for /dx, and a recursive delete of /d deletes /dx's
+ *   children too (data loss). quorum keeps each directory to itself.
  * - TTLs work (v2v3 refuses every ttl with 300 "TTLs are unsupported").
  *   A write with ttl=N grants a v3 lease of N seconds first (the lessor
  *   raises it to its minimum, 1.5 election timeouts rounded up to
@@ -623,7 +626,9 @@ static void on_level(struct v2q *q, int status, const char *msg, const uint8_t *
  * revision of the first read (etcd's getDirDepth). */
 static void get_level(struct v2q *q)
 {
-    ProtobufCBinaryData k = v2q_key(q, q->path, q->path_len, (int)q->level, false);
+    /* below the directory: its path and a "/" (etcd's v2v3 leaves the "/"
+     * out, and /d's listing then holds /dx's children) */
+    ProtobufCBinaryData k = v2q_key(q, q->path, q->path_len, (int)q->level, true);
     Etcdserverpb__RangeRequest rr = ETCDSERVERPB__RANGE_REQUEST__INIT;
     rr.key = k;
     rr.range_end = v2q_prefix_end(q, k);

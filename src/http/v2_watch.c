@@ -7,8 +7,9 @@
  * (200, chunked, X-Etcd-Index = the created response's revision - 1).
  * Each revision becomes one v2 event: action = the value PFX/act was put
  * to, node = the longest other key of the revision (the first of equal
- * length). A recursive wait matches keys starting with its path (a
- * string prefix) whose rest holds no "/_"; a plain one its path only. The
+ * length). A recursive wait matches its path and the keys below it whose
+ * rest holds no "/_" (etcd's v2v3 matches by string prefix, so a wait on
+ * /d also fires for /dx; quorum does not); a plain one its path only. The
  * first match is written and the response ends (stream=true: every match,
  * until the client leaves); a compacted start ends it with an empty body.
  *
@@ -205,8 +206,8 @@ static bool matches(const struct v2w *w, const struct v2_node *n)
     /* "/" + the rest must not hold "/_" */
     const char *rest = n->key + w->path_len;
     size_t rn = n->key_len - w->path_len;
-    if (rn > 0 && rest[0] == '_')
-        return false;
+    if (rn > 0 && rest[0] != '/')
+        return false; /* /dx is not below /d (etcd's v2v3 takes it: a string prefix) */
     for (size_t i = 0; i + 1 < rn; i++)
         if (rest[i] == '/' && rest[i + 1] == '_')
             return false;

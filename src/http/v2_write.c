@@ -450,16 +450,17 @@ static void do_delete(struct v2q *q)
         v2q_cmp(q, t, kd, NONE, VERSION, EQ, 0, NONE);
         v2q_then(t, v2q_del(q, k, NONE, true));
     } else if (!q->recursive) {
-        ProtobufCBinaryData c = v2q_key(q, q->path, q->path_len, 1, false);
+        ProtobufCBinaryData c = v2q_key(q, q->path, q->path_len, 1, true);
         v2q_cmp(q, t, c, v2q_prefix_end(q, c), VERSION, EQ, 0, NONE);
         v2q_then(t, v2q_del(q, kd, NONE, true));
     } else {
-        /* etcd's recursive delete: every level below by prefix, without a
-         * trailing "/" (so /d's also takes /dx's children, as etcd does) */
+        /* etcd's recursive delete: every level below by prefix; with the
+         * trailing "/" (etcd's v2v3 leaves it out and so deletes /dx's
+         * children with /d's: data loss quorum does not copy) */
         v2q_cmp(q, t, kd, NONE, VERSION, GT, 0, NONE);
         v2q_then(t, v2q_del(q, kd, NONE, true));
         for (int i = 1; i < MAX_DEPTH; i++) {
-            ProtobufCBinaryData c = v2q_key(q, q->path, q->path_len, i, false);
+            ProtobufCBinaryData c = v2q_key(q, q->path, q->path_len, i, true);
             v2q_then(t, v2q_del(q, c, v2q_prefix_end(q, c), false));
         }
     }

@@ -722,12 +722,24 @@ class Keys(V2Case):
                 listing([H, A, AX, B]), b + 6)
 
     def test_directory_prefix_siblings(self):
-        """A directory's children are read and deleted by v3 key prefix without a
-        trailing "/": /d lists, and a recursive delete of /d removes, /dx's children."""
+        """etcd's v2v3 reads and deletes a directory's children by v3 key prefix
+        without a trailing "/": /d lists, and a recursive delete of /d removes,
+        /dx's children (data loss). quorum keeps /d to itself."""
         n, b = self.ns, self.index()
         self.put(n + "/d/a", value="1")
         self.put(n + "/dx/b", value="2")
         self.put(n + "/dx/c/e", value="3")
+        if TARGET != "etcd":
+            self.ok(self.get(n + "/d"), 200, event("get", node(
+                n + "/d", dir=True, m=b + 1, c=b + 1, nodes=[
+                    node(n + "/d/a", "1", m=b + 1, c=b + 1)])), b + 3)
+            self.ok(self.delete(n + "/d", recursive="true"), 200,
+                    event("delete", prev=node(n + "/d", dir=True, m=b + 1, c=b + 1)), b + 4)
+            self.ok(self.get(n + "/dx/b"), 200, event("get", node(n + "/dx/b", "2", m=b + 2,
+                                                                  c=b + 2)), b + 4)
+            self.ok(self.get(n + "/dx/c/e"), 200, event("get", node(n + "/dx/c/e", "3",
+                                                                    m=b + 3, c=b + 3)), b + 4)
+            return
         self.ok(self.get(n + "/d"), 200, event("get", node(
             n + "/d", dir=True, m=b + 1, c=b + 1, nodes=[
                 node(n + "/d/a", "1", m=b + 1, c=b + 1),
@@ -1006,9 +1018,17 @@ class Waits(V2Case):
         self.put(n + "/dx", value="2")                                    # b+2
         self.put(n + "/h/_x", value="3")                                  # b+3
         self.put(n + "/h/y", value="4")                                   # b+4
-        # a recursive wait on /d matches /dx: a string prefix
-        w = self.wait(n + "/d", recursive="true", waitIndex=str(b + 3))
-        self.assertEqual(w.body(), gojson(event("set", node(n + "/dx", "2", m=b + 2, c=b + 2))))
+        if TARGET == "etcd":
+            # a recursive wait on /d matches /dx: a string prefix
+            w = self.wait(n + "/d", recursive="true", waitIndex=str(b + 3))
+            self.assertEqual(w.body(), gojson(event("set", node(n + "/dx", "2", m=b + 2,
+                                                                c=b + 2))))
+        else:
+            # quorum: /dx is not below /d; the wait finds the next write under /d
+            w = self.wait(n + "/d", recursive="true", waitIndex=str(b + 3))
+            self.put(n + "/d/z", value="5")                               # b+5
+            self.assertEqual(w.body(), gojson(event("set", node(n + "/d/z", "5", m=b + 5,
+                                                                c=b + 5))))
         # keys starting with "_" below the waited directory are skipped ...
         w = self.wait(n + "/h", recursive="true", waitIndex=str(b + 3))
         self.assertEqual(w.body(), gojson(event("set", node(n + "/h/y", "4", m=b + 4, c=b + 4))))
