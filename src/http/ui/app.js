@@ -500,7 +500,7 @@ async function refreshMetrics() {
     setText('metrics-error', '');
   } catch (e) {
     setText('metrics-error', '/metrics: ' + e.message + ' (retrying)');
-    pushPoint(null, null, null);
+    pushPoint(NaN, NaN, NaN); /* a gap, shown as unknown */
     return;
   }
   const p = metrics.prev;
@@ -519,7 +519,7 @@ async function refreshMetrics() {
     p99 = q === null ? null : q * 1000;
   }
   pushPoint(rate, p99, f.watchers);
-  setText('metrics-note', 'every 2 s, last ' + POINTS * 2 + ' s');
+  setText('metrics-note', 'every 2 s, the last ' + chartSpan(metrics.series.watchers.length) * 2 + ' s');
 }
 
 function pushPoint(rate, p99, watchers) {
@@ -532,6 +532,8 @@ function pushPoint(rate, p99, watchers) {
   drawChart('chart-fsync', s.fsync, ' ms', 'no fsync in the interval');
   drawChart('chart-watchers', s.watchers, '');
 }
+
+const chartSpan = (n) => Math.min(POINTS, Math.max(30, n));
 
 const SVGNS = 'http://www.w3.org/2000/svg';
 function svg(tag, attrs) {
@@ -557,7 +559,9 @@ function drawChart(id, values, unit, nullText) {
     el.appendChild(svg('line', { class: 'grid', x1: 0, x2: W, y1: y, y2: y }));
   }
   el.appendChild(svg('text', { x: 3, y: top + 8 })).textContent = fmtNum(max) + unit;
-  const x = (i) => W - (values.length - 1 - i) * (W / (POINTS - 1));
+  /* the time axis spans at least a minute, growing to POINTS samples */
+  const span = chartSpan(values.length);
+  const x = (i) => W - (values.length - 1 - i) * (W / (span - 1));
   const y = (v) => bottom - (bottom - top) * (v / max);
   let seg = [];
   const flush = () => {
@@ -578,9 +582,10 @@ function drawChart(id, values, unit, nullText) {
   const cap = fig.querySelector('figcaption');
   let b = cap.querySelector('b');
   if (!b) { b = h('b'); cap.appendChild(b); }
-  setText(b, last === null || last === undefined ? (values.length ? nullText || '–' : '–')
-    : fmtNum(last) + unit);
-  fig.setAttribute('data-last', last === null || last === undefined ? '' : String(last));
+  /* null: nothing to measure (no fsync in the interval); NaN: no scrape */
+  const known = last !== null && last !== undefined && !isNaN(last);
+  setText(b, known ? fmtNum(last) + unit : last === null ? nullText || '–' : '–');
+  fig.setAttribute('data-last', known ? String(last) : '');
 }
 
 /* ---------- keys: browse, history, diff ---------- */
