@@ -76,8 +76,8 @@ void http_serve_ui(struct hreq *r, const char *rest)
     const struct ui_file *f = ui_lookup(rest);
     if (f == NULL) {
         static const char nf[] = "404 page not found\n";
-        hreq_respond(r, 404, "text/plain; charset=utf-8", "X-Content-Type-Options: nosniff\r\n",
-                     nf, sizeof(nf) - 1);
+        hreq_respond(r, 404, "text/plain; charset=utf-8", "X-Content-Type-Options: nosniff\r\n", nf,
+                     sizeof(nf) - 1);
         return;
     }
     bool html = strcmp(f->name, "index.html") == 0;

@@ -12,9 +12,9 @@
 #include <stddef.h>
 
 struct ui_file {
-    const char *name;  /* "app.js": the file's base name */
-    const char *type;  /* its Content-Type */
-    const char *etag;  /* a strong ETag, quoted: hash of the content */
+    const char *name; /* "app.js": the file's base name */
+    const char *type; /* its Content-Type */
+    const char *etag; /* a strong ETag, quoted: hash of the content */
     const unsigned char *data;
     size_t len;
 };

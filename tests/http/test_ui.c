@@ -70,8 +70,7 @@ Test(ui_embed, every_source_file_with_its_type_and_bytes)
         unsigned char *want = slurp(path, &len);
         cr_expect_eq(f->len, len, "%s: %zu bytes built in, %zu in the file", e->d_name, f->len,
                      len);
-        cr_expect(f->len == len && memcmp(f->data, want, len) == 0, "%s: other bytes",
-                  e->d_name);
+        cr_expect(f->len == len && memcmp(f->data, want, len) == 0, "%s: other bytes", e->d_name);
         free(want);
         /* a strong ETag: 16 hex digits in quotes */
         cr_expect_eq(strlen(f->etag), 18, "%s: etag %s", e->d_name, f->etag);
@@ -114,10 +113,10 @@ Test(ui_lookup, paths)
     cr_expect_eq(ui_lookup(""), idx, "/ui");
     cr_expect_eq(ui_lookup("/"), idx, "/ui/");
     cr_expect_str_eq(ui_lookup("/app.js")->name, "app.js");
-    const char *const bad[] = {"x",           "/nope.js",      "//app.js",  "/app.js/",
-                               "/../app.js",  "/./app.js",     "/APP.JS",   "/app.js%00",
-                               "/%61pp.js",   "/ui/app.js",    "/app.js?x", "/index.html/..",
-                               "/.",          "/..",           "//",        "/app.j"};
+    const char *const bad[] = {"x",          "/nope.js",   "//app.js",  "/app.js/",
+                               "/../app.js", "/./app.js",  "/APP.JS",   "/app.js%00",
+                               "/%61pp.js",  "/ui/app.js", "/app.js?x", "/index.html/..",
+                               "/.",         "/..",        "//",        "/app.j"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         cr_expect_null(ui_lookup(bad[i]), "%s", bad[i]);
 }
