@@ -269,6 +269,7 @@ struct grpc_h2_request {
     const char *authorization, *content_type; /* or NULL */
     const uint8_t *body;
     size_t body_len; /* bodies over 2 x max_recv_msg_size get 413 here */
+    const char *if_none_match; /* or NULL (the console's static files) */
 };
 
 /* grpc_h2_respond sends the response head: |status|, then |headers|

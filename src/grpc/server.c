@@ -1849,13 +1849,15 @@ static void raw_request(grpc_call *call)
     char *path = strndup((const char *)p.base, p.len);
     char *auth = hdr_dup(call, "authorization");
     char *ct = hdr_dup(call, "content-type");
-    struct grpc_h2_request req = {method, path, auth, ct, call->rbody.data, call->rbody.len};
+    char *inm = hdr_dup(call, "if-none-match");
+    struct grpc_h2_request req = {method, path, auth, ct, call->rbody.data, call->rbody.len, inm};
     if (method != NULL && path != NULL)
         call->rawh = c->srv->http1->h2_request(c->srv->http1->arg, call, &req);
     free(method);
     free(path);
     free(auth);
     free(ct);
+    free(inm);
     buf_free(&call->rbody);
     if (call->rawh == NULL && !call->finished)
         nghttp2_submit_rst_stream(c->sess, NGHTTP2_FLAG_NONE, call->stream_id,

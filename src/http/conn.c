@@ -58,6 +58,7 @@ const char *http_status_text(int s)
     case 200: return "OK";
     case 201: return "Created";
     case 204: return "No Content";
+    case 304: return "Not Modified";
     case 307: return "Temporary Redirect";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
@@ -163,6 +164,7 @@ void hreq_free(struct hreq *r)
     free(r->query);
     free(r->authorization);
     free(r->content_type);
+    free(r->if_none_match);
     buf_free(&r->body);
     free(r);
 }
@@ -241,6 +243,8 @@ void http_route(struct hreq *r)
         http_serve_v2(r, p + 4);
     } else if (strcmp(p, "/metrics") == 0) {
         http_serve_metrics(r);
+    } else if (strcmp(p, "/ui") == 0 || strncmp(p, "/ui/", 4) == 0) {
+        http_serve_ui(r, p + 3);
     } else {
         not_found(r);
     }
@@ -279,7 +283,8 @@ void hreq_respond(struct hreq *r, int status, const char *ctype, const char *ext
         return;
     r->io->head(r, status, ctype, extra, (long long)len);
     r->answered = true;
-    if (len > 0 && strcmp(r->method, "HEAD") != 0)
+    /* HEAD, and a 304, carry the head alone (Content-Length the body's) */
+    if (len > 0 && strcmp(r->method, "HEAD") != 0 && status != 304)
         r->io->body(r, body, len);
     r->io->end(r);
 }
@@ -480,6 +485,8 @@ static int header_done(struct hconn *hc)
         slot = &r->authorization;
     else if (n->len == 12 && strncasecmp((char *)n->data, "content-type", 12) == 0)
         slot = &r->content_type;
+    else if (n->len == 13 && strncasecmp((char *)n->data, "if-none-match", 13) == 0)
+        slot = &r->if_none_match;
     else if (n->len == 4 && strncasecmp((char *)n->data, "host", 4) == 0)
         r->has_host = true;
     else if (n->len == 6 && strncasecmp((char *)n->data, "expect", 6) == 0) {

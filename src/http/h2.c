@@ -95,6 +95,8 @@ void *http_h2_request(void *arg, grpc_call *stream, const struct grpc_h2_request
         r->authorization = strdup(q->authorization);
     if (q->content_type != NULL)
         r->content_type = strdup(q->content_type);
+    if (q->if_none_match != NULL)
+        r->if_none_match = strdup(q->if_none_match);
     if (r->path == NULL || r->query == NULL || buf_append(&r->body, q->body, q->body_len) != 0) {
         hreq_free(r);
         return NULL;

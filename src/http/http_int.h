@@ -45,6 +45,7 @@ struct hreq {
     struct buf body;
     char *authorization; /* the Authorization header or NULL */
     char *content_type;
+    char *if_none_match; /* If-None-Match or NULL (the console's files) */
     bool http10;
     bool keep_alive;
     bool expect_continue; /* Expect: 100-continue */
@@ -125,6 +126,7 @@ void http_serve_health(struct hreq *r, const char *which); /* health, livez, rea
 void http_serve_gateway(struct hreq *r, const char *rest);  /* path after /v3/ */
 void http_serve_v2(struct hreq *r, const char *rest);       /* path after /v2/ */
 void http_serve_metrics(struct hreq *r);                    /* metrics.c */
+void http_serve_ui(struct hreq *r, const char *rest);       /* ui.c: path after /ui */
 
 /* The HTTP face's own metrics (metrics.c): registered by http_face. */
 #include "base/metrics.h"
