@@ -1704,13 +1704,10 @@ int transport_new(uv_loop_t *loop, const struct transport_options *opts, struct 
     return 0;
 }
 
-int transport_listen(struct transport *t, const char *host, int port, int *bound_port)
+/* listener_new makes the transport's listener handle (closed with
+ * listener_closed, which drops the reference taken here). */
+static int listener_new(struct transport *t, uv_tcp_t **out)
 {
-    struct sockaddr_storage ss;
-    if (t->closing)
-        return -ESHUTDOWN;
-    if (t->listener != NULL || parse_addr(host, port, &ss) != 0)
-        return -EINVAL;
     uv_tcp_t *l = calloc(1, sizeof(*l));
     if (l == NULL)
         return -ENOMEM;
@@ -1722,6 +1719,21 @@ int transport_listen(struct transport *t, const char *host, int port, int *bound
     l->data = t;
     t->listener = l;
     t->refs++;
+    *out = l;
+    return 0;
+}
+
+int transport_listen(struct transport *t, const char *host, int port, int *bound_port)
+{
+    struct sockaddr_storage ss;
+    if (t->closing)
+        return -ESHUTDOWN;
+    if (t->listener != NULL || parse_addr(host, port, &ss) != 0)
+        return -EINVAL;
+    uv_tcp_t *l;
+    int rv = listener_new(t, &l);
+    if (rv != 0)
+        return rv;
     if ((rv = uv_tcp_bind(l, (struct sockaddr *)&ss, 0)) != 0 ||
         (rv = uv_listen((uv_stream_t *)l, 128, on_connection)) != 0)
         goto fail;
@@ -1748,17 +1760,10 @@ int transport_listen_fd(struct transport *t, int fd)
         return -ESHUTDOWN;
     if (t->listener != NULL)
         return -EINVAL;
-    uv_tcp_t *l = calloc(1, sizeof(*l));
-    if (l == NULL)
-        return -ENOMEM;
-    int rv = uv_tcp_init(t->loop, l);
-    if (rv != 0) {
-        free(l);
+    uv_tcp_t *l;
+    int rv = listener_new(t, &l);
+    if (rv != 0)
         return rv;
-    }
-    l->data = t;
-    t->listener = l;
-    t->refs++;
     if ((rv = uv_tcp_open(l, fd)) != 0 ||
         (rv = uv_listen((uv_stream_t *)l, 128, on_connection)) != 0) {
         uv_close((uv_handle_t *)l, listener_closed); /* closes |fd| if it took it */
