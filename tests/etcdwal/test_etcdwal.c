@@ -1,0 +1,280 @@
+/* tests/etcdwal: src/etcdwal over WAL and .snap files the real etcd 3.4
+ * wrote (run in a temp dir by the test), and surgery on copies of them. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "etcd_run.h"
+#include "etcdwal/etcdwal.h"
+#include "raft_internal.pb-c.h"
+#include "raftpb.pb-c.h"
+#include "wal/wal.h"
+
+static char *tmp_make(void)
+{
+    const char *base = getenv("TMPDIR");
+    char *path = malloc(256);
+    snprintf(path, 256, "%s/qetcdwal-XXXXXX", base && *base ? base : "/tmp");
+    cr_assert_not_null(mkdtemp(path));
+    return path;
+}
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+static void tmp_remove(char *path)
+{
+    nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    free(path);
+}
+
+/* the single segment's path */
+static void first_segment(const char *member, char *out, size_t cap)
+{
+    char dir[800];
+    snprintf(dir, sizeof(dir), "%s/wal", member);
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d);
+    struct dirent *de;
+    out[0] = '\0';
+    while ((de = readdir(d)) != NULL)
+        if (strstr(de->d_name, ".wal") != NULL && strlen(de->d_name) == 37 &&
+            (out[0] == '\0' || strcmp(de->d_name, strrchr(out, '/') + 1) < 0))
+            snprintf(out, cap, "%s/%s", dir, de->d_name);
+    closedir(d);
+    cr_assert(out[0] != '\0');
+}
+
+/* frames: the offsets of the records of a segment, up to the zero tail */
+static size_t frames(const char *path, uint64_t *offs, uint64_t *lens, size_t max)
+{
+    int fd = open(path, O_RDONLY);
+    cr_assert(fd >= 0);
+    size_t n = 0;
+    uint64_t off = 0;
+    uint8_t w[8];
+    while (n < max && pread(fd, w, 8, (off_t)off) == 8) {
+        uint64_t v = 0;
+        for (int i = 7; i >= 0; i--)
+            v = v << 8 | w[i];
+        if (v == 0)
+            break;
+        uint64_t len = v & ~(0xffull << 56), pad = (v >> 63) ? (v >> 56) & 7 : 0;
+        offs[n] = off;
+        lens[n++] = len;
+        off += 8 + len + pad;
+    }
+    close(fd);
+    return n;
+}
+
+static void poke(const char *path, uint64_t off, uint8_t xor)
+{
+    int fd = open(path, O_RDWR);
+    cr_assert(fd >= 0);
+    uint8_t b;
+    cr_assert_eq(pread(fd, &b, 1, (off_t)off), 1);
+    b ^= xor;
+    cr_assert_eq(pwrite(fd, &b, 1, (off_t)off), 1);
+    close(fd);
+}
+
+static void zero_from(const char *path, uint64_t off, uint64_t n)
+{
+    int fd = open(path, O_RDWR);
+    cr_assert(fd >= 0);
+    uint8_t z[4096] = {0};
+    while (n > 0) {
+        size_t k = n > sizeof(z) ? sizeof(z) : (size_t)n;
+        cr_assert_eq(pwrite(fd, z, k, (off_t)off), (ssize_t)k);
+        off += k;
+        n -= k;
+    }
+    close(fd);
+}
+
+/* put_key: the key of an entry that is a Put, or NULL */
+static char *put_key(const struct etcdwal_entry *e)
+{
+    if (e->type != ETCDWAL_ENTRY_NORMAL || e->len == 0)
+        return NULL;
+    Etcdserverpb__InternalRaftRequest *r =
+        etcdserverpb__internal_raft_request__unpack(NULL, e->len, e->data);
+    char *k = NULL;
+    if (r != NULL && r->put != NULL)
+        k = strndup((const char *)r->put->key.data, r->put->key.len);
+    if (r != NULL)
+        etcdserverpb__internal_raft_request__free_unpacked(r, NULL);
+    return k;
+}
+
+/* An etcd member dir written by etcd: 30 puts and a lease, stopped by
+ * SIGTERM. With |snap_count| > 0 etcd also writes .snap files. */
+static char *etcd_dir(const char *snap_count)
+{
+    char *t = tmp_make();
+    char dir[600];
+    snprintf(dir, sizeof(dir), "%s/d", t);
+    struct etcd_run r;
+    char sc[64];
+    snprintf(sc, sizeof(sc), "--snapshot-count=%s", snap_count);
+    cr_assert_eq(etcd_start(&r, dir, sc, NULL), 0, "etcd did not start");
+    for (int i = 0; i < 30; i++)
+        cr_assert_eq(etcdctl(&r, "put key%02d value%02d", i, i), 0);
+    cr_assert_eq(etcdctl(&r, "lease grant 600"), 0);
+    etcd_stop(&r, SIGTERM);
+    return t;
+}
+
+Test(etcdwal, reads_what_etcd_wrote)
+{
+    char *t = etcd_dir("100000");
+    char member[700], err[ETCDWAL_ERR_LEN] = "";
+    snprintf(member, sizeof(member), "%s/d/member", t);
+    cr_assert(etcdwal_is_etcd(member));
+    struct etcdwal_state st;
+    int rv = etcdwal_read(member, &st, err, sizeof(err));
+    cr_assert_eq(rv, 0, "%s", err);
+    cr_assert_neq(st.node_id, 0);
+    cr_assert_neq(st.cluster_id, 0);
+    cr_assert(!st.has_snap);
+    cr_assert(!st.torn);
+    cr_assert_gt(st.n_entries, 30);
+    cr_assert_neq(st.term, 0);
+    cr_assert_eq(st.vote, st.node_id, "a lone member votes for itself");
+    cr_assert_eq(st.commit, st.entries[st.n_entries - 1].index);
+    /* contiguous from 1; the first is the bootstrap conf change adding us */
+    for (size_t i = 0; i < st.n_entries; i++)
+        cr_assert_eq(st.entries[i].index, i + 1);
+    cr_assert_eq(st.entries[0].type, ETCDWAL_ENTRY_CONF_CHANGE);
+    Raftpb__ConfChange *cc =
+        raftpb__conf_change__unpack(NULL, st.entries[0].len, st.entries[0].data);
+    cr_assert_not_null(cc);
+    cr_assert_eq(cc->nodeid, st.node_id);
+    struct etcdwal_member m;
+    cr_assert_eq(etcdwal_member_json(cc->context.data, cc->context.len, &m), 0);
+    cr_assert_eq(m.n_peer, 1);
+    cr_assert(strncmp(m.peer[0], "http://127.0.0.1:", 17) == 0);
+    raftpb__conf_change__free_unpacked(cc, NULL);
+    /* the puts, in order */
+    int next = 0;
+    for (size_t i = 0; i < st.n_entries; i++) {
+        char *k = put_key(&st.entries[i]);
+        if (k == NULL)
+            continue;
+        char want[16];
+        snprintf(want, sizeof(want), "key%02d", next++);
+        cr_assert_str_eq(k, want);
+        free(k);
+    }
+    cr_assert_eq(next, 30);
+    etcdwal_state_free(&st);
+
+    /* the same log, its last entry's write torn: a sector of it zeros */
+    char seg[900];
+    first_segment(member, seg, sizeof(seg));
+    uint64_t offs[4096], lens[4096];
+    size_t nf = frames(seg, offs, lens, 4096);
+    cr_assert_gt(nf, 30);
+    zero_from(seg, offs[nf - 1] + 8, lens[nf - 1]);
+    rv = etcdwal_read(member, &st, err, sizeof(err));
+    cr_assert_eq(rv, 0, "%s", err);
+    cr_assert(st.torn);
+    cr_assert_neq(strstr(st.torn_at, seg), NULL);
+    etcdwal_state_free(&st);
+
+    /* a flipped bit in an entry in the middle: corruption, with where */
+    poke(seg, offs[nf / 2] + 8 + lens[nf / 2] - 1, 0x10);
+    rv = etcdwal_read(member, &st, err, sizeof(err));
+    cr_assert_eq(rv, QERR_CORRUPT);
+    cr_assert_neq(strstr(err, seg), NULL, "%s", err);
+    char at[64];
+    snprintf(at, sizeof(at), "offset %llu", (unsigned long long)offs[nf / 2]);
+    cr_assert_neq(strstr(err, at), NULL, "%s", err);
+    cr_assert_eq(st.n_entries, 0);
+    tmp_remove(t);
+}
+
+Test(etcdwal, reads_from_the_newest_snapshot)
+{
+    char *t = etcd_dir("10");
+    char member[700], err[ETCDWAL_ERR_LEN] = "";
+    snprintf(member, sizeof(member), "%s/d/member", t);
+    struct etcdwal_state st;
+    int rv = etcdwal_read(member, &st, err, sizeof(err));
+    cr_assert_eq(rv, 0, "%s", err);
+    cr_assert(st.has_snap);
+    cr_assert_geq(st.snap.index, 10);
+    cr_assert_eq(st.snap.conf.n_voters, 1);
+    cr_assert_eq(st.snap.conf.voters[0], st.node_id);
+    cr_assert_gt(st.n_entries, 0);
+    cr_assert_eq(st.entries[0].index, st.snap.index + 1);
+    for (size_t i = 1; i < st.n_entries; i++)
+        cr_assert_eq(st.entries[i].index, st.entries[i - 1].index + 1);
+    /* the v2 store in the snapshot names the member */
+    struct etcdwal_member ms[4];
+    int n = etcdwal_v2_members(st.snap.data, st.snap.len, ms, 4);
+    cr_assert_eq(n, 1);
+    cr_assert_eq(ms[0].id, st.node_id);
+    cr_assert_str_eq(ms[0].name, "n1");
+    cr_assert_eq(ms[0].n_peer, 1);
+    cr_assert_eq(ms[0].n_client, 1);
+    uint64_t snap_index = st.snap.index;
+    etcdwal_state_free(&st);
+
+    /* a newer .snap that is broken is passed over, as etcd's snap.Load */
+    char path[900];
+    snprintf(path, sizeof(path), "%s/snap/%016llx-%016llx.snap", member, 99ull, 0xfffffull);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs("not a snapshot", f);
+    fclose(f);
+    rv = etcdwal_read(member, &st, err, sizeof(err));
+    cr_assert_eq(rv, 0, "%s", err);
+    cr_assert_eq(st.snap.index, snap_index);
+    etcdwal_state_free(&st);
+    tmp_remove(t);
+}
+
+Test(etcdwal, quorum_logs_are_not_etcd_logs)
+{
+    char *t = tmp_make();
+    struct wal_options wo = {.data_dir = t, .node_id = 1, .cluster_id = 2};
+    struct wal *w = NULL;
+    char err[WAL_ERR_LEN];
+    cr_assert_eq(wal_create(&wo, &w, err, sizeof(err)), 0);
+    wal_close(w);
+    char member[600];
+    snprintf(member, sizeof(member), "%s/member", t);
+    cr_assert(!etcdwal_is_etcd(member));
+    struct etcdwal_state st;
+    cr_assert_eq(etcdwal_read(member, &st, err, sizeof(err)), QERR_CORRUPT);
+    snprintf(member, sizeof(member), "%s/none", t);
+    cr_assert(!etcdwal_is_etcd(member));
+    cr_assert_eq(etcdwal_read(member, &st, err, sizeof(err)), -ENOENT);
+    tmp_remove(t);
+}
+
+Test(etcdwal, snap_decode_refuses_garbage)
+{
+    struct etcdwal_snap s;
+    char err[256];
+    cr_assert_eq(etcdwal_snap_decode((const uint8_t *)"", 0, &s, err, sizeof(err)),
+                 QERR_CORRUPT);
+    /* field 1 crc = 5, field 2 data = "x": CRC mismatch */
+    const uint8_t bad[] = {0x08, 0x05, 0x12, 0x01, 'x'};
+    cr_assert_eq(etcdwal_snap_decode(bad, sizeof(bad), &s, err, sizeof(err)), QERR_CORRUPT);
+    cr_assert_neq(strstr(err, "CRC"), NULL);
+    cr_assert_eq(etcdwal_v2_members((const uint8_t *)"[]", 2, NULL, 0), QERR_CORRUPT);
+}
