@@ -45,6 +45,7 @@
 #include "base/err.h"
 #include "base/fs.h"
 #include "base/log.h"
+#include "server/etcd_import.h"
 #include "transport/transport.h"
 #include "wal/wal.h"
 
@@ -82,7 +83,8 @@ int server_check_data_dir(const char *dir, char *err, size_t cap)
                      go_strerror(e, why, sizeof(why)));
             return -e;
         }
-        return 0;
+        /* an etcd 3.4 member dir is converted once, here (etcd_import.c) */
+        return server_etcd_import(dir, err, cap);
     }
     if (errno != ENOENT) {
         snprintf(err, cap, "error listing data dir: %s", dir);
