@@ -77,4 +77,48 @@ struct etcdfmt_db_info {
 int etcdfmt_db_import(const char *bolt_path, const char *store_dir, struct etcdfmt_db_info *info,
                       char *err, size_t errlen);
 
+/* ---- export ---- */
+
+typedef struct backend backend;
+typedef struct Etcdserverpb__Member Etcdserverpb__Member;
+
+struct etcdfmt_export_opts {
+    const uint64_t *learners; /* member ids that are learners (Raft's view) */
+    size_t n_learners;
+    uint64_t consistent_index; /* 0: the store's meta consistent_index */
+    uint64_t txid;             /* the bbolt transaction id (0: 1) */
+};
+
+/* etcdfmt_db_export writes the store |be| as etcd 3.4's bbolt db to |fd|
+ * (a regular file, empty; not synced), read in one LMDB read txn: the
+ * buckets of etcd 3.4 (etcdfmt.h's list; cluster gets clusterVersion
+ * "3.4.0"; quorum's own meta records stay behind). |o| may be NULL. Opens
+ * its read txn itself, so it may run on any thread (not one holding the
+ * batch). |size| (may be NULL) gets the file's length. Errors: -errno,
+ * -ENOMEM, QERR_STORAGE, QERR_CORRUPT (a member record that does not
+ * decode). */
+int etcdfmt_db_export(backend *be, int fd, const struct etcdfmt_export_opts *o,
+                      struct etcdfmt_db_info *info, uint64_t *size, char *err, size_t errlen);
+
+/* etcdfmt_member_json writes |m| as etcd 3.4's members bucket value (Go's
+ * encoding/json of membership.Member). The length, or -ENOSPC. */
+int etcdfmt_member_json(const Etcdserverpb__Member *m, bool learner, char *out, size_t cap);
+
+/* ---- status ---- */
+
+/* What `etcdctl snapshot status` reports of a db. */
+struct etcdfmt_status {
+    uint32_t hash;      /* crc32c over bucket names, keys and values in order */
+    int64_t revision;   /* main revision of the key bucket's last key */
+    uint64_t total_key; /* records in every top bucket */
+    uint64_t total_size; /* pages in use * page size (bbolt's tx.Size()) */
+};
+
+/* etcdfmt_status computes it as etcd 3.4's snapshot.Status does: bbolt's
+ * tx.Check first (its errors: "snapshot file integrity check failed. N
+ * errors found.\n..."), then the hash. The file may carry a digest
+ * trailer (it is past the db and not read). Errors: QERR_CORRUPT with
+ * bbolt's or that text in |err|, -errno. */
+int etcdfmt_status(const char *path, struct etcdfmt_status *st, char *err, size_t errlen);
+
 #endif
