@@ -151,6 +151,7 @@ class SingleMember(unittest.TestCase):
             member = os.path.join(e.data_dir, "member")
             if corrupt_copy:
                 self.refuses_corrupt(e)
+                self.crash_states(e, load.acked[-1])
             before = tree_digest(member)
 
             q = quorum_on(e)
@@ -233,6 +234,58 @@ class SingleMember(unittest.TestCase):
         self.assertEqual(tree_digest(bad), before)
         self.assertEqual(sorted(os.listdir(bad)), ["member"])
         shutil.rmtree(bad)
+
+    def run_quorum(self, e, data_dir, tag):
+        """quorum with |e|'s flags on |data_dir| until healthy; the Server."""
+        q = Server("quorum", name=e.name, data_dir=data_dir, log=e.log_path + "." + tag)
+        q.client_port, q.peer_port = e.client_port, e.peer_port
+        return q.start(timeout=60)
+
+    def crash_states(self, e, last):
+        """What a kill -9 in the middle of a conversion leaves, made by hand
+        on copies of the stopped etcd's dir: each start finishes or redoes
+        the conversion, and the result holds the last acknowledged put."""
+        k, v, rev = last
+        base = e.data_dir + ".crash"
+        shutil.copytree(e.data_dir, base)
+        etcd_digest = tree_digest(os.path.join(base, "member"))
+        q = self.run_quorum(e, base, "crash0")   # a clean conversion, as reference
+        q.stop()
+        states = {
+            # died while building the stage: etcd's member as it was
+            "building": lambda d: (shutil.rmtree(os.path.join(d, "member")),
+                                   os.rename(os.path.join(d, "member.etcd"),
+                                             os.path.join(d, "member")),
+                                   shutil.copytree(os.path.join(base, "member"),
+                                                   os.path.join(d, "member.etcd-import",
+                                                                "member"))),
+            # died between the renames, stage complete: etcd's aside
+            "renamed": lambda d: (os.makedirs(os.path.join(d, "member.etcd-import")),
+                                  os.rename(os.path.join(d, "member"),
+                                            os.path.join(d, "member.etcd-import", "member")),
+                                  open(os.path.join(d, "member.etcd-import", "COMPLETE"),
+                                       "w").close()),
+            # died between the renames, the stage not complete (no marker)
+            "renamed-incomplete": lambda d: (os.makedirs(os.path.join(d, "member.etcd-import")),
+                                             os.rename(os.path.join(d, "member"),
+                                                       os.path.join(d, "member.etcd-import",
+                                                                    "member"))),
+        }
+        for i, (name, make) in enumerate(states.items()):
+            d = "%s.%d" % (base, i)
+            shutil.copytree(base, d)
+            make(d)
+            q = self.run_quorum(e, d, "crash-" + name)
+            try:
+                r = q.etcdctl("get", k.decode(), "-w", "fields").stdout
+                self.assertIn('"ModRevision" : %d' % rev, r, name)
+                self.assertEqual(sorted(x for x in os.listdir(d) if x.startswith("member")),
+                                 ["member", "member.etcd"], name)
+                self.assertEqual(tree_digest(os.path.join(d, "member.etcd")), etcd_digest, name)
+            finally:
+                q.kill()
+            shutil.rmtree(d)
+        shutil.rmtree(base)
 
     def test_sigterm(self):
         self.switch(signal.SIGTERM, corrupt_copy=True)
