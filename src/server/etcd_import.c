@@ -40,9 +40,10 @@
  * SYNC and cluster-version writes, Authenticate (simple tokens do not
  * outlive a restart) and Range become empty entries (no-ops). Writes of
  * the v2 API (etcd's v2 store, which quorum does not carry over) become
- * no-ops with a warning. Refused: a UserAdd or ChangePassword carrying a
- * password (etcd 3.4 logs the password; quorum's entries hold its bcrypt
- * hash), ConfChangeV2, anything that does not decode. */
+ * no-ops with a warning. A UserAdd or ChangePassword: etcd 3.4 logs the
+ * password, quorum's entry gets its bcrypt hash instead (etcd's cost, 10),
+ * as auth_service.c proposes it. Refused: ConfChangeV2 (etcd 3.4 writes
+ * none), a request of no known kind, anything that does not decode. */
 #include "server/etcd_import.h"
 #include "server/server_int.h"
 
@@ -56,9 +57,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/fs.h"
+#include "auth/auth.h"
 #include "base/log.h"
 #include "etcdfmt/etcdfmt.h"
 #include "etcdserver.pb-c.h"
@@ -185,6 +189,33 @@ static int put_entry(struct buf *b, enum entry_kind kind, unsigned flags,
     return 0;
 }
 
+/* hash_password: etcd 3.4 logs a UserAdd's or ChangePassword's password;
+ * quorum's entry carries its bcrypt hash (base64, as auth_service.c
+ * proposes it) and never the password. etcd's cost (bcrypt.DefaultCost). */
+static int hash_password(char **password, char **hashed)
+{
+    if (*password == NULL || (*password)[0] == '\0')
+        return 0; /* no password: nothing to hash */
+    char raw[128];
+    int rv = auth_hash_password(10, *password, raw, sizeof(raw));
+    if (rv != 0)
+        return rv;
+    char *h = malloc(4 * (strlen(raw) / 3 + 1) + 1);
+    if (h == NULL) {
+        explicit_bzero(raw, sizeof(raw));
+        return -ENOMEM;
+    }
+    EVP_EncodeBlock((unsigned char *)h, (const unsigned char *)raw, (int)strlen(raw));
+    explicit_bzero(raw, sizeof(raw));
+    explicit_bzero(*password, strlen(*password));
+    /* the unpacked message owns its strings (malloc'd by protobuf-c):
+     * free_unpacked frees this one */
+    if (*hashed != NULL && *hashed != protobuf_c_empty_string)
+        free(*hashed);
+    *hashed = h;
+    return 0;
+}
+
 /* v2_request: etcd's own v2 writes. 0 with |b| empty (a no-op) or filled
  * (a member entry). */
 static int v2_request(struct conv *c, const struct etcdwal_entry *e,
@@ -260,12 +291,16 @@ static int normal_entry(struct conv *c, const struct etcdwal_entry *e, struct bu
     MAP(alarm, ENTRY_ALARM, FLAG_INTERNAL);
     MAP(auth_enable, ENTRY_AUTH_ENABLE, 0);
     MAP(auth_disable, ENTRY_AUTH_DISABLE, 0);
-    else if ((r->auth_user_add != NULL && r->auth_user_add->password != NULL &&
-              r->auth_user_add->password[0] != '\0') ||
-             r->auth_user_change_password != NULL)
-        refuse = r->auth_user_add != NULL ? "a UserAdd with a password"
-                                          : "a UserChangePassword";
-    MAP(auth_user_add, ENTRY_AUTH_USER_ADD, 0);
+    else if (r->auth_user_add != NULL) {
+        if ((rv = hash_password(&r->auth_user_add->password,
+                                &r->auth_user_add->hashedpassword)) == 0)
+            rv = put_entry(b, ENTRY_AUTH_USER_ADD, 0, h, &r->auth_user_add->base);
+    } else if (r->auth_user_change_password != NULL) {
+        if ((rv = hash_password(&r->auth_user_change_password->password,
+                                &r->auth_user_change_password->hashedpassword)) == 0)
+            rv = put_entry(b, ENTRY_AUTH_USER_CHANGE_PASSWORD, 0, h,
+                           &r->auth_user_change_password->base);
+    }
     MAP(auth_user_delete, ENTRY_AUTH_USER_DELETE, 0);
     MAP(auth_user_get, ENTRY_AUTH_USER_GET, 0);
     MAP(auth_user_grant_role, ENTRY_AUTH_USER_GRANT_ROLE, 0);

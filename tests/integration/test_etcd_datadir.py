@@ -127,7 +127,7 @@ def quorum_on(etcd_server):
 
 
 class SingleMember(unittest.TestCase):
-    def switch(self, sig, corrupt_copy=False, etcd_args=()):
+    def switch(self, sig, corrupt_copy=False, etcd_args=(), users=False):
         e = Server("etcd", extra_args=etcd_args)
         q = None
         try:
@@ -135,6 +135,11 @@ class SingleMember(unittest.TestCase):
             e.etcdctl("put", "/before", "x")
             lease = e.etcdctl("lease", "grant", "600").stdout.split()[1]
             e.etcdctl("put", "/leased", "y", "--lease", lease)
+            if users:
+                # etcd 3.4 logs the passwords; quorum's entries get their hash
+                e.etcdctl("role", "add", "root")
+                e.etcdctl("user", "add", "root:rootpw")
+                e.etcdctl("user", "grant-role", "root", "root")
             first = int(e.etcdctl("get", "/before", "-w", "fields").stdout.split(
                 '"ModRevision" : ')[1].split()[0])
             # a watch of everything from the first write, against etcd
@@ -195,6 +200,21 @@ class SingleMember(unittest.TestCase):
             with open(q.log_path, errors="replace") as f:
                 log = f.read()
             self.assertIn("etcd import: done", log)
+            if users:
+                q.etcdctl("auth", "enable")
+                r = q.etcdctl("--user", "root:rootpw", "get", "/after", "--print-value-only")
+                self.assertEqual(r.stdout.strip(), "z")
+                r = q.etcdctl("--user", "root:wrong", "get", "/after", check=False)
+                self.assertIn("authentication failed", r.stderr)
+                def wal_bytes(member):
+                    d = os.path.join(e.data_dir, member, "wal")
+                    out = b""
+                    for f in sorted(os.listdir(d)):
+                        with open(os.path.join(d, f), "rb") as fh:
+                            out += fh.read()
+                    return out
+                self.assertIn(b"rootpw", wal_bytes("member.etcd"))   # etcd logged it
+                self.assertNotIn(b"rootpw", wal_bytes("member"))     # quorum's has a hash
             return int(re.search(r"(\d+) log entries after it", log).group(1)), len(load.acked)
         finally:
             if q is not None:
@@ -294,7 +314,7 @@ class SingleMember(unittest.TestCase):
         # etcd's store commits once an hour here, so what it applied under
         # the load is only in its log: the conversion must apply it all
         after, acked = self.switch(signal.SIGKILL, etcd_args=[
-            "--backend-batch-interval=1h", "--backend-batch-limit=100000000"])
+            "--backend-batch-interval=1h", "--backend-batch-limit=100000000"], users=True)
         self.assertGreaterEqual(after, acked)
 
 
