@@ -382,7 +382,8 @@ static int list_names(const char *dir, const char *suffix, struct name2 **out, s
     int rv = 0;
     while ((de = readdir(d)) != NULL) {
         const char *s = de->d_name;
-        if (strlen(s) != 33 + sl || s[16] != '-' || strcmp(s + 33, suffix) != 0)
+        if (strlen(s) != 33 + sl || 33 + sl >= sizeof((*out)->name) || s[16] != '-' ||
+            strcmp(s + 33, suffix) != 0)
             continue;
         bool hex = true;
         for (int i = 0; i < 33 && hex; i++)
@@ -401,7 +402,7 @@ static int list_names(const char *dir, const char *suffix, struct name2 **out, s
         struct name2 *e = &(*out)[(*n)++];
         e->a = strtoull(s, NULL, 16);
         e->b = strtoull(s + 17, NULL, 16);
-        snprintf(e->name, sizeof(e->name), "%s", s);
+        memcpy(e->name, s, 33 + sl + 1); /* its length was checked above */
     }
     closedir(d);
     if (rv != 0) {
