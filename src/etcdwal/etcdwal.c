@@ -171,8 +171,7 @@ static int apply_record(struct etcdwal_reader *r, const Walpb__Record *rec, cons
         Walpb__Snapshot *s = walpb__snapshot__unpack(NULL, n, d);
         if (s == NULL)
             return fail(err, errlen, QERR_CORRUPT,
-                        "%s: the snapshot record at offset %" PRIu64 " does not decode", name,
-                        off);
+                        "%s: the snapshot record at offset %" PRIu64 " does not decode", name, off);
         int rv = 0;
         if (s->index == r->start_index) {
             if (s->term != r->start_term)
@@ -202,7 +201,8 @@ int etcdwal_decode_segment(struct etcdwal_reader *r, const uint8_t *p, size_t n,
                 return 0;
             if (!last)
                 return fail(err, errlen, QERR_CORRUPT,
-                            "%s: a partial length word at offset %" PRIu64 " (not the last segment)",
+                            "%s: a partial length word at offset %" PRIu64
+                            " (not the last segment)",
                             name, off);
             goto torn;
         }
@@ -517,8 +517,8 @@ int etcdwal_read(const char *member_dir, struct etcdwal_state *st, char *err, si
             break;
         }
     if (first == n) {
-        rv = fail(err, errlen, QERR_CORRUPT,
-                  "%s: no segment holds the snapshot at index %" PRIu64, dir, st->snap.index);
+        rv = fail(err, errlen, QERR_CORRUPT, "%s: no segment holds the snapshot at index %" PRIu64,
+                  dir, st->snap.index);
         goto out;
     }
     for (size_t i = first + 1; i < n; i++)
@@ -626,15 +626,13 @@ int etcdwal_v2_members(const uint8_t *json, size_t len, struct etcdwal_member *o
         json_t *ra = json_object_get(child(m, "raftAttributes"), "Value");
         json_t *at = json_object_get(child(m, "attributes"), "Value");
         struct etcdwal_member tmp;
-        if (json_is_string(ra) &&
-            etcdwal_member_json((const uint8_t *)json_string_value(ra), json_string_length(ra),
-                                &tmp) == 0) {
+        if (json_is_string(ra) && etcdwal_member_json((const uint8_t *)json_string_value(ra),
+                                                      json_string_length(ra), &tmp) == 0) {
             memcpy(o->peer, tmp.peer, sizeof(o->peer));
             o->n_peer = tmp.n_peer;
         }
-        if (json_is_string(at) &&
-            etcdwal_member_json((const uint8_t *)json_string_value(at), json_string_length(at),
-                                &tmp) == 0) {
+        if (json_is_string(at) && etcdwal_member_json((const uint8_t *)json_string_value(at),
+                                                      json_string_length(at), &tmp) == 0) {
             memcpy(o->name, tmp.name, sizeof(o->name));
             memcpy(o->client, tmp.client, sizeof(o->client));
             o->n_client = tmp.n_client;

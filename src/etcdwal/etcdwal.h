@@ -99,14 +99,14 @@ struct etcdwal_snap {
 
 /* What a member directory's log says. Free with etcdwal_state_free. */
 struct etcdwal_state {
-    uint64_t node_id, cluster_id; /* the metadata record */
-    uint64_t term, vote, commit;  /* the last state record (0s if none) */
-    bool has_snap;                /* a .snap file was used */
-    struct etcdwal_snap snap;     /* index, term 0 without one */
+    uint64_t node_id, cluster_id;  /* the metadata record */
+    uint64_t term, vote, commit;   /* the last state record (0s if none) */
+    bool has_snap;                 /* a .snap file was used */
+    struct etcdwal_snap snap;      /* index, term 0 without one */
     struct etcdwal_entry *entries; /* after snap.index, contiguous */
     size_t n_entries;
-    bool torn;          /* the last segment ended in a torn write */
-    char torn_at[300];  /* where (file and offset), for a log line */
+    bool torn;         /* the last segment ended in a torn write */
+    char torn_at[300]; /* where (file and offset), for a log line */
 };
 
 /* etcdwal_is_etcd tells whether <member>/wal holds etcd-format segments
@@ -127,9 +127,9 @@ struct etcdwal_reader {
     bool seeded;          /* a crc record was seen */
     uint64_t start_index; /* the snapshot the log is read from */
     uint64_t start_term;
-    bool match;           /* its snapshot record was seen */
+    bool match; /* its snapshot record was seen */
     bool have_meta;
-    uint8_t meta[64];     /* the metadata record's data, to compare */
+    uint8_t meta[64]; /* the metadata record's data, to compare */
     size_t meta_len;
     struct etcdwal_state *st; /* where entries, state, metadata go */
     size_t cap_entries;

@@ -218,8 +218,8 @@ static int hash_password(char **password, char **hashed)
 
 /* v2_request: etcd's own v2 writes. 0 with |b| empty (a no-op) or filled
  * (a member entry). */
-static int v2_request(struct conv *c, const struct etcdwal_entry *e,
-                      const Etcdserverpb__Request *r, struct buf *b)
+static int v2_request(struct conv *c, const struct etcdwal_entry *e, const Etcdserverpb__Request *r,
+                      struct buf *b)
 {
     const char *path = r->path ? r->path : "";
     const char *method = r->method ? r->method : "";
@@ -248,8 +248,10 @@ static int v2_request(struct conv *c, const struct etcdwal_entry *e,
     if (strncmp(path, "/0/", 3) == 0 || strcmp(path, "/0") == 0)
         return 0; /* etcd's own bookkeeping: membership lives elsewhere */
     c->v2_dropped++;
-    log_warn("server", "etcd import: entry %" PRIu64 ": a v2 %s of %s dropped (etcd's v2 store is "
-             "not carried over)", e->index, method, path);
+    log_warn("server",
+             "etcd import: entry %" PRIu64 ": a v2 %s of %s dropped (etcd's v2 store is "
+             "not carried over)",
+             e->index, method, path);
     return 0;
 }
 
@@ -276,44 +278,56 @@ static int normal_entry(struct conv *c, const struct etcdwal_entry *e, struct bu
     }
     const Etcdserverpb__RequestHeader *h = r->header;
     int rv = 0;
-    const char *refuse = NULL;
-#define MAP(field, kind, flags)                                                                    \
-    else if (r->field != NULL) rv = put_entry(b, kind, flags, h, &r->field->base)
-    if (r->range != NULL || r->authenticate != NULL)
-        rv = 0; /* no-ops after a restart */
-    MAP(put, ENTRY_PUT, 0);
-    MAP(delete_range, ENTRY_DELETE_RANGE, 0);
-    MAP(txn, ENTRY_TXN, 0);
-    MAP(compaction, ENTRY_COMPACT, FLAG_INTERNAL);
-    MAP(lease_grant, ENTRY_LEASE_GRANT, 0);
-    MAP(lease_revoke, ENTRY_LEASE_REVOKE, FLAG_INTERNAL);
-    MAP(lease_checkpoint, ENTRY_LEASE_CHECKPOINT, FLAG_INTERNAL);
-    MAP(alarm, ENTRY_ALARM, FLAG_INTERNAL);
-    MAP(auth_enable, ENTRY_AUTH_ENABLE, 0);
-    MAP(auth_disable, ENTRY_AUTH_DISABLE, 0);
-    else if (r->auth_user_add != NULL) {
-        if ((rv = hash_password(&r->auth_user_add->password,
-                                &r->auth_user_add->hashedpassword)) == 0)
-            rv = put_entry(b, ENTRY_AUTH_USER_ADD, 0, h, &r->auth_user_add->base);
-    } else if (r->auth_user_change_password != NULL) {
-        if ((rv = hash_password(&r->auth_user_change_password->password,
-                                &r->auth_user_change_password->hashedpassword)) == 0)
-            rv = put_entry(b, ENTRY_AUTH_USER_CHANGE_PASSWORD, 0, h,
-                           &r->auth_user_change_password->base);
+    /* etcd 3.4 logs a new password; quorum's entry carries its hash */
+    if (r->auth_user_add != NULL)
+        rv = hash_password(&r->auth_user_add->password, &r->auth_user_add->hashedpassword);
+    if (r->auth_user_change_password != NULL)
+        rv = hash_password(&r->auth_user_change_password->password,
+                           &r->auth_user_change_password->hashedpassword);
+#define M(field) ((const ProtobufCMessage *)r->field)
+    const struct {
+        const ProtobufCMessage *req;
+        int kind; /* enum entry_kind; -1: a no-op after a restart */
+        unsigned flags;
+    } map[] = {
+        {M(range), -1, 0},
+        {M(authenticate), -1, 0},
+        {M(put), ENTRY_PUT, 0},
+        {M(delete_range), ENTRY_DELETE_RANGE, 0},
+        {M(txn), ENTRY_TXN, 0},
+        {M(compaction), ENTRY_COMPACT, FLAG_INTERNAL},
+        {M(lease_grant), ENTRY_LEASE_GRANT, 0},
+        {M(lease_revoke), ENTRY_LEASE_REVOKE, FLAG_INTERNAL},
+        {M(lease_checkpoint), ENTRY_LEASE_CHECKPOINT, FLAG_INTERNAL},
+        {M(alarm), ENTRY_ALARM, FLAG_INTERNAL},
+        {M(auth_enable), ENTRY_AUTH_ENABLE, 0},
+        {M(auth_disable), ENTRY_AUTH_DISABLE, 0},
+        {M(auth_user_add), ENTRY_AUTH_USER_ADD, 0},
+        {M(auth_user_delete), ENTRY_AUTH_USER_DELETE, 0},
+        {M(auth_user_get), ENTRY_AUTH_USER_GET, 0},
+        {M(auth_user_change_password), ENTRY_AUTH_USER_CHANGE_PASSWORD, 0},
+        {M(auth_user_grant_role), ENTRY_AUTH_USER_GRANT_ROLE, 0},
+        {M(auth_user_revoke_role), ENTRY_AUTH_USER_REVOKE_ROLE, 0},
+        {M(auth_user_list), ENTRY_AUTH_USER_LIST, 0},
+        {M(auth_role_list), ENTRY_AUTH_ROLE_LIST, 0},
+        {M(auth_role_add), ENTRY_AUTH_ROLE_ADD, 0},
+        {M(auth_role_delete), ENTRY_AUTH_ROLE_DELETE, 0},
+        {M(auth_role_get), ENTRY_AUTH_ROLE_GET, 0},
+        {M(auth_role_grant_permission), ENTRY_AUTH_ROLE_GRANT_PERMISSION, 0},
+        {M(auth_role_revoke_permission), ENTRY_AUTH_ROLE_REVOKE_PERMISSION, 0},
+    };
+#undef M
+    const char *refuse = "a request of a kind etcd 3.4 does not write";
+    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]) && rv == 0; i++) {
+        if (map[i].req == NULL)
+            continue;
+        refuse = NULL;
+        if (map[i].kind >= 0)
+            rv = put_entry(b, (enum entry_kind)map[i].kind, map[i].flags, h, map[i].req);
+        break;
     }
-    MAP(auth_user_delete, ENTRY_AUTH_USER_DELETE, 0);
-    MAP(auth_user_get, ENTRY_AUTH_USER_GET, 0);
-    MAP(auth_user_grant_role, ENTRY_AUTH_USER_GRANT_ROLE, 0);
-    MAP(auth_user_revoke_role, ENTRY_AUTH_USER_REVOKE_ROLE, 0);
-    MAP(auth_user_list, ENTRY_AUTH_USER_LIST, 0);
-    MAP(auth_role_list, ENTRY_AUTH_ROLE_LIST, 0);
-    MAP(auth_role_add, ENTRY_AUTH_ROLE_ADD, 0);
-    MAP(auth_role_delete, ENTRY_AUTH_ROLE_DELETE, 0);
-    MAP(auth_role_get, ENTRY_AUTH_ROLE_GET, 0);
-    MAP(auth_role_grant_permission, ENTRY_AUTH_ROLE_GRANT_PERMISSION, 0);
-    MAP(auth_role_revoke_permission, ENTRY_AUTH_ROLE_REVOKE_PERMISSION, 0);
-    else refuse = "a request of a kind etcd 3.4 does not write";
-#undef MAP
+    if (rv != 0)
+        refuse = NULL;
     etcdserverpb__internal_raft_request__free_unpacked(r, NULL);
     if (refuse != NULL)
         return fail(err, cap, -ENOTSUP,
@@ -414,8 +428,8 @@ static int translate(struct conv *c, char *err, size_t cap)
         if (rv != 0)
             return rv;
         if (e->type != ETCDWAL_ENTRY_NORMAL && e->type != ETCDWAL_ENTRY_CONF_CHANGE)
-            return fail(err, cap, QERR_CORRUPT, "entry %" PRIu64 " has unknown type %d",
-                        e->index, e->type);
+            return fail(err, cap, QERR_CORRUPT, "entry %" PRIu64 " has unknown type %d", e->index,
+                        e->type);
         o->data = b->data;
         o->len = b->len;
         c->n_out++;
@@ -449,8 +463,7 @@ static int fill_members(struct conv *c, const char *dbdir, char *err, size_t cap
     s->be = be;
     if ((rv = backend_batch_begin(be)) == 0) {
         for (size_t k = 0; k < (size_t)nv2 + c->n_added && rv == 0; k++) {
-            const struct etcdwal_member *m =
-                k < (size_t)nv2 ? &v2[k] : &c->added[k - (size_t)nv2];
+            const struct etcdwal_member *m = k < (size_t)nv2 ? &v2[k] : &c->added[k - (size_t)nv2];
             struct member_info mi;
             if (server_member_get(s, m->id, &mi) == 0 || server_member_removed(s, m->id))
                 continue;
@@ -488,8 +501,8 @@ static int build_log(struct conv *c, const char *stage, char *err, size_t cap)
         if ((rv = wal_snap_save(stage, &snap)) != 0)
             return fail(err, cap, rv, "cannot write the log's snapshot: %s", q_strerror(rv));
     }
-    struct wal_options wo = {.data_dir = stage, .node_id = st->node_id,
-                             .cluster_id = st->cluster_id};
+    struct wal_options wo = {
+        .data_dir = stage, .node_id = st->node_id, .cluster_id = st->cluster_id};
     struct wal *w = NULL;
     char werr[WAL_ERR_LEN] = "";
     if ((rv = wal_create(&wo, &w, werr, sizeof(werr))) != 0)
@@ -541,8 +554,10 @@ static int convert(const char *member, const char *stage, char *err, size_t cap)
         goto out;
     }
     if (c->st.torn)
-        log_warn("server", "etcd import: etcd's log ends in a torn write (%s): what follows is "
-                 "left out, as etcd's repair would", c->st.torn_at);
+        log_warn("server",
+                 "etcd import: etcd's log ends in a torn write (%s): what follows is "
+                 "left out, as etcd's repair would",
+                 c->st.torn_at);
     snprintf(dbdir, sizeof(dbdir), "%s/member/db", stage);
     snprintf(path, sizeof(path), "%s/snap/db", member);
     struct etcdfmt_db_info *info = calloc(1, sizeof(*info));
@@ -571,11 +586,12 @@ static int convert(const char *member, const char *stage, char *err, size_t cap)
     if (st->commit < c->ci || st->commit > last) {
         rv = fail(err, cap, QERR_CORRUPT,
                   "etcd's log commits index %" PRIu64 ", its entries and store say %" PRIu64
-                  "..%" PRIu64, st->commit, c->ci, last);
+                  "..%" PRIu64,
+                  st->commit, c->ci, last);
         goto out;
     }
-    c->ci_term = c->ci == st->snap.index ? st->snap.term
-                                         : st->entries[c->ci - st->snap.index - 1].term;
+    c->ci_term =
+        c->ci == st->snap.index ? st->snap.term : st->entries[c->ci - st->snap.index - 1].term;
     for (size_t i = 0; i < st->snap.conf.n_voters; i++)
         c->conf.voters[c->conf.n_voters++] = st->snap.conf.voters[i];
     for (size_t i = 0; i < st->snap.conf.n_learners; i++)
@@ -674,8 +690,10 @@ int server_etcd_import(const char *data_dir, char *err, size_t cap)
                     "%s is an etcd member directory, but %s (where quorum keeps etcd's original "
                     "when it converts one) is already there: move it away first",
                     member, orig);
-    log_info("server", "etcd import: %s is an etcd 3.4 member directory; converting it (etcd's "
-             "is kept as %s)", member, orig);
+    log_info("server",
+             "etcd import: %s is an etcd 3.4 member directory; converting it (etcd's "
+             "is kept as %s)",
+             member, orig);
     if ((rv = fs_mkdir_p(stage)) != 0)
         return fail(err, cap, rv, "cannot create %s: %s", stage, strerror(-rv));
     char why[1024] = "";
@@ -684,8 +702,10 @@ int server_etcd_import(const char *data_dir, char *err, size_t cap)
         rv = write_complete(stage);
     if (rv != 0) {
         fs_remove_tree(stage);
-        return fail(err, cap, rv, "cannot start on etcd's data directory %s: %s (nothing was "
-                    "changed)", data_dir, why[0] ? why : q_strerror(rv));
+        return fail(err, cap, rv,
+                    "cannot start on etcd's data directory %s: %s (nothing was "
+                    "changed)",
+                    data_dir, why[0] ? why : q_strerror(rv));
     }
     /* the swap: etcd's aside, then ours in place */
     if ((rv = move(member, orig, data_dir, err, cap)) != 0) {

@@ -50,10 +50,21 @@ static inline int etcd_start(struct etcd_run *r, const char *dir, ...)
     snprintf(purl, sizeof(purl), "http://127.0.0.1:%d", r->pport);
     snprintf(ic, sizeof(ic), "n1=%s", purl);
     snprintf(log, sizeof(log), "%s.log", dir);
-    const char *argv[32] = {"/usr/bin/etcd", "--name", "n1", "--data-dir", dir,
-                            "--listen-client-urls", curl, "--advertise-client-urls", curl,
-                            "--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl,
-                            "--initial-cluster", ic};
+    const char *argv[32] = {"/usr/bin/etcd",
+                            "--name",
+                            "n1",
+                            "--data-dir",
+                            dir,
+                            "--listen-client-urls",
+                            curl,
+                            "--advertise-client-urls",
+                            curl,
+                            "--listen-peer-urls",
+                            purl,
+                            "--initial-advertise-peer-urls",
+                            purl,
+                            "--initial-cluster",
+                            ic};
     int argc = 15;
     va_list ap;
     va_start(ap, dir);
@@ -98,8 +109,8 @@ static inline int etcdctl(const struct etcd_run *r, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(args, sizeof(args), fmt, ap);
     va_end(ap);
-    snprintf(cmd, sizeof(cmd), "ETCDCTL_API=3 /usr/bin/etcdctl --endpoints %s %s >/dev/null",
-             r->ep, args);
+    snprintf(cmd, sizeof(cmd), "ETCDCTL_API=3 /usr/bin/etcdctl --endpoints %s %s >/dev/null", r->ep,
+             args);
     return system(cmd);
 }
 

@@ -62,9 +62,9 @@ static char *etcd_killed(void)
     for (int i = 0; i < 5; i++)
         cr_assert_eq(etcdctl(&r, "put k%02d v%02d", i, i), 0);
     etcd_stop(&r, SIGTERM);
-    cr_assert_eq(etcd_start(&r, dir, "--backend-batch-interval=1h",
-                            "--backend-batch-limit=100000000", NULL),
-                 0, "etcd did not start again");
+    cr_assert_eq(
+        etcd_start(&r, dir, "--backend-batch-interval=1h", "--backend-batch-limit=100000000", NULL),
+        0, "etcd did not start again");
     for (int i = 5; i < 20; i++)
         cr_assert_eq(etcdctl(&r, "put k%02d v%02d", i, i), 0);
     cr_assert_eq(etcdctl(&r, "lease grant 600"), 0);

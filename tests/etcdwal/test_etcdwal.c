@@ -270,8 +270,7 @@ Test(etcdwal, snap_decode_refuses_garbage)
 {
     struct etcdwal_snap s;
     char err[256];
-    cr_assert_eq(etcdwal_snap_decode((const uint8_t *)"", 0, &s, err, sizeof(err)),
-                 QERR_CORRUPT);
+    cr_assert_eq(etcdwal_snap_decode((const uint8_t *)"", 0, &s, err, sizeof(err)), QERR_CORRUPT);
     /* field 1 crc = 5, field 2 data = "x": CRC mismatch */
     const uint8_t bad[] = {0x08, 0x05, 0x12, 0x01, 'x'};
     cr_assert_eq(etcdwal_snap_decode(bad, sizeof(bad), &s, err, sizeof(err)), QERR_CORRUPT);
