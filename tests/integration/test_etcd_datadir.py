@@ -3,7 +3,9 @@ docs/migrate.md): etcd stopped under a write load (SIGTERM, then kill -9),
 quorum started on its data dir with the same flags: every acknowledged
 write is there at its revision, a watch from before the switch resumes
 without a gap, etcd's original is kept beside as member.etcd. A corrupted
-etcd WAL is refused and nothing changes. A stopped three-member etcd
+etcd WAL is refused and nothing changes; the states a kill -9 in the middle
+of a conversion leaves are finished or redone; a dir made by `etcdctl
+snapshot restore` converts too. A stopped three-member etcd
 cluster converts member by member into one quorum cluster: the same
 members, keys and revisions, and writes work."""
 import hashlib
@@ -154,6 +156,11 @@ class SingleMember(unittest.TestCase):
             load = Load(e.endpoint)
             load.start()
             harness.wait_for(lambda: len(load.acked) >= 300, timeout=60, what="300 puts")
+            if corrupt_copy:
+                # an etcd snapshot taken under the load, for the restore case
+                snap = os.path.join(e.tmp, "snap.db")
+                before_snap = list(load.acked)
+                e.etcdctl("snapshot", "save", snap)
             e.kill(sig)          # etcd stops under the load
             load.halt.set()
             load.join(20)
@@ -162,6 +169,7 @@ class SingleMember(unittest.TestCase):
             member = os.path.join(e.data_dir, "member")
             if corrupt_copy:
                 self.refuses_corrupt(e)
+                self.restored(e, snap, before_snap)
                 self.crash_states(e, load.acked[-1])
             before = tree_digest(member)
 
@@ -261,6 +269,29 @@ class SingleMember(unittest.TestCase):
         self.assertEqual(tree_digest(bad), before)
         self.assertEqual(sorted(os.listdir(bad)), ["member"])
         shutil.rmtree(bad)
+
+    def restored(self, e, snap, acked):
+        """What `etcdctl snapshot restore` makes of an etcd snapshot is an
+        etcd member dir too: quorum starts on it, every write acknowledged
+        before the snapshot was taken at its revision."""
+        d = e.data_dir + ".restored"
+        purl = "http://127.0.0.1:%d" % e.peer_port
+        subprocess.run(["etcdctl", "snapshot", "restore", snap, "--data-dir", d,
+                        "--name", e.name, "--initial-cluster", "%s=%s" % (e.name, purl),
+                        "--initial-advertise-peer-urls", purl],
+                       check=True, capture_output=True, env=dict(os.environ, ETCDCTL_API="3"))
+        q = self.run_quorum(e, d, "restored")
+        try:
+            chan = grpc.insecure_channel(q.endpoint)
+            kv = rpc_pb2_grpc.KVStub(chan)
+            for k, v, rev in acked:
+                r = kv.Range(rpc_pb2.RangeRequest(key=k), timeout=10)
+                self.assertEqual((r.kvs[0].value, r.kvs[0].mod_revision), (v, rev), k)
+            chan.close()
+        finally:
+            q.kill()
+        self.assertTrue(os.path.isdir(os.path.join(d, "member.etcd")))
+        shutil.rmtree(d)
 
     def run_quorum(self, e, data_dir, tag):
         """quorum with |e|'s flags on |data_dir| until healthy; the Server."""
