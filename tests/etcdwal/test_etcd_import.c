@@ -19,6 +19,7 @@
 #include "server/etcd_import.h"
 #include "server/server_int.h"
 #include "wal/wal.h"
+#include "walgen.h"
 
 static char *tmp_make(void)
 {
@@ -186,4 +187,93 @@ Test(etcd_import, refuses_to_overwrite_a_kept_original)
     cr_assert(etcdwal_is_etcd(member), "etcd's member is still there");
     cr_assert(!exists(data, "member.etcd-import"));
     tmp_remove(t);
+}
+
+/* digest: a fingerprint of every file under |dir| (names, sizes,
+ * contents), to show nothing changed */
+static unsigned long long fp_acc;
+static int fp_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)ftw;
+    for (const char *c = p; *c; c++)
+        fp_acc = fp_acc * 131 + (unsigned char)*c;
+    if (flag == FTW_F) {
+        FILE *f = fopen(p, "rb");
+        int ch;
+        while (f != NULL && (ch = fgetc(f)) != EOF)
+            fp_acc = fp_acc * 131 + (unsigned)ch;
+        if (f != NULL)
+            fclose(f);
+        fp_acc += (unsigned long long)sb->st_size;
+    }
+    return 0;
+}
+
+static unsigned long long digest(const char *dir)
+{
+    fp_acc = 0;
+    nftw(dir, fp_one, 16, FTW_PHYS);
+    return fp_acc;
+}
+
+/* An etcd member dir whose log, after what etcd wrote, ends in an entry of
+ * |type| with |bad| as data: the conversion is refused with |want| in its
+ * reason, and nothing is changed. */
+static void refused(int type, const uint8_t *bad, size_t n, const char *want)
+{
+    char *t = tmp_make();
+    char dir[600], member[700], seg[900], err[1024] = "";
+    snprintf(dir, sizeof(dir), "%s/d", t);
+    snprintf(member, sizeof(member), "%s/member", dir);
+    struct etcd_run r;
+    cr_assert_eq(etcd_start(&r, dir, NULL), 0, "etcd did not start");
+    cr_assert_eq(etcdctl(&r, "put k v"), 0);
+    etcd_stop(&r, SIGTERM);
+    struct etcdwal_state es;
+    cr_assert_eq(etcdwal_read(member, &es, err, sizeof(err)), 0, "%s", err);
+    uint64_t last = es.entries[es.n_entries - 1].index;
+    /* the same log by hand (ids, terms; the entries after the first
+     * empty), and one more entry */
+    struct walgen g = {0};
+    walgen_record(&g, ETCDWAL_REC_CRC, NULL, 0);
+    walgen_meta(&g, es.node_id, es.cluster_id);
+    walgen_snap(&g, 0, 0);
+    walgen_add_node(&g, es.entries[0].term, 1, es.node_id, "http://127.0.0.1:1");
+    for (uint64_t i = 2; i <= last; i++)
+        walgen_entry(&g, es.entries[i - 1].term, i, 0, NULL, 0);
+    walgen_entry(&g, es.term, last + 1, type, bad, n);
+    walgen_state(&g, es.term, es.vote, last + 1);
+    etcdwal_state_free(&es);
+    snprintf(seg, sizeof(seg), "%s/wal/0000000000000000-0000000000000000.wal", member);
+    cr_assert_eq(walgen_write(&g, seg), 0);
+    free(g.p);
+
+    unsigned long long before = digest(dir);
+    int rv = server_etcd_import(dir, err, sizeof(err));
+    cr_assert_lt(rv, 0);
+    cr_assert_neq(strstr(err, want), NULL, "%s", err);
+    cr_assert_neq(strstr(err, "nothing was changed"), NULL, "%s", err);
+    cr_assert_eq(digest(dir), before, "the etcd dir changed");
+    cr_assert(!exists(dir, "member.etcd"));
+    cr_assert(!exists(dir, "member.etcd-import"));
+    tmp_remove(t);
+}
+
+Test(etcd_import, refuses_a_conf_change_v2)
+{
+    const uint8_t cc2[] = {0x08, 0x01}; /* ConfChangeV2{transition: 1} */
+    refused(ETCDWAL_ENTRY_CONF_CHANGE_V2, cc2, sizeof(cc2), "ConfChangeV2");
+}
+
+Test(etcd_import, refuses_a_request_of_no_known_kind)
+{
+    /* header {ID: 1} and field 1300 (3.5's cluster_version_set), empty */
+    const uint8_t req[] = {0xa2, 0x06, 0x02, 0x08, 0x01, 0xa2, 0x51, 0x00};
+    refused(ETCDWAL_ENTRY_NORMAL, req, sizeof(req), "a request of a kind etcd 3.4 does not write");
+}
+
+Test(etcd_import, refuses_an_entry_that_does_not_decode)
+{
+    const uint8_t junk[] = {0xff, 0xff, 0xff};
+    refused(ETCDWAL_ENTRY_NORMAL, junk, sizeof(junk), "does not decode");
 }

@@ -17,6 +17,7 @@
 #include "raft_internal.pb-c.h"
 #include "raftpb.pb-c.h"
 #include "wal/wal.h"
+#include "walgen.h"
 
 static char *tmp_make(void)
 {
@@ -328,4 +329,106 @@ Test(etcdwal, reads_across_segments, .timeout = 120)
     free(k);
     etcdwal_state_free(&st);
     tmp_remove(t);
+}
+
+/* ---- hand-made segments: ReadAll's rules ---- */
+
+/* gen_dir: <t>/member/wal/<name> holding |g| (freed); the member dir in
+ * |member| */
+static void gen_dir(const char *t, const char *name, struct walgen *g, char *member, size_t cap)
+{
+    char dir[700], path[900];
+    snprintf(member, cap, "%s/member", t);
+    snprintf(dir, sizeof(dir), "%s/wal", member);
+    mkdir(member, 0700);
+    mkdir(dir, 0700);
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    cr_assert_eq(walgen_write(g, path), 0);
+    free(g->p);
+    memset(g, 0, sizeof(*g));
+}
+
+static struct walgen gen_start(void)
+{
+    struct walgen g = {0};
+    walgen_record(&g, ETCDWAL_REC_CRC, NULL, 0);
+    walgen_meta(&g, 7, 9);
+    walgen_snap(&g, 0, 0);
+    return g;
+}
+
+#define SEG0 "0000000000000000-0000000000000000.wal"
+
+Test(etcdwal_gen, a_later_entry_overwrites_the_tail)
+{
+    char *t = tmp_make(), member[600], err[ETCDWAL_ERR_LEN] = "";
+    struct walgen g = gen_start();
+    walgen_add_node(&g, 1, 1, 7, "http://127.0.0.1:1");
+    walgen_entry(&g, 1, 2, 0, (const uint8_t *)"a", 1);
+    walgen_entry(&g, 1, 3, 0, (const uint8_t *)"b", 1);
+    walgen_entry(&g, 1, 4, 0, (const uint8_t *)"c", 1);
+    walgen_state(&g, 1, 7, 2);
+    walgen_entry(&g, 2, 3, 0, (const uint8_t *)"B", 1); /* a new leader's */
+    walgen_state(&g, 2, 0, 3);
+    gen_dir(t, SEG0, &g, member, sizeof(member));
+    struct etcdwal_state st;
+    cr_assert_eq(etcdwal_read(member, &st, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(st.node_id, 7);
+    cr_assert_eq(st.cluster_id, 9);
+    cr_assert_eq(st.n_entries, 3);
+    cr_assert_eq(st.entries[2].index, 3);
+    cr_assert_eq(st.entries[2].term, 2);
+    cr_assert_eq(st.entries[2].data[0], 'B');
+    cr_assert_eq(st.term, 2);
+    cr_assert_eq(st.commit, 3);
+    etcdwal_state_free(&st);
+    tmp_remove(t);
+}
+
+Test(etcdwal_gen, refusals)
+{
+    char member[600], err[ETCDWAL_ERR_LEN];
+    struct etcdwal_state st;
+    struct {
+        const char *what, *want;
+    } cases[] = {
+        {"gap", "a gap in the log"},   {"metadata", "ErrMetadataConflict"},
+        {"type", "unexpected type 9"}, {"nosnap", "ErrSnapshotNotFound"},
+        {"crc", "crc record"},         {"seq", "sequence numbers"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *t = tmp_make();
+        struct walgen g = {0};
+        if (strcmp(cases[i].what, "nosnap") == 0) {
+            walgen_record(&g, ETCDWAL_REC_CRC, NULL, 0);
+            walgen_meta(&g, 7, 9);
+        } else {
+            g = gen_start();
+        }
+        walgen_entry(&g, 1, 1, 0, NULL, 0);
+        if (strcmp(cases[i].what, "gap") == 0)
+            walgen_entry(&g, 1, 3, 0, NULL, 0);
+        if (strcmp(cases[i].what, "metadata") == 0)
+            walgen_meta(&g, 8, 9);
+        if (strcmp(cases[i].what, "type") == 0)
+            walgen_record(&g, 9, (const uint8_t *)"x", 1);
+        gen_dir(t, SEG0, &g, member, sizeof(member));
+        if (strcmp(cases[i].what, "crc") == 0 || strcmp(cases[i].what, "seq") == 0) {
+            /* a second segment whose crc record does not restate the chain,
+             * or that skips a sequence number */
+            struct walgen g2 = {.crc = 0x12345678};
+            walgen_record(&g2, ETCDWAL_REC_CRC, NULL, 0);
+            walgen_meta(&g2, 7, 9);
+            gen_dir(t,
+                    strcmp(cases[i].what, "crc") == 0 ? "0000000000000001-0000000000000002.wal"
+                                                      : "0000000000000002-0000000000000002.wal",
+                    &g2, member, sizeof(member));
+        }
+        err[0] = '\0';
+        cr_assert_eq(etcdwal_read(member, &st, err, sizeof(err)), QERR_CORRUPT, "%s",
+                     cases[i].what);
+        cr_assert_neq(strstr(err, cases[i].want), NULL, "%s: %s", cases[i].what, err);
+        cr_assert_eq(st.n_entries, 0);
+        tmp_remove(t);
+    }
 }
