@@ -216,10 +216,13 @@ static unsigned long long digest(const char *dir)
     return fp_acc;
 }
 
-/* An etcd member dir whose log, after what etcd wrote, ends in an entry of
- * |type| with |bad| as data: the conversion is refused with |want| in its
- * reason, and nothing is changed. */
-static void refused(int type, const uint8_t *bad, size_t n, const char *want)
+/* An etcd member dir (etcd wrote it: one put, stopped) whose log is
+ * rewritten by hand: the same ids and terms, the entries after the first
+ * empty, then |more| adds entries from index last + 1 on (its return: the
+ * last index written). The data dir is returned; *node the member id. */
+typedef uint64_t (*more_fn)(struct walgen *g, uint64_t term, uint64_t next, uint64_t node,
+                            void *arg);
+static char *handmade(more_fn more, void *arg, uint64_t *node)
 {
     char *t = tmp_make();
     char dir[600], member[700], seg[900], err[1024] = "";
@@ -232,8 +235,6 @@ static void refused(int type, const uint8_t *bad, size_t n, const char *want)
     struct etcdwal_state es;
     cr_assert_eq(etcdwal_read(member, &es, err, sizeof(err)), 0, "%s", err);
     uint64_t last = es.entries[es.n_entries - 1].index;
-    /* the same log by hand (ids, terms; the entries after the first
-     * empty), and one more entry */
     struct walgen g = {0};
     walgen_record(&g, ETCDWAL_REC_CRC, NULL, 0);
     walgen_meta(&g, es.node_id, es.cluster_id);
@@ -241,13 +242,39 @@ static void refused(int type, const uint8_t *bad, size_t n, const char *want)
     walgen_add_node(&g, es.entries[0].term, 1, es.node_id, "http://127.0.0.1:1");
     for (uint64_t i = 2; i <= last; i++)
         walgen_entry(&g, es.entries[i - 1].term, i, 0, NULL, 0);
-    walgen_entry(&g, es.term, last + 1, type, bad, n);
-    walgen_state(&g, es.term, es.vote, last + 1);
+    uint64_t end = more(&g, es.term, last + 1, es.node_id, arg);
+    walgen_state(&g, es.term, es.vote, end);
+    *node = es.node_id;
     etcdwal_state_free(&es);
     snprintf(seg, sizeof(seg), "%s/wal/0000000000000000-0000000000000000.wal", member);
     cr_assert_eq(walgen_write(&g, seg), 0);
     free(g.p);
+    return t;
+}
 
+struct bad_entry {
+    int type;
+    const uint8_t *data;
+    size_t n;
+};
+
+static uint64_t more_bad(struct walgen *g, uint64_t term, uint64_t next, uint64_t node, void *arg)
+{
+    (void)node;
+    const struct bad_entry *b = arg;
+    walgen_entry(g, term, next, b->type, b->data, b->n);
+    return next;
+}
+
+/* The log ends in an entry of |type| with |bad| as data: the conversion
+ * is refused with |want| in its reason, and nothing is changed. */
+static void refused(int type, const uint8_t *bad, size_t n, const char *want)
+{
+    struct bad_entry be = {type, bad, n};
+    uint64_t node;
+    char *t = handmade(more_bad, &be, &node);
+    char dir[600], err[1024] = "";
+    snprintf(dir, sizeof(dir), "%s/d", t);
     unsigned long long before = digest(dir);
     int rv = server_etcd_import(dir, err, sizeof(err));
     cr_assert_lt(rv, 0);
@@ -256,6 +283,65 @@ static void refused(int type, const uint8_t *bad, size_t n, const char *want)
     cr_assert_eq(digest(dir), before, "the etcd dir changed");
     cr_assert(!exists(dir, "member.etcd"));
     cr_assert(!exists(dir, "member.etcd-import"));
+    tmp_remove(t);
+}
+
+static uint64_t more_conf(struct walgen *g, uint64_t term, uint64_t next, uint64_t node, void *arg)
+{
+    (void)arg, (void)node;
+    walgen_add_node(g, term, next, 0x1234, "http://127.0.0.1:7"); /* a member added */
+    Raftpb__ConfChange cc = RAFTPB__CONF_CHANGE__INIT;
+    cc.has_type = cc.has_nodeid = cc.has_context = 1;
+    const char *ctx = "{\"id\":4660,\"peerURLs\":[\"http://127.0.0.1:8\"]}";
+    cc.type = RAFTPB__CONF_CHANGE_TYPE__ConfChangeUpdateNode; /* its URL changed */
+    cc.nodeid = 0x1234;
+    cc.context.data = (uint8_t *)ctx;
+    cc.context.len = strlen(ctx);
+    uint8_t b[256];
+    walgen_entry(g, term, next + 1, 1, b, raftpb__conf_change__pack(&cc, b));
+    cc.type = RAFTPB__CONF_CHANGE_TYPE__ConfChangeRemoveNode; /* and removed */
+    cc.has_context = 0;
+    walgen_entry(g, term, next + 2, 1, b, raftpb__conf_change__pack(&cc, b));
+    return next + 2;
+}
+
+Test(etcd_import, translates_conf_changes)
+{
+    uint64_t node;
+    char *t = handmade(more_conf, NULL, &node);
+    char dir[600], err[1024] = "";
+    snprintf(dir, sizeof(dir), "%s/d", t);
+    cr_assert_eq(server_etcd_import(dir, err, sizeof(err)), 0, "%s", err);
+    struct wal_options wo = {.data_dir = dir};
+    struct wal *w = NULL;
+    struct wal_state st;
+    char werr[WAL_ERR_LEN] = "";
+    cr_assert_eq(wal_open(&wo, &w, &st, werr, sizeof(werr)), 0, "%s", werr);
+    cr_assert_geq(st.n_entries, 3);
+    const struct raft_entry *e = &st.entries[st.n_entries - 3];
+    struct raft_membership m;
+    cr_assert_eq(e->type, RAFT_ENTRY_CONF);
+    cr_assert_eq(raft_membership_decode(e->data, e->len, &m), 0);
+    cr_assert_eq(m.n_voters, 2);
+    cr_assert(raft_membership_is_voter(&m, node));
+    cr_assert(raft_membership_is_voter(&m, 0x1234));
+    e++; /* the update: a member entry with the new URL */
+    cr_assert_eq(e->type, RAFT_ENTRY_NORMAL);
+    cr_assert_eq(((const uint8_t *)e->data)[0], ENTRY_MEMBER);
+    Etcdserverpb__Member *pm =
+        etcdserverpb__member__unpack(NULL, e->len - 18, (const uint8_t *)e->data + 18);
+    cr_assert_not_null(pm);
+    cr_assert_eq(pm->id, 0x1234);
+    cr_assert_eq(pm->n_peerurls, 1);
+    cr_assert_str_eq(pm->peerurls[0], "http://127.0.0.1:8");
+    etcdserverpb__member__free_unpacked(pm, NULL);
+    e++;
+    cr_assert_eq(e->type, RAFT_ENTRY_CONF);
+    cr_assert_eq(raft_membership_decode(e->data, e->len, &m), 0);
+    cr_assert_eq(m.n_voters, 1);
+    cr_assert_eq(m.voters[0], node);
+    wal_state_free(&st);
+    wal_close(w);
     tmp_remove(t);
 }
 
