@@ -667,14 +667,14 @@ int server_etcd_import(const char *data_dir, char *err, size_t cap)
     snprintf(smember, sizeof(smember), "%s/member", stage);
     int rv;
     /* a conversion that stopped between its two renames */
+    if (!exists(member) && exists(done) && exists(smember)) {
+        if ((rv = move(smember, member, data_dir, err, cap)) != 0)
+            return rv;
+        log_info("server", "etcd import: finished the conversion an earlier start began");
+        fs_remove_tree(stage);
+        return 0;
+    }
     if (!exists(member) && exists(orig)) {
-        if (exists(done) && exists(smember)) {
-            if ((rv = move(smember, member, data_dir, err, cap)) != 0)
-                return rv;
-            log_info("server", "etcd import: finished the conversion an earlier start began");
-            fs_remove_tree(stage);
-            return 0;
-        }
         if (!is_etcd_member(orig))
             return 0; /* not ours to touch */
         if ((rv = move(orig, member, data_dir, err, cap)) != 0)
