@@ -1,17 +1,19 @@
 #!/usr/bin/python3
-"""Snapshots in etcd's backup format, both ways, single members.
+"""Snapshots in etcd's backup format, both ways, three-member clusters.
 
-etcd 3.4 (one member) gets keys with history, a compaction, leases with
+etcd 3.4 (three members) gets keys with history, a compaction, leases with
 keys and without, a user and a role; `etcdctl snapshot save` writes its
 snapshot. `quorumctl snapshot status` must print what `etcdctl snapshot
 status` prints for it (-w json and -w table); `quorumctl snapshot restore`
-makes a quorum member of it, which must answer as etcd did: every key at
+makes a three-member quorum cluster of it, each member of which must answer
+as etcd did: every key at
 every revision from the compaction to the current one, the compaction
 (a Range below it fails "required revision has been compacted"), every
 lease's granted TTL and keys, users and roles. Then back: `etcdctl snapshot
 save` against quorum, the status of that file equal from both tools,
-`etcdctl snapshot restore` and an etcd started on it (same name and ports
-as the quorum member) answer the same again, members included.
+`etcdctl snapshot restore` and an etcd cluster started on it (the quorum
+members' names, ports and token) answer the same again, members (ids
+derived as etcd does) included.
 
 Refusals: a truncated, a corrupted, a random and an LMDB file are refused by
 quorumctl's restore with etcdctl's error text, and the data dir is not
@@ -26,7 +28,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import Server  # noqa: E402
+from cluster import Cluster  # noqa: E402
 from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc  # noqa: E402
 
 QCTL = harness.built_binary("QUORUMCTL_BIN", "tools", "quorumctl", "quorumctl")
@@ -63,8 +65,9 @@ def error_line(stderr):
     return None
 
 
-def load(s):
-    """Writes the data set into etcd |s|; returns the compaction revision."""
+def load(s, cluster):
+    """Writes the data set into etcd |s| (a member of |cluster|); returns the
+    compaction revision."""
     c = s.client()
     for i in range(60):
         c.put("k%02d" % (i % 20), "v%d" % i)
@@ -80,10 +83,10 @@ def load(s):
     for i in range(10):
         c.put("k%02d" % i, "after-%d" % i)
     c.delete("k09")
-    s.etcdctl("user", "add", "alice:secret")
-    s.etcdctl("role", "add", "r1")
-    s.etcdctl("role", "grant-permission", "r1", "readwrite", "k", "--prefix")
-    s.etcdctl("user", "grant-role", "alice", "r1")
+    cluster.etcdctl(0, "user", "add", "alice:secret")
+    cluster.etcdctl(0, "role", "add", "r1")
+    cluster.etcdctl(0, "role", "grant-permission", "r1", "readwrite", "k", "--prefix")
+    cluster.etcdctl(0, "user", "grant-role", "alice", "r1")
     return compact
 
 
@@ -155,6 +158,8 @@ def refusals(tmp, snap, lmdb):
         data = f.read()
     bad = {
         "truncated": data[:len(data) // 2],
+        # cut where a digest would end: the last 32 bytes are taken for one
+        "truncated-at-page": data[:3 * 4096 + 32],
         "corrupted": data[:len(data) // 2] + bytes([data[len(data) // 2] ^ 0x40])
         + data[len(data) // 2 + 1:],
         "random": random.Random(7).randbytes(20000),
@@ -202,44 +207,71 @@ def refusals(tmp, snap, lmdb):
     print("existing data dir: %s, unchanged" % error_line(r.stderr))
 
 
+class Endpoint:
+    """A client of one member of a Cluster, as state() wants it."""
+
+    def __init__(self, port):
+        self.port = port
+
+    def client(self):
+        import etcd3
+        return etcd3.client(host="127.0.0.1", port=self.port, timeout=10)
+
+
+def restore_all(tool, snap, cluster, ports_of=None):
+    """Restores |snap| into every member's data dir of |cluster| with |tool|
+    (quorumctl or etcdctl), with the cluster's names, URLs and token."""
+    for m in cluster.members:
+        if tool == "quorumctl":
+            qctl("snapshot", "restore", snap, "--name", m.name, "--data-dir", m.data_dir)
+        else:
+            etcdctl("snapshot", "restore", snap, "--name", m.name, "--data-dir", m.data_dir,
+                    "--initial-cluster", m.initial_cluster, "--initial-cluster-token", m.token,
+                    "--initial-advertise-peer-urls", m.peer_url)
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="quorum-snapshot-etcd-")
     s1, s2 = os.path.join(tmp, "etcd.db"), os.path.join(tmp, "quorum.db")
     try:
-        with Server("etcd", name="src") as e1:
-            compact = load(e1)
-            e1.etcdctl("snapshot", "save", s1)
-            want = state(e1, compact)
-        print("etcd: revision %d, compacted at %d, snapshot %d bytes"
+        with Cluster("etcd") as src:
+            compact = load(Endpoint(src.members[0].client_port), src)
+            src.etcdctl(1, "snapshot", "save", s1)
+            want = state(Endpoint(src.members[1].client_port), compact)
+        print("etcd (3 members): revision %d, compacted at %d, snapshot %d bytes"
               % (want["current"], compact, os.path.getsize(s1)))
         same_status(s1, "etcd's snapshot")
 
-        q = Server("quorum", name="m1")
+        q = Cluster("quorum")
         try:
-            qctl("snapshot", "restore", s1, "--name", "m1", "--data-dir", q.data_dir)
+            restore_all("quorumctl", s1, q)
             q.start()
-            got = state(q, compact)
-            compare(got, want, "quorum restored from etcd's snapshot")
-            check(len(got["members"]) == 1 and got["members"][0][1] == "m1",
+            got = None
+            for m in q.members:
+                got = state(Endpoint(m.client_port), compact)
+                compare(got, want, "quorum %s restored from etcd's snapshot" % m.name)
+            check(len(got["members"]) == 3 and [x[1] for x in got["members"]] != [],
                   "quorum's members: %s" % got["members"])
-            q.etcdctl("snapshot", "save", s2)
+            q.etcdctl(2, "snapshot", "save", s2)
             same_status(s2, "quorum's snapshot")
             q.stop()
             lmdb = os.path.join(tmp, "data.mdb")
-            shutil.copy(os.path.join(q.data_dir, "member", "db", "data.mdb"), lmdb)
+            shutil.copy(os.path.join(q.members[0].data_dir, "member", "db", "data.mdb"), lmdb)
 
-            e2 = Server("etcd", name="m1")
-            e2.client_port, e2.peer_port = q.client_port, q.peer_port
-            purl = "http://127.0.0.1:%d" % e2.peer_port
+            # etcd on quorum's names, URLs and token: the same member ids
+            e2 = Cluster("etcd")
             try:
-                etcdctl("snapshot", "restore", s2, "--name", "m1", "--data-dir", e2.data_dir,
-                        "--initial-cluster", "m1=" + purl, "--initial-advertise-peer-urls", purl)
+                for em, qm in zip(e2.members, q.members):
+                    em.client_port, em.peer_port = qm.client_port, qm.peer_port
+                    em.initial_cluster = qm.initial_cluster
+                restore_all("etcdctl", s2, e2)
                 e2.start()
-                back = state(e2, compact)
-                compare(back, want, "etcd restored from quorum's snapshot")
-                check(back["members"] == got["members"], "members: etcd %s, quorum %s"
-                      % (back["members"], got["members"]))
-                print("members equal: %s" % back["members"])
+                for m in e2.members:
+                    back = state(Endpoint(m.client_port), compact)
+                    compare(back, want, "etcd %s restored from quorum's snapshot" % m.name)
+                    check(back["members"] == got["members"], "members: etcd %s, quorum %s"
+                          % (back["members"], got["members"]))
+                print("members equal: %s" % [(hex(x[0]), x[1]) for x in back["members"]])
             finally:
                 e2.cleanup()
         finally:
