@@ -4,7 +4,7 @@
 etcd 3.4 (three members) gets keys with history, a compaction, leases with
 keys and without, a user and a role; `etcdctl snapshot save` writes its
 snapshot. `quorumctl snapshot status` must print what `etcdctl snapshot
-status` prints for it (-w json and -w table); `quorumctl snapshot restore`
+status` prints for it (-w json, table, simple and fields); `quorumctl snapshot restore`
 makes a three-member quorum cluster of it, each member of which must answer
 as etcd did: every key at
 every revision from the compaction to the current one, the compaction
@@ -146,11 +146,14 @@ def compare(got, want, who):
 
 
 def same_status(path, who):
-    for fmt in ("json", "table"):
+    out = {}
+    for fmt in ("json", "table", "simple", "fields"):
         a = etcdctl("snapshot", "status", path, "-w", fmt).stdout
-        b = qctl("snapshot", "status", path, "-w", fmt).stdout
-        check(a == b, "%s: snapshot status -w %s: quorumctl %r, etcdctl %r" % (who, fmt, b, a))
-    print("%s: snapshot status equal: %s" % (who, a.strip().splitlines()[3]))
+        out[fmt] = qctl("snapshot", "status", path, "-w", fmt).stdout
+        check(a == out[fmt], "%s: snapshot status -w %s: quorumctl %r, etcdctl %r"
+              % (who, fmt, out[fmt], a))
+    print("%s: snapshot status equal (json, table, simple, fields): %s"
+          % (who, out["json"].strip()))
 
 
 def refusals(tmp, snap, lmdb):
