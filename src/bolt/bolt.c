@@ -368,7 +368,7 @@ int bolt_cursor_next(bolt_cursor *c, struct bolt_item *it)
         const uint8_t *k = f->page + eoff + pos;
         if (c->started) {
             size_t n = ks < c->last_len ? ks : c->last_len;
-            int cmp = memcmp(c->last_key, k, n);
+            int cmp = n ? memcmp(c->last_key, k, n) : 0;
             if (cmp > 0 || (cmp == 0 && c->last_len >= ks))
                 return fail(c->err, c->errlen, "keys out of order");
         }

@@ -405,7 +405,10 @@ int etcdfmt_db_import(const char *bolt_path, const char *store_dir, struct etcdf
         goto out_dir;
     }
     backend *be = NULL;
-    struct backend_options bo = {.dir = tmp, .no_sync = true};
+    /* LMDB's map: 8 GiB, or room for four times the db when that is more */
+    uint64_t want_map = 4 * bolt_size(db);
+    struct backend_options bo = {.dir = tmp, .no_sync = true,
+                                 .map_size = want_map > (8ull << 30) ? (size_t)want_map : 0};
     if ((rv = backend_open(&bo, &be)) != 0) {
         errf(err, errlen, rv, "opening a store in %s: %s", tmp, q_strerror(rv));
         goto out_tmp;

@@ -2,12 +2,13 @@
  * HashKV, Hash, Alarm, Defragment and Snapshot; MoveLeader is in
  * members.c.
  *
- * Snapshot: a worker thread copies the environment (mdb_env_copyfd2 in one
- * LMDB read transaction, so writers go on) into an unlinked temp file in
- * the data dir; the loop then streams it in 32 KiB messages with
- * remaining_bytes, and last a message with the 32-byte SHA-256 of the bytes
- * sent, as etcd 3.4 does (no response header, as 3.4). The file is LMDB's format, not bbolt's:
- * `etcdctl snapshot save` stores it, `etcdctl snapshot status/restore` cannot read it.
+ * Snapshot: a worker thread writes the store as etcd 3.4's backup format,
+ * a bbolt file with etcd's buckets (etcdfmt_db_export, from one LMDB read
+ * transaction, so writers go on), into an unlinked temp file in the data
+ * dir; the loop then streams it in 32 KiB messages with remaining_bytes,
+ * and last a message with the 32-byte SHA-256 of the bytes sent, as etcd
+ * 3.4 does (no response header, as 3.4). `etcdctl snapshot save` stores
+ * it; `etcdctl snapshot status/restore` and quorumctl's read it.
  *
  * Defragment: online; see the section below. */
 #include "server/server_int.h"
@@ -27,6 +28,7 @@
 #include "base/log.h"
 #include "base/sha256.h"
 #include "base/version.h"
+#include "etcdfmt/etcdfmt.h"
 
 
 #define SNAPSHOT_CHUNK (32 * 1024)         /* etcd's snapshotSendBufferSize */
@@ -568,12 +570,14 @@ void server_defrag_detach(struct server *s)
 struct snap {
     qcall *call; /* NULL once the client went away */
     struct server *s;
-    MDB_env *env;
     uv_work_t work;
+    struct etcdfmt_export_opts opts;
+    uint64_t learners[RAFT_MAX_MEMBERS];
+    char errtext[256];
     uv_timer_t timer; /* retries while the call's output is backed up */
     bool timer_inited, working;
     int fd;
-    int err; /* worker's result: 0 or an LMDB/errno code */
+    int err; /* worker's result: 0 or quorum's code (errtext says more) */
     uint64_t total, sent;
     uint64_t t0; /* etcd_disk_backend_snapshot_duration_seconds: copy and send */
     struct sha256 sha;
@@ -599,7 +603,8 @@ static void snap_free(struct snap *st)
 static void snap_copy(uv_work_t *w)
 {
     struct snap *st = w->data;
-    st->err = mdb_env_copyfd2(st->env, st->fd, 0);
+    st->err = etcdfmt_db_export(st->s->be, st->fd, &st->opts, NULL, NULL, st->errtext,
+                                sizeof(st->errtext));
     server_copy_end();
 }
 
@@ -666,8 +671,8 @@ static void snap_copied(uv_work_t *w, int status)
     }
     off_t end = st->err == 0 ? lseek(st->fd, 0, SEEK_END) : -1;
     if (status != 0 || st->err != 0 || end < 0) {
-        log_error("maintenance", "snapshot: copying the database failed: %s",
-                  st->err ? mdb_strerror(st->err) : strerror(errno));
+        log_error("maintenance", "snapshot: writing the database failed: %s",
+                  st->err ? st->errtext : strerror(errno));
         server_reply_error(st->call, QERR_STORAGE);
         qcall_set_data(st->call, NULL);
         snap_free(st);
@@ -713,7 +718,14 @@ static void on_snapshot(qcall *call, const uint8_t *msg, size_t len)
     st->s = s;
     st->t0 = metrics_now_ns();
     server_flush(s); /* the copy is of committed state: make it current */
-    st->env = backend_env(s->be);
+    /* who is a learner is Raft's to say, not the members database's */
+    if (s->raft != NULL) {
+        const struct raft_membership *m = raft_get_membership(s->raft);
+        for (uint32_t i = 0; i < m->n_learners && i < RAFT_MAX_MEMBERS; i++)
+            st->learners[i] = m->learners[i];
+        st->opts.learners = st->learners;
+        st->opts.n_learners = m->n_learners < RAFT_MAX_MEMBERS ? m->n_learners : RAFT_MAX_MEMBERS;
+    }
     sha256_init(&st->sha);
     st->work.data = st;
     server_copy_begin();

@@ -240,3 +240,124 @@ Test(etcdfmt, refusals_leave_nothing)
     cr_assert_eq(atoi(out), 0, "an existing store dir stays empty: %s", out);
     cr_assert_eq(etcdfmt_db_import("/nonexistent/x.db", store, NULL, err, sizeof(err)), -ENOENT);
 }
+
+static void put_rev(uint8_t *k, uint64_t main)
+{
+    memset(k, 0, 17);
+    for (int i = 0; i < 8; i++)
+        k[i] = (uint8_t)(main >> (56 - 8 * i));
+    k[8] = '_';
+}
+
+/* get_item finds |key| in bucket |bucket| of a bbolt file: its value. */
+static bool get_item(bolt_db *db, const char *bucket, const void *key, size_t kl, char *val,
+                     size_t *vl)
+{
+    struct bolt_bucket root = bolt_root(db), b;
+    char err[256];
+    if (bolt_bucket_get(db, &root, bucket, strlen(bucket), &b, err, sizeof(err)) != 0)
+        return false;
+    bolt_cursor c;
+    cr_assert_eq(bolt_cursor_open(&c, db, &b, err, sizeof(err)), 0);
+    struct bolt_item it;
+    bool found = false;
+    while (bolt_cursor_next(&c, &it) == 1) {
+        if (it.klen == kl && memcmp(it.key, key, kl) == 0) {
+            memcpy(val, it.val, it.vlen);
+            *vl = it.vlen;
+            found = true;
+        }
+    }
+    bolt_cursor_close(&c);
+    return found;
+}
+
+/* alarms, removed members, a learner and a compaction under way: the
+ * records quorum keeps otherwise, both ways */
+Test(etcdfmt, alarms_members_compaction)
+{
+    char src[300], store[300], out[300], err[512];
+    snprintf(src, sizeof(src), "%s/src.db", dir);
+    int fd = open(src, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    bolt_writer *w;
+    cr_assert_eq(bolt_writer_new(fd, &w), 0);
+    Etcdserverpb__AlarmMember a = ETCDSERVERPB__ALARM_MEMBER__INIT;
+    a.memberid = 0xabc;
+    a.alarm = ETCDSERVERPB__ALARM_TYPE__NOSPACE;
+    uint8_t ab[32];
+    size_t an = etcdserverpb__alarm_member__pack(&a, ab);
+    cr_assert_eq(bolt_writer_begin(w, "alarm", 5), 0);
+    cr_assert_eq(bolt_writer_put(w, ab, an, "", 0), 0);
+    cr_assert_eq(bolt_writer_end(w), 0);
+    cr_assert_eq(bolt_writer_begin(w, "key", 3), 0);
+    uint8_t k[17];
+    const uint8_t v4[] = {0x0a, 1, 'x', 0x10, 4, 0x18, 4, 0x20, 1};
+    put_rev(k, 4);
+    cr_assert_eq(bolt_writer_put(w, k, 17, v4, sizeof(v4)), 0);
+    cr_assert_eq(bolt_writer_end(w), 0);
+    cr_assert_eq(bolt_writer_begin(w, "members", 7), 0);
+    const char *j = "{\"id\":2748,\"peerURLs\":[\"http://p:1\"],\"isLearner\":true}";
+    cr_assert_eq(bolt_writer_put(w, "abc", 3, j, strlen(j)), 0);
+    cr_assert_eq(bolt_writer_end(w), 0);
+    cr_assert_eq(bolt_writer_begin(w, "members_removed", 15), 0);
+    cr_assert_eq(bolt_writer_put(w, "f00d", 4, "removed", 7), 0);
+    cr_assert_eq(bolt_writer_end(w), 0);
+    cr_assert_eq(bolt_writer_begin(w, "meta", 4), 0);
+    const uint8_t ci[8] = {0, 0, 0, 0, 0, 0, 0, 9};
+    cr_assert_eq(bolt_writer_put(w, "consistent_index", 16, ci, 8), 0);
+    put_rev(k, 2);
+    cr_assert_eq(bolt_writer_put(w, "finishedCompactRev", 18, k, 17), 0);
+    put_rev(k, 3);
+    cr_assert_eq(bolt_writer_put(w, "scheduledCompactRev", 19, k, 17), 0);
+    cr_assert_eq(bolt_writer_end(w), 0);
+    cr_assert_eq(bolt_writer_begin(w, "zz-unknown", 10), 0);
+    cr_assert_eq(bolt_writer_put(w, "a", 1, "b", 1), 0);
+    cr_assert_eq(bolt_writer_end(w), 0);
+    cr_assert_eq(bolt_writer_finish(w, 1, NULL), 0);
+    bolt_writer_free(w);
+    close(fd);
+
+    snprintf(store, sizeof(store), "%s/store", dir);
+    struct etcdfmt_db_info info;
+    cr_assert_eq(etcdfmt_db_import(src, store, &info, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(info.n_members, 1);
+    cr_assert_eq(info.members[0].id, 0xabc);
+    cr_assert(info.members[0].learner);
+    cr_assert_eq(info.n_removed, 1);
+    cr_assert_eq(info.removed[0], 0xf00d);
+    cr_assert_eq(info.compact_revision, 2);
+    cr_assert_eq(info.scheduled_compact, 3);
+    cr_assert_eq(info.consistent_index, 9);
+    cr_assert_eq(info.revision, 4);
+    backend *be;
+    struct backend_options bo = {.dir = store};
+    cr_assert_eq(backend_open(&bo, &be), 0);
+    uint64_t v;
+    cr_assert_eq(backend_meta_get(be, NULL, "alarm/0000000000000abc/1", &v), 0);
+    cr_assert_eq(backend_meta_get(be, NULL, "scheduledCompactRev", &v), 0);
+    cr_assert_eq(v, 3);
+
+    snprintf(out, sizeof(out), "%s/out.db", dir);
+    fd = open(out, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    cr_assert_eq(etcdfmt_db_export(be, fd, NULL, NULL, NULL, err, sizeof(err)), 0, "%s", err);
+    close(fd);
+    backend_close(be);
+    bolt_db *db;
+    cr_assert_eq(bolt_open_file(out, 0, &db, err, sizeof(err)), 0, "%s", err);
+    char val[512];
+    size_t vl;
+    cr_assert(get_item(db, "alarm", ab, an, val, &vl));
+    cr_assert(get_item(db, "members_removed", "f00d", 4, val, &vl));
+    cr_assert(vl == 7 && memcmp(val, "removed", 7) == 0);
+    cr_assert(get_item(db, "members", "abc", 3, val, &vl));
+    val[vl] = '\0';
+    cr_assert_str_eq(val, "{\"id\":2748,\"peerURLs\":[\"http://p:1\"],\"isLearner\":true}");
+    cr_assert(get_item(db, "meta", "scheduledCompactRev", 19, val, &vl));
+    put_rev(k, 3);
+    cr_assert(vl == 17 && memcmp(val, k, 17) == 0);
+    cr_assert(get_item(db, "cluster", "clusterVersion", 14, val, &vl));
+    cr_assert(vl == 5 && memcmp(val, "3.4.0", 5) == 0);
+    cr_assert(!get_item(db, "meta", "quorumCompactNextRev", 20, val, &vl), "quorum's own stays");
+    cr_assert(!get_item(db, "zz-unknown", "a", 1, val, &vl), "unknown buckets are not imported");
+    bolt_close(db);
+}

@@ -406,7 +406,7 @@ def main_in(tmp):
         st = subprocess.run([QCTL, "snapshot", "status", sq, "-w", "json"], capture_output=True,
                             text=True)
         srev = json.loads(st.stdout)["revision"]
-        # -w fields (etcdctl 3.4 can't read quorum's LMDB snapshot: checked against -w json)
+        # -w fields (checked against -w json)
         sf = subprocess.run([QCTL, "snapshot", "status", sq, "-w", "fields"], capture_output=True,
                             text=True)
         sj = json.loads(st.stdout)

@@ -2,19 +2,30 @@
  * 3.4's (etcdutl's in later etcd): `snapshot status <file>` and
  * `snapshot restore <file> --data-dir ...`.
  *
- * A snapshot file is what Maintenance.Snapshot streams (`etcdctl snapshot
- * save` against quorum writes it as it comes): the LMDB database, then the
- * 32-byte SHA-256 of the database's bytes. The database is a page multiple,
- * so a file whose size is 32 past a multiple of 4096 carries the digest.
- * restore checks it (unless --skip-hash-check), copies the database into
- * <data-dir>/member/db/data.mdb and makes it a store of no cluster yet:
- * members, alarms and the consistent index are cleared. The member then
- * starts with --initial-cluster-state new and bootstraps a new cluster on
- * top of the restored keys, revisions and leases. */
+ * A snapshot file is etcd's backup format, whoever wrote it (etcd 3.4's
+ * Maintenance/Snapshot, or quorum's, through `etcdctl snapshot save` or
+ * `quorumctl snapshot save`): a bbolt database with etcd 3.4's buckets,
+ * then the 32-byte SHA-256 of the database's bytes. A file whose size is
+ * 32 past a multiple of 512 carries the digest (etcdctl's rule).
+ *
+ * status prints what etcdctl prints (etcdfmt_status: bbolt's integrity
+ * check, then the CRC-32C hash over bucket names, keys and values, the
+ * last revision, the number of keys and the database size).
+ *
+ * restore checks the digest as etcdctl does (unless --skip-hash-check),
+ * with its errors ("snapshot missing hash but --skip-hash-check=false",
+ * "expected sha256 [..], got [..]" in Go's byte-slice notation), imports
+ * the buckets into a quorum store (etcdfmt_db_import) and makes it a store
+ * of no cluster yet: members, alarms and the consistent index are
+ * cleared. Everything is built in a directory beside --data-dir and
+ * renamed into place when complete, so a refused file leaves nothing. The
+ * member then starts with --initial-cluster-state new and bootstraps a new
+ * cluster on top of the restored keys, revisions, leases and auth. */
 #include "quorumctl.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,10 +36,10 @@
 #include "base/err.h"
 #include "base/fs.h"
 #include "base/sha256.h"
+#include "etcdfmt/etcdfmt.h"
 #include "mvcc/mvcc.h"
 
 #define DIGEST 32
-#define PAGE 4096
 
 struct progress {
     bool on;
@@ -46,43 +57,54 @@ static void progress_show(struct progress *p, uint64_t done)
         fputc('\n', stderr);
 }
 
-/* check_file opens |path| and tells how many bytes are the database and
- * whether a digest follows; with |verify| the digest must match. */
-static int check_file(const char *path, bool verify, int *fd_out, uint64_t *db_len, char *err,
-                      size_t errlen)
+/* go_bytes writes |b| as Go's %v of a []byte: "[1 2 3]". */
+static void go_bytes(const uint8_t *b, size_t n, char *out, size_t cap)
+{
+    size_t o = 0;
+    out[o++] = '[';
+    for (size_t i = 0; i < n && o + 5 < cap; i++)
+        o += (size_t)snprintf(out + o, cap - o, i ? " %u" : "%u", b[i]);
+    snprintf(out + o, cap - o, "]");
+}
+
+/* check_hash is etcdctl's saveDB check: a digest is there when the size is
+ * 32 past a multiple of 512; without one the restore needs
+ * --skip-hash-check; with one it must match the bytes before it. */
+static int check_hash(const char *path, bool verify, char *err, size_t errlen)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        snprintf(err, errlen, "open %s: %s", path, strerror(errno));
         return -errno;
     }
     struct stat st;
-    if (fstat(fd, &st) != 0 || st.st_size < PAGE) {
-        snprintf(err, errlen, "%s is not a snapshot (%lld bytes)", path, (long long)st.st_size);
+    if (fstat(fd, &st) != 0 || st.st_size < DIGEST) {
+        /* Go's Seek(-32, SeekEnd) on a shorter file */
+        snprintf(err, errlen, "seek %s: invalid argument", path);
         close(fd);
         return -EINVAL;
     }
     uint64_t size = (uint64_t)st.st_size;
-    bool has_hash = size % PAGE == DIGEST;
-    *db_len = has_hash ? size - DIGEST : size;
-    if (verify && !has_hash) {
+    bool has_hash = size % 512 == DIGEST;
+    int rv = 0;
+    if (!has_hash && verify) {
         snprintf(err, errlen, "snapshot missing hash but --skip-hash-check=false");
-        close(fd);
-        return -EINVAL;
+        rv = -EINVAL;
     }
-    if (verify) {
+    if (has_hash && verify) {
+        uint64_t len = size - DIGEST;
         struct sha256 c;
         sha256_init(&c);
         static uint8_t buf[1 << 20];
         uint64_t off = 0;
-        struct progress p = {.on = isatty(2), .what = "verifying", .total = *db_len};
-        while (off < *db_len) {
-            size_t want = *db_len - off < sizeof(buf) ? (size_t)(*db_len - off) : sizeof(buf);
+        struct progress p = {.on = isatty(2), .what = "verifying", .total = len};
+        while (off < len && rv == 0) {
+            size_t want = len - off < sizeof(buf) ? (size_t)(len - off) : sizeof(buf);
             ssize_t n = pread(fd, buf, want, (off_t)off);
             if (n <= 0) {
-                snprintf(err, errlen, "reading %s: %s", path, n < 0 ? strerror(errno) : "EOF");
-                close(fd);
-                return -EIO;
+                snprintf(err, errlen, "read %s: %s", path, n < 0 ? strerror(errno) : "EOF");
+                rv = -EIO;
+                break;
             }
             sha256_update(&c, buf, (size_t)n);
             off += (uint64_t)n;
@@ -90,49 +112,19 @@ static int check_file(const char *path, bool verify, int *fd_out, uint64_t *db_l
         }
         uint8_t got[DIGEST], want_d[DIGEST];
         sha256_final(&c, got);
-        if (pread(fd, want_d, DIGEST, (off_t)*db_len) != DIGEST ||
-            memcmp(got, want_d, DIGEST) != 0) {
-            char a[2 * DIGEST + 1], b[2 * DIGEST + 1];
-            for (int i = 0; i < DIGEST; i++) {
-                sprintf(a + 2 * i, "%02x", want_d[i]);
-                sprintf(b + 2 * i, "%02x", got[i]);
-            }
-            snprintf(err, errlen,
-                     "snapshot file integrity check failed: expected sha256 %s, got %s", a, b);
-            close(fd);
-            return QERR_CORRUPT;
-        }
-    }
-    *fd_out = fd;
-    return 0;
-}
-
-/* copy_db writes |len| bytes of |fd| to |dst| (new), synced. */
-static int copy_db(int fd, uint64_t len, const char *dst, char *err, size_t errlen)
-{
-    int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (out < 0) {
-        snprintf(err, errlen, "cannot create %s: %s", dst, strerror(errno));
-        return -errno;
-    }
-    static uint8_t buf[1 << 20];
-    struct progress p = {.on = isatty(2), .what = "restoring", .total = len};
-    uint64_t off = 0;
-    int rv = 0;
-    while (off < len && rv == 0) {
-        size_t want = len - off < sizeof(buf) ? (size_t)(len - off) : sizeof(buf);
-        ssize_t n = pread(fd, buf, want, (off_t)off);
-        if (n <= 0 || write(out, buf, (size_t)n) != n) {
-            snprintf(err, errlen, "copying into %s: %s", dst, strerror(errno ? errno : EIO));
+        if (rv == 0 && pread(fd, want_d, DIGEST, (off_t)len) != DIGEST) {
+            snprintf(err, errlen, "read %s: %s", path, strerror(errno ? errno : EIO));
             rv = -EIO;
-            break;
         }
-        off += (uint64_t)n;
-        progress_show(&p, off);
+        if (rv == 0 && memcmp(got, want_d, DIGEST) != 0) {
+            char a[200], b[200];
+            go_bytes(want_d, DIGEST, a, sizeof(a));
+            go_bytes(got, DIGEST, b, sizeof(b));
+            snprintf(err, errlen, "expected sha256 %s, got %s", a, b);
+            rv = QERR_CORRUPT;
+        }
     }
-    if (rv == 0 && fsync(out) != 0)
-        rv = -errno;
-    close(out);
+    close(fd);
     return rv;
 }
 
@@ -146,7 +138,7 @@ static int open_store(const char *dir, backend **be, mvcc_store **kv, char *err,
         *be = NULL;
     }
     if (rv != 0)
-        snprintf(err, errlen, "not a quorum database: %s", q_strerror(rv));
+        snprintf(err, errlen, "the restored store does not open: %s", q_strerror(rv));
     return rv;
 }
 
@@ -182,68 +174,26 @@ static int wipe_cluster(backend *be, mvcc_store *kv)
     return mvcc_batch_commit(kv);
 }
 
-static int count_keys(const struct mvcc_kv *kv, void *arg)
-{
-    (void)kv;
-    (*(uint64_t *)arg)++;
-    return 0;
-}
-
 int cmd_snapshot_status(struct ctl *ctl, int argc, char **argv)
 {
     if (argc != 1) {
         fprintf(stderr, "Error: snapshot filename is not given\n");
         return 1;
     }
-    char err[600] = "", tmp[] = "/tmp/quorumctl-status-XXXXXX";
-    int fd = -1;
-    uint64_t len = 0;
-    if (check_file(argv[0], false, &fd, &len, err, sizeof(err)) != 0) {
-        fprintf(stderr, "Error: %s\n", err);
+    struct stat sb;
+    if (stat(argv[0], &sb) != 0) {
+        fprintf(stderr, "Error: stat %s: %s\n", argv[0], strerror(errno));
         return 1;
     }
-    if (mkdtemp(tmp) == NULL) {
-        fprintf(stderr, "Error: %s\n", strerror(errno));
-        close(fd);
+    char err[4096] = "";
+    struct etcdfmt_status st;
+    int rv = etcdfmt_status(argv[0], &st, err, sizeof(err));
+    if (rv != 0) {
+        fprintf(stderr, "Error: %s\n", err[0] ? err : q_strerror(rv));
         return 1;
     }
-    char db[1100];
-    snprintf(db, sizeof(db), "%s/data.mdb", tmp);
-    int ret = 1;
-    backend *be = NULL;
-    mvcc_store *kv = NULL;
-    if (copy_db(fd, len, db, err, sizeof(err)) == 0 &&
-        open_store(tmp, &be, &kv, err, sizeof(err)) == 0) {
-        uint32_t hash = 0;
-        int64_t compact = 0, rev = mvcc_rev(kv);
-        uint64_t keys = 0;
-        mvcc_read *rd = NULL;
-        struct mvcc_range_opts o = {0};
-        struct mvcc_range_result res;
-        if (mvcc_hash_kv(kv, 0, &hash, &compact) == 0 && mvcc_read_begin(kv, &rd) == 0 &&
-            mvcc_read_range(rd, (const uint8_t *)"", 0, (const uint8_t *)"", 1, &o, count_keys,
-                            &keys, &res) == 0) {
-            ctl_print_snapshot_status(ctl, hash, rev, keys, len);
-            ret = 0;
-        } else {
-            snprintf(err, sizeof(err), "cannot read the database");
-        }
-        if (rd)
-            mvcc_read_end(rd);
-    }
-    if (ret != 0)
-        fprintf(stderr, "Error: %s\n", err);
-    if (kv)
-        mvcc_close(kv);
-    if (be)
-        backend_close(be);
-    close(fd);
-    unlink(db);
-    char lock[1200];
-    snprintf(lock, sizeof(lock), "%s-lock", db);
-    unlink(lock);
-    rmdir(tmp);
-    return ret;
+    ctl_print_snapshot_status(ctl, st.hash, st.revision, st.total_key, st.total_size);
+    return 0;
 }
 
 int cmd_snapshot_restore(struct ctl *ctl, int argc, char **argv)
@@ -294,24 +244,30 @@ int cmd_snapshot_restore(struct ctl *ctl, int argc, char **argv)
         fprintf(stderr, "Error: data-dir \"%s\" exists\n", data_dir);
         return 1;
     }
-    char err[600] = "";
-    int fd = -1;
-    uint64_t len = 0;
-    if (check_file(file, !skip_hash, &fd, &len, err, sizeof(err)) != 0) {
+    char err[4096] = "";
+    if (check_hash(file, !skip_hash, err, sizeof(err)) != 0) {
         fprintf(stderr, "Error: %s\n", err);
         return 1;
     }
-    char dbdir[1100], db[1200];
-    snprintf(dbdir, sizeof(dbdir), "%s/member/db", data_dir);
-    snprintf(db, sizeof(db), "%s/data.mdb", dbdir);
-    int rv = fs_mkdir_p(dbdir);
-    if (rv != 0)
-        snprintf(err, sizeof(err), "cannot create %.400s: %s", dbdir, strerror(-rv));
+    /* build aside: a directory next to --data-dir, renamed into place */
+    char stage[1100], dbdir[1200];
+    snprintf(stage, sizeof(stage), "%s.restore-XXXXXX", data_dir);
+    char parent[1100];
+    snprintf(parent, sizeof(parent), "%s", data_dir);
+    char *pd = dirname(parent);
+    if (strcmp(pd, ".") != 0 && fs_mkdir_p(pd) != 0) {
+        fprintf(stderr, "Error: mkdir %s: %s\n", pd, strerror(errno));
+        return 1;
+    }
+    if (mkdtemp(stage) == NULL) {
+        fprintf(stderr, "Error: mkdir %s: %s\n", stage, strerror(errno));
+        return 1;
+    }
+    snprintf(dbdir, sizeof(dbdir), "%s/member/db", stage);
+    struct etcdfmt_db_info *info = calloc(1, sizeof(*info));
+    int rv = info ? etcdfmt_db_import(file, dbdir, info, err, sizeof(err)) : -ENOMEM;
     backend *be = NULL;
     mvcc_store *kv = NULL;
-    if (rv == 0)
-        rv = copy_db(fd, len, db, err, sizeof(err));
-    close(fd);
     if (rv == 0)
         rv = open_store(dbdir, &be, &kv, err, sizeof(err));
     int64_t rev = 0;
@@ -324,8 +280,19 @@ int cmd_snapshot_restore(struct ctl *ctl, int argc, char **argv)
         mvcc_close(kv);
     if (be)
         backend_close(be);
+    free(info);
+    if (rv == 0) {
+        char lock[1300];
+        snprintf(lock, sizeof(lock), "%s/data.mdb-lock", dbdir);
+        unlink(lock);
+        if (rename(stage, data_dir) != 0) {
+            snprintf(err, sizeof(err), "rename %s: %s", data_dir, strerror(errno));
+            rv = -errno;
+        }
+    }
     if (rv != 0) {
-        fprintf(stderr, "Error: %s\n", err);
+        fs_remove_tree(stage);
+        fprintf(stderr, "Error: %s\n", err[0] ? err : q_strerror(rv));
         return 1;
     }
     (void)ctl;
