@@ -507,11 +507,21 @@ static int build_log(struct conv *c, const char *stage, char *err, size_t cap)
     char werr[WAL_ERR_LEN] = "";
     if ((rv = wal_create(&wo, &w, werr, sizeof(werr))) != 0)
         return fail(err, cap, rv, "cannot create the log: %s", werr[0] ? werr : q_strerror(rv));
+    /* the log restarts after the store's index, as after a snapshot
+     * received from a leader: a dropping marker, so segments cut below
+     * start at the right index */
     if (c->ci > 0)
-        rv = wal_save_snapshot(w, c->ci, c->ci_term, 0);
+        rv = wal_save_snapshot(w, c->ci, c->ci_term, WAL_SNAP_DROP_ENTRIES);
     struct raft_hard_state hs = {.term = st->term, .vote = st->vote, .commit = st->commit};
-    if (rv == 0)
-        rv = wal_save(w, &hs, c->out, c->n_out);
+    /* in chunks, so a long tail neither builds one huge write nor misses
+     * the segment cuts */
+    size_t done = 0;
+    do {
+        size_t n = c->n_out - done > 4096 ? 4096 : c->n_out - done;
+        if (rv == 0)
+            rv = wal_save(w, done + n == c->n_out ? &hs : NULL, c->out + done, n);
+        done += n;
+    } while (rv == 0 && done < c->n_out);
     if (rv == 0)
         rv = wal_sync(w);
     wal_close(w);

@@ -363,3 +363,33 @@ Test(etcd_import, refuses_an_entry_that_does_not_decode)
     const uint8_t junk[] = {0xff, 0xff, 0xff};
     refused(ETCDWAL_ENTRY_NORMAL, junk, sizeof(junk), "does not decode");
 }
+
+static uint64_t more_many(struct walgen *g, uint64_t term, uint64_t next, uint64_t node, void *arg)
+{
+    (void)node, (void)arg;
+    for (uint64_t i = 0; i < 10000; i++)
+        walgen_entry(g, term, next + i, 0, NULL, 0);
+    return next + 9999;
+}
+
+/* A long tail is written in chunks: every entry there, the hard state last */
+Test(etcd_import, a_long_tail)
+{
+    uint64_t node;
+    char *t = handmade(more_many, NULL, &node);
+    char dir[600], err[1024] = "";
+    snprintf(dir, sizeof(dir), "%s/d", t);
+    cr_assert_eq(server_etcd_import(dir, err, sizeof(err)), 0, "%s", err);
+    struct wal_options wo = {.data_dir = dir};
+    struct wal *w = NULL;
+    struct wal_state st;
+    char werr[WAL_ERR_LEN] = "";
+    cr_assert_eq(wal_open(&wo, &w, &st, werr, sizeof(werr)), 0, "%s", werr);
+    cr_assert_geq(st.n_entries, 10000);
+    cr_assert_eq(st.entries[st.n_entries - 1].index, st.hs.commit);
+    for (size_t i = 1; i < st.n_entries; i++)
+        cr_assert_eq(st.entries[i].index, st.entries[i - 1].index + 1);
+    wal_state_free(&st);
+    wal_close(w);
+    tmp_remove(t);
+}
