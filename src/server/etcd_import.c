@@ -82,6 +82,9 @@
 #define FLAG_INTERNAL 1u
 #define FLAG_AUTH 2u
 
+_Static_assert(ETCDWAL_MAX_MEMBERS <= RAFT_MAX_MEMBERS, "a snapshot's members fit a membership");
+_Static_assert(ETCDWAL_MAX_URLS <= CONFIG_MAX_URLS, "etcd's URLs fit a member");
+
 static bool exists(const char *p)
 {
     return access(p, F_OK) == 0;
