@@ -386,6 +386,31 @@ static int conf_entry(struct conv *c, const struct etcdwal_entry *e, struct buf 
     return 0;
 }
 
+int server_etcd_translate(int type, const uint8_t *data, size_t len, struct raft_membership *conf,
+                          struct buf *out, uint8_t *raft_type, char *err, size_t cap)
+{
+    struct conv *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return -ENOMEM;
+    c->conf = *conf;
+    struct etcdwal_entry e = {
+        .term = 1, .index = 1, .type = type, .data = (uint8_t *)data, .len = len};
+    struct raft_entry o = {.type = RAFT_ENTRY_NORMAL};
+    int rv;
+    if (type == ETCDWAL_ENTRY_CONF_CHANGE)
+        rv = conf_entry(c, &e, out, &o, err, cap);
+    else if (type == ETCDWAL_ENTRY_NORMAL)
+        rv = normal_entry(c, &e, out, err, cap);
+    else
+        rv = fail(err, cap, -ENOTSUP, "entry type %d", type);
+    if (rv == 0) {
+        *conf = c->conf;
+        *raft_type = o.type;
+    }
+    free(c);
+    return rv;
+}
+
 static int translate(struct conv *c, char *err, size_t cap)
 {
     const struct etcdwal_state *st = &c->st;

@@ -4,6 +4,10 @@
 #define QUORUM_SERVER_ETCD_IMPORT_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "raft/raft.h"
 
 /* server_etcd_import looks at <data_dir>/member. If it is an etcd 3.4
  * member directory (member/snap/db and etcd-format segments in
@@ -15,5 +19,13 @@
  * Returns 0, or a negative error with a line for the log in |err| (then
  * <data_dir>/member is etcd's, as it was). */
 int server_etcd_import(const char *data_dir, char *err, size_t cap);
+
+/* server_etcd_translate translates one etcd log entry (raftpb.EntryType
+ * |type|, its data) as the conversion does, into |out| (quorum's entry
+ * data; empty for a no-op) and |*raft_type| (enum raft_entry_type); a conf
+ * change updates |conf|. For tests and the fuzz target. Errors: as the
+ * conversion's refusals, with the reason in |err|. */
+int server_etcd_translate(int type, const uint8_t *data, size_t len, struct raft_membership *conf,
+                          struct buf *out, uint8_t *raft_type, char *err, size_t cap);
 
 #endif
