@@ -125,6 +125,8 @@ static void drop(uint64_t *v, uint32_t *n, uint64_t id)
  * refused by etcd before logging). */
 static int conf_change(struct raft_membership *m, int type, uint64_t id)
 {
+    if (id == 0)
+        return -EINVAL; /* raft's "none" */
     switch (type) {
     case RAFTPB__CONF_CHANGE_TYPE__ConfChangeAddNode:
         drop(m->learners, &m->n_learners, id);
@@ -145,8 +147,10 @@ static int conf_change(struct raft_membership *m, int type, uint64_t id)
         drop(m->voters, &m->n_voters, id);
         drop(m->learners, &m->n_learners, id);
         return 0;
-    default: /* update: no change of membership */
+    case RAFTPB__CONF_CHANGE_TYPE__ConfChangeUpdateNode: /* no change of membership */
         return 0;
+    default:
+        return -EINVAL;
     }
 }
 
@@ -382,7 +386,10 @@ static int conf_entry(struct conv *c, const struct etcdwal_entry *e, struct buf 
     }
     raftpb__conf_change__free_unpacked(cc, NULL);
     if (rv != 0)
-        return fail(err, cap, rv, "conf change entry %" PRIu64 ": %s", e->index, q_strerror(rv));
+        return fail(err, cap, rv, "conf change entry %" PRIu64 ": %s", e->index,
+                    rv == -E2BIG    ? "too many members"
+                    : rv == -EINVAL ? "an unknown change or node id 0"
+                                    : q_strerror(rv));
     return 0;
 }
 
@@ -441,11 +448,15 @@ static int translate(struct conv *c, char *err, size_t cap)
                 int rv = conf_change(&c->conf, cc->type, cc->nodeid);
                 raftpb__conf_change__free_unpacked(cc, NULL);
                 if (rv != 0)
-                    return fail(err, cap, rv, "conf change entry %" PRIu64 ": too many members",
-                                e->index);
+                    return fail(err, cap, rv, "conf change entry %" PRIu64 ": %s", e->index,
+                                rv == -E2BIG ? "too many members"
+                                             : "an unknown change or node id 0");
             }
             continue;
         }
+        if (e->type != ETCDWAL_ENTRY_NORMAL && e->type != ETCDWAL_ENTRY_CONF_CHANGE)
+            return fail(err, cap, QERR_CORRUPT, "entry %" PRIu64 " has unknown type %d", e->index,
+                        e->type);
         struct raft_entry *o = &c->out[c->n_out];
         struct buf *b = &c->bufs[c->n_out];
         o->term = e->term;
@@ -455,9 +466,6 @@ static int translate(struct conv *c, char *err, size_t cap)
                                                       : normal_entry(c, e, b, err, cap);
         if (rv != 0)
             return rv;
-        if (e->type != ETCDWAL_ENTRY_NORMAL && e->type != ETCDWAL_ENTRY_CONF_CHANGE)
-            return fail(err, cap, QERR_CORRUPT, "entry %" PRIu64 " has unknown type %d", e->index,
-                        e->type);
         o->data = b->data;
         o->len = b->len;
         c->n_out++;

@@ -393,3 +393,9 @@ Test(etcd_import, a_long_tail)
     wal_close(w);
     tmp_remove(t);
 }
+
+Test(etcd_import, refuses_an_unknown_conf_change)
+{
+    const uint8_t cc[] = {0x10, 0x09, 0x18, 0x05}; /* ConfChange{Type: 9, NodeID: 5} */
+    refused(ETCDWAL_ENTRY_CONF_CHANGE, cc, sizeof(cc), "an unknown change or node id 0");
+}
