@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/bolt/make_etcd_db.sh OUTDIR: runs etcd 3.4 (/usr/bin/etcd) in a
 # temp dir under OUTDIR on free ports, writes keys with history (a large
-# value, many keys, a compaction, a lease with keys, an alarm-free cluster),
+# value, 80 keys of 300 bytes (several leaf pages under a branch), a compaction, a lease with keys, an alarm-free cluster),
 # then saves OUTDIR/snap.db (etcdctl snapshot save: the db and its
 # SHA-256) and, after stopping etcd by its PID, copies member/snap/db to
 # OUTDIR/member.db. Prints nothing on success; exits non-zero on failure.
@@ -37,8 +37,9 @@ lease=$(ctl lease grant 600 | awk '{print $2}')
 ctl put --lease="$lease" /leased x >/dev/null
 head -c 20000 /dev/zero | tr '\0' 'z' >"$dir/big"
 ctl put /big <"$dir/big" >/dev/null
+pad=$(head -c 300 /dev/zero | tr '\0' 'p')
 n=0
-while [ $n -lt 300 ]; do ctl put "/many/$n" "value-$n" >/dev/null; n=$((n + 1)); done
+while [ $n -lt 80 ]; do ctl put "/many/$n" "value-$n-$pad" >/dev/null; n=$((n + 1)); done
 ctl snapshot save "$out/snap.db" >/dev/null 2>&1
 kill $pid
 wait $pid 2>/dev/null || true
