@@ -696,6 +696,20 @@ static int move(const char *from, const char *to, const char *dir, char *err, si
     return 0;
 }
 
+/* is_bbolt: the file starts with a bbolt meta page (page header, then the
+ * magic 0xED0CDAED) */
+static bool is_bbolt(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    uint8_t b[20];
+    bool ok = pread(fd, b, sizeof(b), 0) == (ssize_t)sizeof(b) && b[16] == 0xed && b[17] == 0xda &&
+              b[18] == 0x0c && b[19] == 0xed;
+    close(fd);
+    return ok;
+}
+
 static bool is_etcd_member(const char *member)
 {
     char db[1200];
@@ -729,8 +743,19 @@ int server_etcd_import(const char *data_dir, char *err, size_t cap)
     }
     if (exists(stage) && (!exists(done) || exists(member)))
         fs_remove_tree(stage);
-    if (!is_etcd_member(member))
+    if (!is_etcd_member(member)) {
+        char db[1200], wal[1200];
+        snprintf(db, sizeof(db), "%s/snap/db", member);
+        snprintf(wal, sizeof(wal), "%s/wal", member);
+        if (is_bbolt(db) && !wal_exist(data_dir))
+            /* etcd's store without its log: etcd ran with --wal-dir, or
+             * the log was lost; starting would ignore the store */
+            return fail(err, cap, -ENOENT,
+                        "%s is etcd's store but %s holds no log (did etcd run with --wal-dir? "
+                        "move that directory to %s first); nothing was changed",
+                        db, wal, wal);
         return 0;
+    }
     if (exists(orig))
         return fail(err, cap, -EEXIST,
                     "%s is an etcd member directory, but %s (where quorum keeps etcd's original "

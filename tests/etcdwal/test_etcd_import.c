@@ -399,3 +399,25 @@ Test(etcd_import, refuses_an_unknown_conf_change)
     const uint8_t cc[] = {0x10, 0x09, 0x18, 0x05}; /* ConfChange{Type: 9, NodeID: 5} */
     refused(ETCDWAL_ENTRY_CONF_CHANGE, cc, sizeof(cc), "an unknown change or node id 0");
 }
+
+/* etcd's store without its log (etcd ran with --wal-dir): refused, not
+ * started empty beside it */
+Test(etcd_import, refuses_a_store_without_its_log)
+{
+    char *t = etcd_killed();
+    char data[700], wal[800], moved[800], err[1024] = "";
+    snprintf(data, sizeof(data), "%s/d", t);
+    snprintf(wal, sizeof(wal), "%s/member/wal", data);
+    snprintf(moved, sizeof(moved), "%s/wal-elsewhere", t);
+    cr_assert_eq(rename(wal, moved), 0);
+    unsigned long long before = digest(data);
+    int rv = server_etcd_import(data, err, sizeof(err));
+    cr_assert_eq(rv, -ENOENT);
+    cr_assert_neq(strstr(err, "--wal-dir"), NULL, "%s", err);
+    cr_assert_eq(digest(data), before);
+    /* with the log moved back it converts */
+    cr_assert_eq(rename(moved, wal), 0);
+    cr_assert_eq(server_etcd_import(data, err, sizeof(err)), 0, "%s", err);
+    cr_assert(exists(data, "member.etcd"));
+    tmp_remove(t);
+}
