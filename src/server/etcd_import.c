@@ -43,7 +43,9 @@
  * no-ops with a warning. A UserAdd or ChangePassword: etcd 3.4 logs the
  * password, quorum's entry gets its bcrypt hash instead (etcd's cost, 10),
  * as auth_service.c proposes it. Refused: ConfChangeV2 (etcd 3.4 writes
- * none), a request of no known kind, anything that does not decode. */
+ * none), a conf change of no known type or for node id 0, a request of no
+ * known kind, anything that does not decode; and etcd's store without its
+ * log (etcd's --wal-dir), which would otherwise start an empty member. */
 #include "server/etcd_import.h"
 #include "server/server_int.h"
 
