@@ -148,12 +148,17 @@ int qc_barrier_wait(qc_client *c, const char *name, int timeout_ms, struct qc_st
 /* ---- double barrier (contrib/recipes DoubleBarrier) ----
  * Enter puts "<name>/waiters/<lease hex>" and returns once |n| participants
  * have entered (the n-th puts "<name>/ready"); QC_ETOOMANY when n already
- * had. Leave deletes the key and returns once every participant has left
- * (the last one deletes "<name>/ready", so the name can be used again).
- * A crashed participant's key goes with its lease. */
-int qc_dbarrier_enter(qc_session *s, const char *name, int n, int timeout_ms,
-                      struct qc_status *st);
-int qc_dbarrier_leave(qc_session *s, const char *name, int timeout_ms, struct qc_status *st);
+ * had. Leave deletes the key and returns once every participant of this
+ * round has left (the last one deletes "<name>/ready"). Leave looks only at
+ * the keys created before this round's "ready", so the name can be entered
+ * again at once (a fast participant's next round does not hold up the slow
+ * one still leaving this one). A crashed participant's key goes with its
+ * lease. Every participant must pass the same n. */
+typedef struct qc_dbarrier qc_dbarrier;
+int qc_dbarrier_new(qc_session *s, const char *name, int n, qc_dbarrier **out);
+int qc_dbarrier_enter(qc_dbarrier *b, int timeout_ms, struct qc_status *st);
+int qc_dbarrier_leave(qc_dbarrier *b, int timeout_ms, struct qc_status *st);
+void qc_dbarrier_free(qc_dbarrier *b);
 
 /* ---- FIFO queue (contrib/recipes Queue) ----
  * An item is a key "<name>/<unique>" put with a Txn that it is new; the

@@ -912,137 +912,175 @@ int qc_barrier_wait(qc_client *c, const char *name, int timeout_ms, struct qc_st
 
 /* ---- double barrier ---- */
 
-int qc_dbarrier_enter(qc_session *s, const char *name, int n, int timeout_ms,
-                      struct qc_status *st)
+struct qc_dbarrier {
+    qc_session *s;
+    int n;
+    char *waiters; /* "<name>/waiters/" */
+    char *ready;   /* "<name>/ready" */
+    char *key;     /* our waiter key */
+    int64_t ready_rev; /* mod revision of this round's "ready"; 0: not in */
+};
+
+int qc_dbarrier_new(qc_session *s, const char *name, int n, qc_dbarrier **out)
 {
+    *out = NULL;
     if (s == NULL || !valid_name(name) || n < 1)
-        return invalid(st, "double barrier: bad arguments");
+        return -EINVAL;
+    qc_dbarrier *b = calloc(1, sizeof(*b));
+    if (b == NULL)
+        return -ENOMEM;
+    b->s = s;
+    b->n = n;
+    b->waiters = cat(name, "/waiters/", NULL);
+    b->ready = cat(name, "/ready", NULL);
+    b->key = b->waiters != NULL ? lease_key(s, b->waiters) : NULL;
+    if (b->ready == NULL || b->key == NULL) {
+        qc_dbarrier_free(b);
+        return -ENOMEM;
+    }
+    *out = b;
+    return 0;
+}
+
+void qc_dbarrier_free(qc_dbarrier *b)
+{
+    if (b == NULL)
+        return;
+    free(b->waiters);
+    free(b->ready);
+    free(b->key);
+    free(b);
+}
+
+int qc_dbarrier_enter(qc_dbarrier *b, int timeout_ms, struct qc_status *st)
+{
+    qc_session *s = b->s;
+    if (b->ready_rev != 0)
+        return invalid(st, "double barrier: already entered");
     if (qc_session_lost(s))
         return lost(st);
     int64_t dl = deadline_of(timeout_ms);
-    char *waiters = cat(name, "/waiters/", NULL);
-    char *ready = cat(name, "/ready", NULL);
-    char *key = waiters != NULL ? lease_key(s, waiters) : NULL;
-    int rc;
-    if (ready == NULL || key == NULL) {
-        rc = nomem(st);
-        goto out;
-    }
     int64_t mine, lease;
     int created;
-    rc = create_put(s->c, key, "", 0, s->lease, &mine, &created, &lease, st);
+    int rc = create_put(s->c, b->key, "", 0, s->lease, &mine, &created, &lease, st);
     if (rc < 0)
-        goto out;
+        return rc;
     Etcdserverpb__RangeResponse *r;
-    struct rq q = {.key = waiters, .prefix = 1, .count_only = 1};
+    struct rq q = {.key = b->waiters, .prefix = 1, .count_only = 1};
     rc = get(s->c, &q, &r, st);
     if (rc < 0)
         goto undo;
     int64_t count = r->count;
     free_msg(r);
-    if (count > n) {
+    if (count > b->n) {
         rc = status(st, QC_ETOOMANY, QC_FAILED_PRECONDITION, "too many clients");
         goto undo;
     }
-    if (count == n) {
-        rc = qc_put(s->c, ready, strlen(ready), "", 0, 0, NULL, st);
-        if (rc < 0)
-            goto undo;
-        goto out;
+    if (count == b->n) {
+        /* put "ready" once (two may count n at the same time), replacing
+         * one left from an older round whose last participant died */
+        for (;;) {
+            int64_t rrev;
+            rc = create_put(s->c, b->ready, "", 0, 0, &rrev, &created, NULL, st);
+            if (rc < 0)
+                goto undo;
+            if (created || rrev > mine) {
+                b->ready_rev = rrev;
+                return ok(st);
+            }
+            ProtobufCBinaryData rk = bin(b->ready);
+            rc = txn_delete(s->c, &rk, rrev, st);
+            if (rc < 0)
+                goto undo;
+        }
     }
     /* wait for a put of "ready" after our own key */
     for (;;) {
-        struct rq qr = {.key = ready};
+        struct rq qr = {.key = b->ready};
         rc = get(s->c, &qr, &r, st);
         if (rc < 0)
             goto undo;
-        int there = r->n_kvs == 1 && r->kvs[0]->mod_revision > mine;
         int64_t rev = hdr_rev(r->header);
-        free_msg(r);
-        if (there) {
-            rc = ok(st);
-            goto out;
+        if (r->n_kvs == 1 && r->kvs[0]->mod_revision > mine) {
+            b->ready_rev = r->kvs[0]->mod_revision;
+            free_msg(r);
+            return ok(st);
         }
-        rc = wait_change(s->c, s, ready, 0, rev + 1, EV_PUT, dl, st);
+        free_msg(r);
+        rc = wait_change(s->c, s, b->ready, 0, rev + 1, EV_PUT, dl, st);
         if (rc < 0)
             goto undo;
     }
 undo:
     if (rc != QC_ELOST)
-        del_key(s->c, key, 0, NULL);
-out:
-    free(waiters);
-    free(ready);
-    free(key);
+        del_key(s->c, b->key, 0, NULL);
     return rc;
 }
 
-int qc_dbarrier_leave(qc_session *s, const char *name, int timeout_ms, struct qc_status *st)
+int qc_dbarrier_leave(qc_dbarrier *b, int timeout_ms, struct qc_status *st)
 {
-    if (s == NULL || !valid_name(name))
-        return invalid(st, "double barrier: bad arguments");
+    qc_session *s = b->s;
+    if (b->ready_rev == 0)
+        return invalid(st, "double barrier: not entered");
     int64_t dl = deadline_of(timeout_ms);
-    char *waiters = cat(name, "/waiters/", NULL);
-    char *ready = cat(name, "/ready", NULL);
-    char *key = waiters != NULL ? lease_key(s, waiters) : NULL;
     int rc;
-    if (ready == NULL || key == NULL) {
-        rc = nomem(st);
-        goto out;
-    }
     /* contrib/recipes' order: the oldest participant leaves last, waiting
      * for the newest; everyone else deletes its key and waits for the
-     * oldest, so all return after the last one is gone */
+     * oldest, so all return after the last one is gone. Only this round's
+     * keys count: those created before its "ready". */
+    size_t klen = strlen(b->key);
     for (;;) {
         Etcdserverpb__RangeResponse *r;
-        struct rq q = {.key = waiters,
+        struct rq q = {.key = b->waiters,
                        .prefix = 1,
+                       .max_create = b->ready_rev - 1,
                        .sort_target = ETCDSERVERPB__RANGE_REQUEST__SORT_TARGET__CREATE,
-                       .order = ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__ASCEND};
+                       .order = ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__ASCEND,
+                       .keys_only = 1};
         rc = get(s->c, &q, &r, st);
         if (rc < 0)
-            goto out;
+            return rc;
         if (r->n_kvs == 0) {
             free_msg(r);
-            rc = ok(st);
-            goto out;
+            break;
         }
         Mvccpb__KeyValue *low = r->kvs[0], *high = r->kvs[r->n_kvs - 1];
-        size_t klen = strlen(key);
-        int low_mine = low->key.len == klen && memcmp(low->key.data, key, klen) == 0;
+        int low_mine = low->key.len == klen && memcmp(low->key.data, b->key, klen) == 0;
         int64_t rev = hdr_rev(r->header);
-        char *wait_for = NULL;
         if (r->n_kvs == 1 && low_mine) {
             free_msg(r);
-            rc = del_key(s->c, ready, 0, st);
-            if (rc == 0)
-                rc = del_key(s->c, key, 0, st);
-            goto out;
+            /* the last one: this round's "ready" (not a later one), then us */
+            ProtobufCBinaryData rk = bin(b->ready);
+            rc = txn_delete(s->c, &rk, b->ready_rev, st);
+            if (rc >= 0)
+                rc = del_key(s->c, b->key, 0, st);
+            if (rc < 0)
+                return rc;
+            break;
         }
-        wait_for = low_mine ? strndup((const char *)high->key.data, high->key.len)
-                            : strndup((const char *)low->key.data, low->key.len);
+        char *wait_for = low_mine ? strndup((const char *)high->key.data, high->key.len)
+                                  : strndup((const char *)low->key.data, low->key.len);
+        int mine_there = 0;
+        for (size_t i = 0; i < r->n_kvs; i++)
+            mine_there |= r->kvs[i]->key.len == klen &&
+                          memcmp(r->kvs[i]->key.data, b->key, klen) == 0;
         free_msg(r);
-        if (wait_for == NULL) {
-            rc = nomem(st);
-            goto out;
-        }
-        if (!low_mine) {
-            rc = del_key(s->c, key, 0, st);
+        if (wait_for == NULL)
+            return nomem(st);
+        if (!low_mine && mine_there) {
+            rc = del_key(s->c, b->key, 0, st);
             if (rc < 0) {
                 free(wait_for);
-                goto out;
+                return rc;
             }
         }
         rc = wait_change(s->c, NULL, wait_for, 0, rev + 1, EV_DELETE, dl, st);
         free(wait_for);
         if (rc < 0)
-            goto out;
+            return rc;
     }
-out:
-    free(waiters);
-    free(ready);
-    free(key);
-    return rc;
+    b->ready_rev = 0;
+    return ok(st);
 }
 
 /* ---- queues ---- */

@@ -293,14 +293,19 @@ int cmd_double_barrier(struct ctl *ctl, int argc, char **argv)
     qc_client *c;
     qc_session *s = open_session(ctl, &c, o.ttl);
     struct qc_status st;
-    int rc = qc_dbarrier_enter(s, o.pos[0], n, o.timeout_ms, &st);
+    qc_dbarrier *b;
+    if (qc_dbarrier_new(s, o.pos[0], n, &b) < 0)
+        ctl_die(CTL_EXIT_BAD_ARGS, "invalid double barrier name");
+    int rc = qc_dbarrier_enter(b, o.timeout_ms, &st);
     if (rc < 0) {
+        qc_dbarrier_free(b);
         qc_session_close(s);
         qc_close(c);
         return recipe_fail(rc, &st);
     }
     int ret = o.cmd != NULL ? run_held(o.cmd, &set, NULL, 0) : 0;
-    rc = qc_dbarrier_leave(s, o.pos[0], o.timeout_ms, &st);
+    rc = qc_dbarrier_leave(b, o.timeout_ms, &st);
+    qc_dbarrier_free(b);
     qc_session_close(s);
     qc_close(c);
     if (rc < 0)
