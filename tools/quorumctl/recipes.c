@@ -439,9 +439,12 @@ int cmd_membership(struct ctl *ctl, int argc, char **argv)
 {
     struct ropts o;
     bool join = false;
-    for (int i = 0, np = 0; i < argc && np < 2; i++)
-        if (argv[i][0] != '-' && np++ == 1)
+    for (int i = 0, np = 0; i < argc && np < 2; i++) {
+        if (strcmp(argv[i], "--ttl") == 0 || strcmp(argv[i], "--timeout") == 0)
+            i++; /* and its value */
+        else if (argv[i][0] != '-' && np++ == 1)
             join = strcmp(argv[i], "join") == 0;
+    }
     parse_args(argc, argv, join ? 3 : 2, 10, &o);
     bool list = o.np == 2 && strcmp(o.pos[1], "list") == 0 && o.cmd == NULL;
     bool watch = o.np == 2 && strcmp(o.pos[1], "watch") == 0 && o.cmd == NULL;
