@@ -48,19 +48,24 @@ extern "C" {
 
 /* Recipe error codes (negative), besides the client's and -EINVAL,
  * -ENOMEM: */
-#define QC_ELOST (-30101)    /* the session's lease expired or was revoked:
-                                every hold of it is gone (status NOT_FOUND
-                                "etcdserver: requested lease not found") */
-#define QC_EBUSY (-30102)    /* a try-lock found the lock held (status
-                                FAILED_PRECONDITION "mutex: Locked by another
-                                session") */
-#define QC_ETOOMANY (-30103) /* a double barrier already has n participants
-                                (status FAILED_PRECONDITION "too many
-                                clients") */
-#define QC_EEXIST (-30104)   /* membership: the member ID is taken (status
-                                ALREADY_EXISTS "key already exists") */
-#define QC_EBADVALUE (-30105) /* counter: the stored value is not an integer
-                                 (status INVALID_ARGUMENT) */
+#define QC_ELOST                                                                                   \
+    (-30101) /* the session's lease expired or was revoked:                                        \
+                every hold of it is gone (status NOT_FOUND                                         \
+                "etcdserver: requested lease not found") */
+#define QC_EBUSY                                                                                   \
+    (-30102) /* a try-lock found the lock held (status                                             \
+                FAILED_PRECONDITION "mutex: Locked by another                                      \
+                session") */
+#define QC_ETOOMANY                                                                                \
+    (-30103) /* a double barrier already has n participants                                        \
+                (status FAILED_PRECONDITION "too many                                              \
+                clients") */
+#define QC_EEXIST                                                                                  \
+    (-30104) /* membership: the member ID is taken (status                                         \
+                ALREADY_EXISTS "key already exists") */
+#define QC_EBADVALUE                                                                               \
+    (-30105) /* counter: the stored value is not an integer                                        \
+                (status INVALID_ARGUMENT) */
 
 /* qc_recipe_strerror is qc_strerror that also knows the codes above. */
 const char *qc_recipe_strerror(int err);
@@ -184,8 +189,8 @@ int qc_pqueue_take(qc_client *c, const char *name, int timeout_ms, char **val, s
 /* ---- group membership ----
  * A member is the key "<group>/<id>" bound to its session: it leaves when
  * it calls qc_group_leave, closes the session, or dies (after the TTL). */
-int qc_group_join(qc_session *s, const char *group, const char *id, const void *val,
-                  size_t vlen, struct qc_status *st); /* QC_EEXIST when taken */
+int qc_group_join(qc_session *s, const char *group, const char *id, const void *val, size_t vlen,
+                  struct qc_status *st); /* QC_EEXIST when taken */
 int qc_group_leave(qc_session *s, const char *group, const char *id, struct qc_status *st);
 
 struct qc_member {
@@ -207,8 +212,8 @@ void qc_members_free(struct qc_members *ms);
  * (malloc'd; free it) and *|joined| (1 joined, 0 left), QC_ETIMEDOUT when
  * none came. A qc_group_watcher is used by one thread at a time. */
 typedef struct qc_group_watcher qc_group_watcher;
-int qc_group_watch_open(qc_client *c, const char *group, int64_t from_rev,
-                        qc_group_watcher **out, struct qc_status *st);
+int qc_group_watch_open(qc_client *c, const char *group, int64_t from_rev, qc_group_watcher **out,
+                        struct qc_status *st);
 int qc_group_watch_next(qc_group_watcher *w, int timeout_ms, char **id, int *joined,
                         struct qc_status *st);
 void qc_group_watch_close(qc_group_watcher *w);

@@ -142,10 +142,10 @@ static int valid_name(const char *name)
 
 struct rq {
     const char *key;
-    int prefix;           /* the range is every key starting with key */
-    int64_t max_create;   /* 0: no bound */
-    int sort_target;      /* Etcdserverpb__RangeRequest__SortTarget */
-    int order;            /* Etcdserverpb__RangeRequest__SortOrder */
+    int prefix;         /* the range is every key starting with key */
+    int64_t max_create; /* 0: no bound */
+    int sort_target;    /* Etcdserverpb__RangeRequest__SortTarget */
+    int order;          /* Etcdserverpb__RangeRequest__SortOrder */
     int64_t limit;
     int count_only; /* (etcd counts before filtering by revision: never
                        together with max_create) */
@@ -286,7 +286,11 @@ static int txn_delete(qc_client *c, const ProtobufCBinaryData *key, int64_t mod,
     return done;
 }
 
-enum { EV_ANY = -1, EV_PUT = MVCCPB__EVENT__EVENT_TYPE__PUT, EV_DELETE = MVCCPB__EVENT__EVENT_TYPE__DELETE };
+enum {
+    EV_ANY = -1,
+    EV_PUT = MVCCPB__EVENT__EVENT_TYPE__PUT,
+    EV_DELETE = MVCCPB__EVENT__EVENT_TYPE__DELETE
+};
 
 /* wait_change watches |key| (a prefix when |prefix|) from revision |from|
  * until an event of |type| (EV_ANY: any): 0 then, or when the watch ended
@@ -733,8 +737,8 @@ int qc_mutex_trylock(qc_mutex *m, struct qc_status *st)
     int rc = create_put(h->s->c, key, "", 0, h->s->lease, &rev, &created, &lease, st);
     Etcdserverpb__RangeResponse *r = NULL;
     if (rc == 0) {
-        struct rq q = {.key = h->pfx, .prefix = 1, .max_create = rev - 1, .keys_only = 1,
-                       .limit = 1};
+        struct rq q = {
+            .key = h->pfx, .prefix = 1, .max_create = rev - 1, .keys_only = 1, .limit = 1};
         rc = get(h->s->c, &q, &r, st);
     }
     if (rc == 0 && r->n_kvs > 0) {
@@ -915,9 +919,9 @@ int qc_barrier_wait(qc_client *c, const char *name, int timeout_ms, struct qc_st
 struct qc_dbarrier {
     qc_session *s;
     int n;
-    char *waiters; /* "<name>/waiters/" */
-    char *ready;   /* "<name>/ready" */
-    char *key;     /* our waiter key */
+    char *waiters;     /* "<name>/waiters/" */
+    char *ready;       /* "<name>/ready" */
+    char *key;         /* our waiter key */
     int64_t ready_rev; /* mod revision of this round's "ready"; 0: not in */
 };
 
@@ -1062,8 +1066,8 @@ int qc_dbarrier_leave(qc_dbarrier *b, int timeout_ms, struct qc_status *st)
                                   : strndup((const char *)low->key.data, low->key.len);
         int mine_there = 0;
         for (size_t i = 0; i < r->n_kvs; i++)
-            mine_there |= r->kvs[i]->key.len == klen &&
-                          memcmp(r->kvs[i]->key.data, b->key, klen) == 0;
+            mine_there |=
+                r->kvs[i]->key.len == klen && memcmp(r->kvs[i]->key.data, b->key, klen) == 0;
         free_msg(r);
         if (wait_for == NULL)
             return nomem(st);
@@ -1147,7 +1151,8 @@ static int take_first(qc_client *c, const char *pfx, char **key, char **val, siz
                 free_msg(r);
                 return nomem(st);
             }
-            memcpy(*val, kv->value.data, kv->value.len);
+            if (kv->value.len > 0)
+                memcpy(*val, kv->value.data, kv->value.len);
             (*val)[kv->value.len] = '\0';
             *vlen = kv->value.len;
         }
@@ -1158,8 +1163,7 @@ static int take_first(qc_client *c, const char *pfx, char **key, char **val, siz
     }
 }
 
-int qc_queue_put(qc_client *c, const char *name, const void *val, size_t vlen,
-                 struct qc_status *st)
+int qc_queue_put(qc_client *c, const char *name, const void *val, size_t vlen, struct qc_status *st)
 {
     if (!valid_name(name))
         return invalid(st, "queue: empty name");
@@ -1356,7 +1360,8 @@ int qc_group_list(qc_client *c, const char *group, struct qc_members **out, stru
             free_msg(r);
             return nomem(st);
         }
-        memcpy(m->value, kv->value.data, kv->value.len);
+        if (kv->value.len > 0)
+            memcpy(m->value, kv->value.data, kv->value.len);
         m->value[kv->value.len] = '\0';
         m->vlen = kv->value.len;
         m->joined = kv->create_revision;
@@ -1373,8 +1378,8 @@ struct qc_group_watcher {
     size_t next;
 };
 
-int qc_group_watch_open(qc_client *c, const char *group, int64_t from_rev,
-                        qc_group_watcher **out, struct qc_status *st)
+int qc_group_watch_open(qc_client *c, const char *group, int64_t from_rev, qc_group_watcher **out,
+                        struct qc_status *st)
 {
     *out = NULL;
     if (!valid_name(group))
@@ -1472,8 +1477,7 @@ static const char *outcome_text(int o)
 
 /* read_outcome: 1 and *|o| when "<name>/outcome" is there, 0 (and the
  * read's revision in *|rev|) when not */
-static int read_outcome(qc_client *c, const char *okey, int *o, int64_t *rev,
-                        struct qc_status *st)
+static int read_outcome(qc_client *c, const char *okey, int *o, int64_t *rev, struct qc_status *st)
 {
     Etcdserverpb__RangeResponse *r;
     struct rq q = {.key = okey};

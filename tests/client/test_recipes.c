@@ -29,7 +29,7 @@
 
 static pid_t srv_pid;
 static char srv_dir[128], srv_ep[64];
-static qc_client *C; /* shared by every thread of a test */
+static qc_client *C;       /* shared by every thread of a test */
 static char fail_msg[512]; /* the first failure in a thread (below) */
 
 static int free_port(void)
@@ -266,10 +266,12 @@ static void *mutex_worker(void *arg)
         /* a read-modify-write through the server that only exclusion
          * keeps from losing updates */
         int64_t v;
-        TCHECK((qc_counter_get(C, "mx-count", &v, NULL)) == (0), "%s", "qc_counter_get(C, \"mx-count\", &v, NULL) == 0");
+        TCHECK((qc_counter_get(C, "mx-count", &v, NULL)) == (0), "%s",
+               "qc_counter_get(C, \"mx-count\", &v, NULL) == 0");
         char buf[32];
         snprintf(buf, sizeof(buf), "%lld", (long long)v + 1);
-        TCHECK((qc_put(C, "mx-count", 8, buf, strlen(buf), 0, NULL, NULL)) == (0), "%s", "qc_put(C, \"mx-count\", 8, buf, strlen(buf), 0, NULL, NULL) == 0");
+        TCHECK((qc_put(C, "mx-count", 8, buf, strlen(buf), 0, NULL, NULL)) == (0), "%s",
+               "qc_put(C, \"mx-count\", 8, buf, strlen(buf), 0, NULL, NULL) == 0");
         pthread_mutex_lock(&mx_mu);
         if (qc_mutex_token(m) <= MX.last_token)
             MX.bad = 2; /* fencing tokens grow with each holder */
@@ -439,7 +441,8 @@ static void *sem_worker(void *arg)
     qc_session *s = tsession(10);
     TCHECK(s != NULL, "no session");
     qc_semaphore *m;
-    TCHECK((qc_semaphore_new(s, "sem", 2, &m)) == (0), "%s", "qc_semaphore_new(s, \"sem\", 2, &m) == 0");
+    TCHECK((qc_semaphore_new(s, "sem", 2, &m)) == (0), "%s",
+           "qc_semaphore_new(s, \"sem\", 2, &m) == 0");
     for (int i = 0; i < 5; i++) {
         struct qc_status st;
         TCHECK((qc_semaphore_acquire(m, 30000, &st)) == (0), "%s", st.message);
@@ -579,7 +582,8 @@ static void *producer(void *arg)
     for (int i = 0; i < ITEMS; i++) {
         char v[32];
         snprintf(v, sizeof(v), "%d:%d", p, i);
-        TCHECK((qc_queue_put(C, "q", v, strlen(v), NULL)) == (0), "%s", "qc_queue_put(C, \"q\", v, strlen(v), NULL) == 0");
+        TCHECK((qc_queue_put(C, "q", v, strlen(v), NULL)) == (0), "%s",
+               "qc_queue_put(C, \"q\", v, strlen(v), NULL) == 0");
     }
     return NULL;
 }
@@ -727,8 +731,7 @@ static void *vote_thread(void *arg)
     return NULL;
 }
 
-static void run_2pc(const char *name, const int *votes, int nvotes, int n, int timeout_ms,
-                    int want)
+static void run_2pc(const char *name, const int *votes, int nvotes, int n, int timeout_ms, int want)
 {
     struct voter v[8];
     pthread_t th[8];
@@ -770,7 +773,8 @@ static void *adder(void *arg)
 {
     (void)arg;
     for (int i = 0; i < 25; i++)
-        TCHECK((qc_counter_add(C, "cnt", 2, NULL, NULL)) == (0), "%s", "qc_counter_add(C, \"cnt\", 2, NULL, NULL) == 0");
+        TCHECK((qc_counter_add(C, "cnt", 2, NULL, NULL)) == (0), "%s",
+               "qc_counter_add(C, \"cnt\", 2, NULL, NULL) == 0");
     return NULL;
 }
 

@@ -538,8 +538,8 @@ int cmd_counter(struct ctl *ctl, int argc, char **argv)
     qc_client *c = ctl_connect(ctl);
     struct qc_status st;
     int64_t v = 0;
-    int rc = add ? qc_counter_add(c, o.pos[0], delta, &v, &st)
-                 : qc_counter_get(c, o.pos[0], &v, &st);
+    int rc =
+        add ? qc_counter_add(c, o.pos[0], delta, &v, &st) : qc_counter_get(c, o.pos[0], &v, &st);
     qc_close(c);
     if (rc < 0)
         return recipe_fail(rc, &st);
