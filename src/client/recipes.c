@@ -353,6 +353,12 @@ static int wait_change(qc_client *c, qc_session *sess, const char *key, int pref
             rc = ls.code != QC_OK ? status(st, QC_ESTATUS, ls.code, ls.message) : ok(st);
             break;
         }
+        if (rc == QC_EUNAVAILABLE) {
+            /* the connection broke (a member restarted, a failover): the
+             * caller reads again, which reconnects or fails for good */
+            rc = ok(st);
+            break;
+        }
         if (rc < 0) {
             status(st, rc, ls.code, ls.message);
             break;
@@ -669,15 +675,19 @@ static int hold_acquire(struct hold *h, const char *sub, const char *wait_sub, i
         return nomem(st);
     }
     int64_t rev, lease;
-    int created;
+    int created = 0;
+    /* a key of this session that is already there (a retry after a lost
+     * answer) is ours and keeps its place in line, as in clientv3's Mutex */
     int rc = create_put(h->s->c, key, "", 0, h->s->lease, &rev, &created, &lease, st);
+    if (rc == 0 && lease != h->s->lease)
+        rc = invalid(st, "lock: the key is held under another lease");
     if (rc == 0)
         rc = wait_turn(h->s, range, key, rev, n, dl, st);
     free(range);
     if (rc < 0) {
         /* take back our place (as clientv3's Mutex.Lock on a cancelled
          * context); the lease takes it anyway if this fails */
-        if (rc != QC_ELOST)
+        if (rc != QC_ELOST && created)
             del_key(h->s->c, key, 0, NULL);
         free(key);
         return rc;

@@ -148,6 +148,12 @@ class Recipes(unittest.TestCase):
         holder.wait()
         r = self.ctl("rwlock", "--timeout", "30s", "dead", "read", "--", "echo", "got it")
         self.assertEqual(r.stdout, "got it\n")
+        # a holder whose lease is revoked under it learns it lost the hold
+        holder = self.spawn("rwlock", "lost", "write")
+        key = holder.stdout.readline().strip()
+        self.ctl("lease", "revoke", key.rsplit("/", 1)[1])
+        _, err = holder.communicate(timeout=30)
+        self.assertEqual((holder.returncode, err), (1, "Error: session expired\n"))
 
     # ---- semaphore ----
 
