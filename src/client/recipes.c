@@ -495,6 +495,8 @@ int qc_session_open(qc_client *c, int ttl_s, qc_session **out, struct qc_status 
         return rc;
     }
     s->lease = g->id;
+    if (g->ttl > 0) /* the server may raise a TTL to its minimum */
+        s->ttl = (int)(g->ttl < INT_MAX ? g->ttl : INT_MAX);
     free_msg(g);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);

@@ -52,8 +52,8 @@ class Recipes(unittest.TestCase):
             if p.poll() is None:
                 os.kill(p.pid, signal.SIGKILL)
                 p.wait()
-            for f in (p.stdout, p.stderr):
-                if f is not None:
+            for f in (p.stdin, p.stdout, p.stderr):
+                if f is not None and not f.closed:
                     f.close()
 
     # ---- helpers ----
@@ -68,10 +68,11 @@ class Recipes(unittest.TestCase):
                                                                 r.stderr))
         return r
 
-    def spawn(self, *args, shell=None):
+    def spawn(self, *args, shell=None, stdin=subprocess.DEVNULL):
         """quorumctl |args| (or a shell script) in the background."""
         cmd = ["/bin/sh", "-c", shell] if shell is not None else self.argv(*args)
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        p = subprocess.Popen(cmd, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
         self.procs.append(p)
         return p
 
@@ -206,13 +207,16 @@ class Recipes(unittest.TestCase):
         self.assertEqual(marks[:first_out].count("done"), 3, "out before all done: %s" % marks)
         self.assertEqual(self.ctl("get", "--prefix", "dbar/").stdout, "")
         # more than n
-        h = self.spawn(shell="$Q double-barrier one 1 -- sleep 30")
+        # more than n: the one inside runs `head -c 1` until we write it a byte
+        h = self.spawn("double-barrier", "one", "1", "--", "head", "-c", "1",
+                       stdin=subprocess.PIPE)
         wait_for(lambda: self.ctl("get", "--prefix", "--keys-only", "one/ready").stdout,
                  what="the first participant inside")
         r = self.ctl("double-barrier", "one", "1", check=False)
         self.assertEqual((r.returncode, r.stderr), (1, "Error: too many clients\n"))
-        os.kill(h.pid, signal.SIGKILL)
-        h.wait()
+        out, err = h.communicate("x", timeout=60)
+        self.assertEqual((h.returncode, out, err), (0, "x", ""))
+        self.assertEqual(self.ctl("get", "--prefix", "one/").stdout, "")
 
     # ---- queues ----
 
