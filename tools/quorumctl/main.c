@@ -4,7 +4,9 @@
  * The online commands are built on the C client library
  * (api/quorum/client.h): kv.c (put, get, del, txn, watch, compaction) and
  * admin.c (lease, member, endpoint, defrag, alarm, move-leader, snapshot
- * save, lock, elect); snapshot.c holds the offline snapshot status and
+ * save, lock, elect), recipes.c (rwlock, semaphore, barrier,
+ * double-barrier, queue, priority-queue, 2pc, membership, counter: the
+ * recipes of api/quorum/recipes.h); snapshot.c holds the offline snapshot status and
  * restore. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +41,17 @@ static void usage(FILE *f)
                "  move-leader <member id>\n"
                "  lock [--ttl=10] <name> [command args...]\n"
                "  elect [--ttl=60] <name> <proposal> | elect -l <name>\n"
+               "  rwlock [--ttl=10] [--timeout=D] <name> read|write [command args...]\n"
+               "  semaphore [--ttl=10] [--timeout=D] <name> <n> [command args...]\n"
+               "  barrier [--timeout=D] <name> hold|release|wait\n"
+               "  double-barrier [--ttl=10] [--timeout=D] <name> <n> [command args...]\n"
+               "  queue [--timeout=D] <name> put <value> | take\n"
+               "  priority-queue [--timeout=D] <name> put <priority> <value> | take\n"
+               "  2pc [--ttl=10] [--timeout=D] <name> coordinate <n> | vote commit|abort |\n"
+               "      outcome | reset\n"
+               "  membership [--ttl=10] <group> join <member-id> [command args...] | list |"
+               " watch\n"
+               "  counter <name> add <n> | get\n"
                "  snapshot save <file>               stream a member's database into a file\n"
                "  snapshot status <file>             hash, revision, keys and size of a "
                "snapshot file\n"
@@ -168,6 +181,11 @@ static const struct {
     {"defrag", cmd_defrag}, {"alarm", cmd_alarm},   {"move-leader", cmd_move_leader},
     {"lock", cmd_lock},     {"elect", cmd_elect},   {"auth", cmd_auth},
     {"user", cmd_user},     {"role", cmd_role},
+    /* recipes.c */
+    {"rwlock", cmd_rwlock}, {"semaphore", cmd_semaphore}, {"barrier", cmd_barrier},
+    {"double-barrier", cmd_double_barrier}, {"queue", cmd_queue},
+    {"priority-queue", cmd_priority_queue}, {"2pc", cmd_2pc}, {"membership", cmd_membership},
+    {"counter", cmd_counter},
 };
 
 static int (*find_command(const char *name))(struct ctl *, int, char **)

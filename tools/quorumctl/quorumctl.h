@@ -124,6 +124,17 @@ int cmd_snapshot_save(struct ctl *ctl, int argc, char **argv);
 int cmd_lock(struct ctl *ctl, int argc, char **argv);
 int cmd_elect(struct ctl *ctl, int argc, char **argv);
 
+/* recipes.c: the coordination recipes of api/quorum/recipes.h */
+int cmd_rwlock(struct ctl *ctl, int argc, char **argv);
+int cmd_semaphore(struct ctl *ctl, int argc, char **argv);
+int cmd_barrier(struct ctl *ctl, int argc, char **argv);
+int cmd_double_barrier(struct ctl *ctl, int argc, char **argv);
+int cmd_queue(struct ctl *ctl, int argc, char **argv);
+int cmd_priority_queue(struct ctl *ctl, int argc, char **argv);
+int cmd_2pc(struct ctl *ctl, int argc, char **argv);
+int cmd_membership(struct ctl *ctl, int argc, char **argv);
+int cmd_counter(struct ctl *ctl, int argc, char **argv);
+
 /* auth.c: ctl_login authenticates a new connection as --user (asking for
  * the password when not given) and exits as etcdctl when that fails;
  * ctl_credentials resolves the name and password once (on the main
