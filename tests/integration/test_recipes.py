@@ -25,7 +25,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Server, built_binary, wait_for  # noqa: E402
+from harness import Server, built_binary, free_port, wait_for  # noqa: E402
 
 QUORUMCTL = built_binary("QUORUMCTL_BIN", "tools", "quorumctl", "quorumctl")
 
@@ -99,6 +99,19 @@ class Recipes(unittest.TestCase):
     def read_marks(path):
         with open(path) as f:
             return [line.split() for line in f if line.strip()]
+
+    def test_flags_after_dashdash_are_the_commands(self):
+        # quorumctl's own flags end at "--", as pflag's do for etcdctl: the
+        # held command keeps its --endpoints (here an unreachable one, so a
+        # quorumctl that took it for itself would never get the lock)
+        dead = "127.0.0.1:%d" % free_port()
+        r = self.ctl("rwlock", "dd", "write", "--", QUORUMCTL, "--endpoints", dead,
+                     "--dial-timeout=1s", "get", "x", check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("context deadline exceeded", r.stderr)
+        r = self.ctl("lock", "dd", "--", QUORUMCTL, "--endpoints", self.srv.endpoint,
+                     "get", "dd", "--prefix", "--keys-only")
+        self.assertTrue(r.stdout.startswith("dd/"), r.stdout)
 
     # ---- read/write lock ----
 

@@ -208,6 +208,13 @@ int main(int argc, char **argv)
     int nrest = 0;
     for (; i < argc; i++) {
         const char *v;
+        if (strcmp(argv[i], "--") == 0) {
+            /* as pflag: no flag after "--" is quorumctl's (lock's command
+             * keeps its own --endpoints); the command sees "--" itself */
+            while (i < argc)
+                rest[nrest++] = argv[i++];
+            break;
+        }
         if ((v = flag_value(argc, argv, &i, "endpoints", NULL)) != NULL) {
             ctl.endpoints = v;
         } else if ((v = flag_value(argc, argv, &i, "write-out", "-w")) != NULL) {
