@@ -528,6 +528,7 @@ static void sync_peers(struct server *s)
                 continue;
             s->n_peers++;
             s->peers[k].last_heartbeat_ms = 0;
+            s->peers[k].active_since_ms = 0;
         } else if (strcmp(s->peers[k].url, url) == 0) {
             continue;
         } else if (transport_update_peer(s->tp, ids[i], u.host, u.port) != 0) {
@@ -1453,10 +1454,33 @@ static void expire(struct server *s, struct entry_list *l, uint64_t now)
     }
 }
 
+/* sample_links notes since when each peer's message link has been up
+ * (the strict reconfiguration check asks, members.c). */
+static void sample_links(struct server *s, uint64_t now)
+{
+    for (size_t k = 0; k < s->n_peers; k++) {
+        struct transport_peer_stats st;
+        bool up = transport_peer_stats(s->tp, s->peers[k].id, &st) == 0 && st.connected;
+        if (!up)
+            s->peers[k].active_since_ms = 0;
+        else if (s->peers[k].active_since_ms == 0)
+            s->peers[k].active_since_ms = now;
+    }
+}
+
+uint64_t server_peer_active_since(const struct server *s, uint64_t id)
+{
+    for (size_t k = 0; k < s->n_peers; k++)
+        if (s->peers[k].id == id)
+            return s->peers[k].active_since_ms;
+    return 0;
+}
+
 static void on_sweep(uv_timer_t *t)
 {
     struct server *s = t->data;
     uint64_t now = uv_now(s->loop);
+    sample_links(s, now);
     if (backend_batch_txn(s->be) != NULL && now - s->batch_opened_ms >= BATCH_INTERVAL_MS)
         server_flush(s);
     expire(s, &s->queued, now);
