@@ -54,6 +54,7 @@
 #define ENTRY_FLAG_AUTH 2u
 #define ENTRY_AUTH_FIXED 10
 #define SWEEP_MS 100
+#define PURGE_INTERVAL_MS 30000 /* etcd's purgeFileInterval */
 #define BATCH_INTERVAL_MS 100  /* etcd's --backend-batch-interval */
 #define BATCH_MAX_ENTRIES 10000 /* etcd's --backend-batch-limit */
 /* The Raft core keeps applied entries in memory for followers that lag
@@ -782,6 +783,22 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
              (unsigned long long)snap->index, (unsigned long long)ci, (long long)mvcc_rev(s->kv));
 }
 
+/* purge_files is etcd's purge of old files (--max-snapshots, --max-wals):
+ * the oldest .snap files beyond the limit, and the oldest WAL segments
+ * beyond it that the newest snapshot covers (a segment still needed stops
+ * it). After each snapshot this member takes and every PURGE_INTERVAL_MS
+ * (etcd's purgeFileInterval), never while a worker writes the WAL. */
+static void purge_files(struct server *s)
+{
+    if (s->wal == NULL || s->persisting)
+        return;
+    int rv = wal_purge(s->wal, s->snap_index, (size_t)s->cfg.max_wals);
+    if (rv >= 0)
+        rv = wal_snap_purge(s->cfg.data_dir, (size_t)s->cfg.max_snapshots);
+    if (rv < 0)
+        log_warn("raft", "purging old files: %s", q_strerror(rv));
+}
+
 /* maybe_compact takes a Raft snapshot every --snapshot-count entries:
  * the store is made durable first, then the snapshot marker, then the WAL
  * segments it covers go. */
@@ -796,7 +813,7 @@ static void maybe_compact(struct server *s)
     uint64_t term = e->term;
     server_flush(s);
     uint64_t t0 = uv_hrtime();
-    int rv = backend_sync(s->be);
+    int rv = s->cfg.unsafe_no_fsync ? 0 : backend_sync(s->be);
     uint64_t sync_ms = (uv_hrtime() - t0) / 1000000;
     if (sync_ms >= SLOW_COMMIT_MS)
         log_warn("raft", "syncing the database for a snapshot took %llu ms",
@@ -818,10 +835,7 @@ static void maybe_compact(struct server *s)
         abort();
     }
     s->snap_index = applied;
-    if ((rv = wal_release_to(s->wal, applied)) != 0 ||
-        (rv = wal_snap_purge(s->cfg.data_dir, 3)) != 0)
-        log_warn("raft", "cleaning up after the snapshot at %llu: %s", (unsigned long long)applied,
-                 q_strerror(rv));
+    purge_files(s);
     log_info("raft", "snapshot at index %llu (term %llu); log compacted",
              (unsigned long long)applied, (unsigned long long)term);
 }
@@ -1443,6 +1457,11 @@ static void on_tick(uv_timer_t *t)
     server_node_pass(s);
 }
 
+static void on_purge(uv_timer_t *t)
+{
+    purge_files(t->data);
+}
+
 static void expire(struct server *s, struct entry_list *l, uint64_t now)
 {
     for (struct entry *e = l->head, *next; e != NULL; e = next) {
@@ -1595,6 +1614,7 @@ int server_node_start(struct server *s)
     int rv;
     char err[WAL_ERR_LEN] = "";
     struct wal_options wo = {.data_dir = c->data_dir};
+    wal_no_sync = c->unsafe_no_fsync;
     /* the member is its log: built by server_bootstrap on a first start */
     struct wal_state st;
     rv = wal_open(&wo, &s->wal, &st, err, sizeof(err));
@@ -1683,6 +1703,9 @@ int server_node_start(struct server *s)
     uv_timer_init(s->loop, &s->sweep);
     s->sweep.data = s;
     uv_timer_start(&s->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
+    uv_timer_init(s->loop, &s->purge);
+    s->purge.data = s;
+    uv_timer_start(&s->purge, on_purge, PURGE_INTERVAL_MS, PURGE_INTERVAL_MS);
     server_node_pass(s);
     return 0;
 }
@@ -1732,13 +1755,15 @@ void server_node_close(struct server *s, void (*cb)(void *), void *arg)
     nc->s = s;
     nc->cb = cb;
     nc->arg = arg;
-    nc->pending = 3 + (s->persisting ? 1 : 0) + (int)s->snap_jobs;
-    if (nc->pending > 3)
+    nc->pending = 4 + (s->persisting ? 1 : 0) + (int)s->snap_jobs;
+    if (nc->pending > 4)
         s->node_closing = nc; /* persist_done and snap_job_done finish it */
     s->tick.data = nc;
     s->sweep.data = nc;
+    s->purge.data = nc;
     uv_close((uv_handle_t *)&s->tick, on_node_handle_closed);
     uv_close((uv_handle_t *)&s->sweep, on_node_handle_closed);
+    uv_close((uv_handle_t *)&s->purge, on_node_handle_closed);
     transport_close(s->tp, on_tp_closed, nc);
     s->tp = NULL;
 }

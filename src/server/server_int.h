@@ -222,6 +222,7 @@ struct server {
     struct transport *tp;
     uv_timer_t tick;           /* raft_tick every --heartbeat-interval */
     uv_timer_t sweep;          /* timeouts of waiting requests */
+    uv_timer_t purge;          /* old .snap and .wal files (node.c) */
     struct entry_list queued;  /* writes of this pass, not proposed yet */
     struct entry_list waiting; /* proposed writes, waiting to be applied */
     struct entry_list reads;   /* linearizable reads */

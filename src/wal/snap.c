@@ -199,6 +199,8 @@ int wal_snap_purge(const char *data_dir, size_t keep)
     closedir(d);
     if (n > 0)
         qsort(v, n, sizeof(*v), snap_name_cmp);
+    if (keep == 0)
+        keep = n; /* unlimited */
     for (size_t i = keep; rv == 0 && i < n; i++) {
         wal__fmt(path, sizeof(path), "%s/%s", dir, v[i].name);
         if (unlink(path) != 0 && errno != ENOENT)
