@@ -1596,6 +1596,52 @@ static int members_query(struct buf *out, void *arg)
 
 /* ---- start and stop ---- */
 
+/* force_new_cluster is etcd's restartAsStandaloneNode (--force-new-cluster):
+ * the membership in force at the commit index (the snapshot's, then every
+ * committed configuration entry) is replaced by this member alone, with
+ * one configuration entry appended right after the commit index and
+ * committed with it. The uncommitted tail of the log goes (the new entry
+ * overwrites it on replay, wal.h), every committed entry stays, and
+ * applying the entry records the others as removed (members.c), so the
+ * member leads alone and new members can be added. Returns 1 when it
+ * wrote the log (reopen it), 0 when the member is alone already. */
+static int force_new_cluster(struct server *s, const struct wal_state *st)
+{
+    struct raft_membership m = {0};
+    uint64_t commit = st->hs.commit;
+    if (st->has_snapshot) {
+        m = st->snapshot.conf;
+        if (commit < st->snapshot.index)
+            commit = st->snapshot.index;
+    }
+    for (size_t i = 0; i < st->n_entries && st->entries[i].index <= commit; i++) {
+        const struct raft_entry *e = &st->entries[i];
+        struct raft_membership next;
+        if (e->type == RAFT_ENTRY_CONF && raft_membership_decode(e->data, e->len, &next) == 0)
+            m = next;
+    }
+    if (m.n_voters == 1 && m.voters[0] == s->member_id && m.n_learners == 0)
+        return 0;
+    struct raft_membership alone = {.n_voters = 1};
+    alone.voters[0] = s->member_id;
+    uint8_t buf[8 * (2 + 2 * RAFT_MAX_MEMBERS)];
+    size_t len = raft_membership_encode(&alone, buf);
+    uint64_t term = st->hs.term ? st->hs.term : 1;
+    struct raft_entry e = {
+        .term = term, .index = commit + 1, .type = RAFT_ENTRY_CONF, .data = buf, .len = len};
+    struct raft_hard_state hs = {.term = term, .vote = st->hs.vote, .commit = commit + 1};
+    int rv = wal_save(s->wal, &hs, &e, 1);
+    if (rv == 0)
+        rv = wal_sync(s->wal);
+    if (rv != 0)
+        return rv;
+    log_warn("server", "forcing restart of member %016llx in cluster %016llx at commit index %llu: "
+                       "%u other member(s) removed from the configuration",
+             (unsigned long long)s->member_id, (unsigned long long)s->cluster_id,
+             (unsigned long long)(commit + 1), m.n_voters + m.n_learners - 1);
+    return 1;
+}
+
 int server_node_start(struct server *s)
 {
     const struct config *c = &s->cfg;
@@ -1626,6 +1672,19 @@ int server_node_start(struct server *s)
         log_warn("wal", "%s", err);
     s->member_id = st.node_id;
     s->cluster_id = st.cluster_id;
+    if (c->force_new_cluster && s->boot == SERVER_BOOT_RESTART) {
+        rv = force_new_cluster(s, &st);
+        wal_state_free(&st);
+        if (rv >= 0) {
+            wal_close(s->wal);
+            s->wal = NULL;
+            rv = wal_open(&wo, &s->wal, &st, err, sizeof(err));
+        }
+        if (rv != 0) {
+            log_error("wal", "--force-new-cluster: %s", err[0] ? err : q_strerror(rv));
+            return rv;
+        }
+    }
     raft_config_default(&rc, s->member_id);
     struct raft_storage rs;
     wal_state_storage(&st, &rs);
