@@ -591,7 +591,8 @@ static void on_pass(uv_check_t *h)
     if (!s->closing)
         server_node_pass(s);
     publish_state(s);
-    if (!s->serving && !s->closing && s->published && server_leader(s) != RAFT_NONE)
+    if (!s->serving && !s->closing && s->published && server_leader(s) != RAFT_NONE &&
+        !s->corrupt.initial)
         serve(s);
     if (!s->closing)
         server_metrics_publish(s);

@@ -71,10 +71,16 @@ struct autocompact {
 
 /* The leader's periodic corruption check (corrupt.c). */
 struct corrupt_check {
-    uv_timer_t timer; /* always initialized; started when the period is set */
+    uv_timer_t timer; /* always initialized; started when the period is set
+                         (first, with --experimental-initial-corrupt-check,
+                         as the initial check's deadline) */
     uint64_t round;
     int64_t rev, compact;
     uint32_t hash;
+    /* --experimental-initial-corrupt-check: clients wait until it is over */
+    bool initial;
+    size_t initial_left;  /* peers that have not answered */
+    unsigned mismatches;  /* peers with another hash at the same compaction */
 };
 
 struct server;
