@@ -90,8 +90,9 @@
  *            raft_advance.
  *   compaction: after raft_compact, wal_snap_save the snapshot (index =
  *            applied, its term, the membership), wal_save_snapshot(w, index,
- *            term, 0), wal_sync, then wal_release_to(w, index) and
- *            wal_snap_purge(dir, keep).
+ *            term, 0), wal_sync, then wal_purge(w, index, max_wals) (or
+ *            wal_release_to(w, index) to drop every covered segment) and
+ *            wal_snap_purge(dir, max_snapshots).
  *
  * THREADING: a struct wal is used by one thread at a time. wal_save,
  * wal_save_snapshot, wal_sync and wal_release_to may run on a worker thread
