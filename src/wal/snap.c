@@ -15,6 +15,7 @@
 #include "base/crc32c.h"
 #include "base/fs.h"
 #include "base/err.h"
+#include "base/log.h"
 #include "wal/wal.h"
 #include "wal/wal_int.h"
 
@@ -205,6 +206,8 @@ int wal_snap_purge(const char *data_dir, size_t keep)
         wal__fmt(path, sizeof(path), "%s/%s", dir, v[i].name);
         if (unlink(path) != 0 && errno != ENOENT)
             rv = -errno;
+        else
+            log_info("wal", "purged file %s successfully", path); /* etcd's fileutil line */
     }
     free(v);
     if (rv == 0 && n > keep)
