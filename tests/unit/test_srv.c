@@ -132,6 +132,20 @@ Test(srv, parse_refuses_bad_messages)
 static int fake_lookup(const char *name, struct srv_record *out, size_t max, char *err,
                        size_t cap)
 {
+    if (strcmp(name, "_etcd-server-ssl-both._tcp.example.test") == 0 && max >= 2) {
+        memset(out, 0, 2 * sizeof(*out));
+        snprintf(out[0].target, sizeof(out[0].target), "n0.example.test");
+        out[0].port = 2380;
+        snprintf(out[1].target, sizeof(out[1].target), "n1.example.test");
+        out[1].port = 2380;
+        return 2;
+    }
+    if (strcmp(name, "_etcd-server-both._tcp.example.test") == 0 && max >= 1) {
+        memset(out, 0, sizeof(*out));
+        snprintf(out[0].target, sizeof(out[0].target), "n2.example.test");
+        out[0].port = 2380;
+        return 1;
+    }
     if (strcmp(name, "_etcd-server-x._tcp.example.test") == 0) {
         const uint16_t ports[3] = {2380, 2480, 2580};
         for (int i = 0; i < 3 && (size_t)i < max; i++) {
@@ -202,4 +216,23 @@ Test(srv, cluster_errors)
                           "_etcd-server-ssl-other lookup "
                           "_etcd-server-ssl-other._tcp.example.test on 127.0.0.1:53: no such "
                           "host");
+}
+
+/* ssl records first (https://), then plain ones (http://), numbered on
+ * across both (etcd 3.4 would use the ssl ones only: docs/cluster-flags.md) */
+Test(srv, cluster_from_ssl_and_plain_records)
+{
+    static struct config c;
+    base_cfg(&c, "me", "https://10.0.0.2:2380"); /* n1 */
+    snprintf(c.discovery_srv_name, sizeof(c.discovery_srv_name), "both");
+    char err[1024] = "";
+    cr_assert_eq(srv_cluster(&c, fake_lookup, fake_resolve, NULL, err, sizeof(err)), 0, "%s",
+                 err);
+    cr_assert_eq(c.n_initial_cluster, 3);
+    cr_assert_str_eq(c.initial_cluster[0].name, "0");
+    cr_assert_str_eq(c.initial_cluster[0].peer_urls[0].text, "https://n0.example.test:2380");
+    cr_assert(c.initial_cluster[0].peer_urls[0].tls);
+    cr_assert_str_eq(c.initial_cluster[1].name, "me");
+    cr_assert_str_eq(c.initial_cluster[2].name, "1");
+    cr_assert_str_eq(c.initial_cluster[2].peer_urls[0].text, "http://n2.example.test:2380");
 }
