@@ -105,22 +105,24 @@ int srv_parse(const uint8_t *msg, size_t len, struct srv_record *out, size_t max
         if (off + rdlen > len)
             return -EINVAL;
         size_t end = off + rdlen;
-        if (type == 33 /* SRV */ && klass == 1 && n < max) {
+        if (type == 33 /* SRV */ && klass == 1) {
+            /* every record is read, also past |max|: the verdict on a
+             * message does not depend on the room given */
             if (rdlen < 7)
                 return -EINVAL;
-            struct srv_record *r = &out[n];
-            r->priority = get16(msg + off);
-            r->weight = get16(msg + off + 2);
-            r->port = get16(msg + off + 4);
+            struct srv_record r;
+            r.priority = get16(msg + off);
+            r.weight = get16(msg + off + 2);
+            r.port = get16(msg + off + 4);
             size_t t = off + 6;
-            if (read_name(msg, end, &t, r->target, sizeof(r->target)) != 0) {
+            if (read_name(msg, end, &t, r.target, sizeof(r.target)) != 0) {
                 /* a compressed target may point anywhere before it */
                 t = off + 6;
-                if (read_name(msg, len, &t, r->target, sizeof(r->target)) != 0)
+                if (read_name(msg, len, &t, r.target, sizeof(r.target)) != 0)
                     return -EINVAL;
             }
-            if (r->target[0] != '\0') /* "." means no service */
-                n++;
+            if (r.target[0] != '\0' && n < max) /* "." means no service */
+                out[n++] = r;
         }
         off = end;
     }
