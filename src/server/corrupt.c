@@ -113,17 +113,20 @@ static void initial_response(struct server *s, const struct raft_msg *m)
     uint32_t hash = (uint32_t)m->commit;
     unsigned long long me = s->member_id, peer = m->from;
     if (m->reject)
-        log_warn("server", "%llx cannot check the hash of peer %llx at revision %lld: peer is "
-                           "lagging behind or compacted",
+        log_warn("server",
+                 "%llx cannot check the hash of peer %llx at revision %lld: peer is "
+                 "lagging behind or compacted",
                  me, peer, (long long)s->corrupt.rev);
     else if (hash != s->corrupt.hash && compact == s->corrupt.compact) {
-        log_error("server", "%llx's hash %u != %llx's hash %u (revision %lld, compact revision "
-                            "%lld)",
+        log_error("server",
+                  "%llx's hash %u != %llx's hash %u (revision %lld, compact revision "
+                  "%lld)",
                   me, s->corrupt.hash, peer, hash, (long long)rev, (long long)compact);
         s->corrupt.mismatches++;
     } else if (hash != s->corrupt.hash) {
-        log_warn("server", "%llx cannot check hash of peer(%llx): peer has a different compact "
-                           "revision %lld (revision:%lld)",
+        log_warn("server",
+                 "%llx cannot check hash of peer(%llx): peer has a different compact "
+                 "revision %lld (revision:%lld)",
                  me, peer, (long long)compact, (long long)rev);
     }
     if (s->corrupt.initial_left == 0)

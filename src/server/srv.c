@@ -178,8 +178,8 @@ int srv_lookup(const char *name, struct srv_record *out, size_t max, char *err, 
     if (n < 0) {
         /* Go's words for the usual failures */
         const char *why = herr == HOST_NOT_FOUND || herr == NO_DATA ? "no such host"
-                          : herr == TRY_AGAIN                      ? "server misbehaving"
-                                                                   : "no answer";
+                          : herr == TRY_AGAIN                       ? "server misbehaving"
+                                                                    : "no answer";
         snprintf(err, cap, "lookup %s%s%s: %s", name, on, server, why);
         return -ENOENT;
     }
@@ -246,8 +246,8 @@ int srv_cluster(struct config *c, srv_lookup_fn lookup, config_resolve_fn resolv
         if (nr < 0) {
             log_info("embed", "get cluster for %s SRV: %s", service, why);
             if (first_err[0] == '\0')
-                snprintf(first_err, sizeof(first_err),
-                         "error querying DNS SRV records for _%s %s", service, why);
+                snprintf(first_err, sizeof(first_err), "error querying DNS SRV records for _%s %s",
+                         service, why);
             continue;
         }
         for (int r = 0; r < nr; r++) {
@@ -265,8 +265,8 @@ int srv_cluster(struct config *c, srv_lookup_fn lookup, config_resolve_fn resolv
             bool v6 = strchr(recs[r].target, ':') != NULL;
             snprintf(url, sizeof(url), "%s://%s%s%s:%u", kinds[k].scheme, v6 ? "[" : "",
                      recs[r].target, v6 ? "]" : "", recs[r].port);
-            if (self >= 0 && strcmp(c->advertise_peer[self].tls ? "https" : "http",
-                                    kinds[k].scheme) != 0) {
+            if (self >= 0 &&
+                strcmp(c->advertise_peer[self].tls ? "https" : "http", kinds[k].scheme) != 0) {
                 /* etcd skips the record; the error tells only when
                  * nothing was found */
                 char m[2048];
@@ -290,8 +290,10 @@ int srv_cluster(struct config *c, srv_lookup_fn lookup, config_resolve_fn resolv
                     m = &found[i];
             if (m == NULL) {
                 if (n == CONFIG_MAX_MEMBERS) {
-                    snprintf(err, cap, "error setting up initial cluster: too many members "
-                                       "(at most %d)", CONFIG_MAX_MEMBERS);
+                    snprintf(err, cap,
+                             "error setting up initial cluster: too many members "
+                             "(at most %d)",
+                             CONFIG_MAX_MEMBERS);
                     return -EINVAL;
                 }
                 m = &found[n++];
@@ -301,8 +303,8 @@ int srv_cluster(struct config *c, srv_lookup_fn lookup, config_resolve_fn resolv
             size_t nu = 0;
             char uerr[400];
             if (m->n_peer_urls == CONFIG_MAX_URLS ||
-                config_parse_urls(url, &m->peer_urls[m->n_peer_urls], 1, &nu, uerr,
-                                  sizeof(uerr)) != 0) {
+                config_parse_urls(url, &m->peer_urls[m->n_peer_urls], 1, &nu, uerr, sizeof(uerr)) !=
+                    0) {
                 snprintf(err, cap, "error setting up initial cluster: %s", uerr);
                 return -EINVAL;
             }

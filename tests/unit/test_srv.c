@@ -14,7 +14,10 @@ struct msg {
     size_t n;
 };
 
-static void put8(struct msg *m, uint8_t v) { m->b[m->n++] = v; }
+static void put8(struct msg *m, uint8_t v)
+{
+    m->b[m->n++] = v;
+}
 static void put16(struct msg *m, uint16_t v)
 {
     put8(m, (uint8_t)(v >> 8));
@@ -129,8 +132,7 @@ Test(srv, parse_refuses_bad_messages)
 
 /* ---- the cluster from records ---- */
 
-static int fake_lookup(const char *name, struct srv_record *out, size_t max, char *err,
-                       size_t cap)
+static int fake_lookup(const char *name, struct srv_record *out, size_t max, char *err, size_t cap)
 {
     if (strcmp(name, "_etcd-server-ssl-both._tcp.example.test") == 0 && max >= 2) {
         memset(out, 0, 2 * sizeof(*out));
@@ -177,8 +179,8 @@ static void base_cfg(struct config *c, const char *name, const char *advertise)
     char a1[300], a2[300];
     snprintf(a1, sizeof(a1), "--initial-advertise-peer-urls=%s", advertise);
     snprintf(a2, sizeof(a2), "--name=%s", name);
-    char *argv[] = {"quorum", a1, a2, "--discovery-srv=example.test",
-                    "--discovery-srv-name=x", NULL};
+    char *argv[] = {"quorum", a1, a2, "--discovery-srv=example.test", "--discovery-srv-name=x",
+                    NULL};
     cr_assert_eq(config_parse(c, 5, argv, err, sizeof(err)), 0, "%s", err);
 }
 
@@ -187,8 +189,7 @@ Test(srv, cluster_names_itself_and_numbers_the_others)
     static struct config c;
     base_cfg(&c, "me", "http://10.0.0.2:2480"); /* n1's address */
     char err[1024] = "";
-    cr_assert_eq(srv_cluster(&c, fake_lookup, fake_resolve, NULL, err, sizeof(err)), 0, "%s",
-                 err);
+    cr_assert_eq(srv_cluster(&c, fake_lookup, fake_resolve, NULL, err, sizeof(err)), 0, "%s", err);
     cr_assert_eq(c.n_initial_cluster, 3);
     cr_assert_str_eq(c.initial_cluster[0].name, "0");
     cr_assert_str_eq(c.initial_cluster[0].peer_urls[0].text, "http://n0.example.test:2380");
@@ -226,8 +227,7 @@ Test(srv, cluster_from_ssl_and_plain_records)
     base_cfg(&c, "me", "https://10.0.0.2:2380"); /* n1 */
     snprintf(c.discovery_srv_name, sizeof(c.discovery_srv_name), "both");
     char err[1024] = "";
-    cr_assert_eq(srv_cluster(&c, fake_lookup, fake_resolve, NULL, err, sizeof(err)), 0, "%s",
-                 err);
+    cr_assert_eq(srv_cluster(&c, fake_lookup, fake_resolve, NULL, err, sizeof(err)), 0, "%s", err);
     cr_assert_eq(c.n_initial_cluster, 3);
     cr_assert_str_eq(c.initial_cluster[0].name, "0");
     cr_assert_str_eq(c.initial_cluster[0].peer_urls[0].text, "https://n0.example.test:2380");
