@@ -334,6 +334,14 @@ static void usage(FILE *f)
            "  --heartbeat-interval            ms between heartbeats (default 100)\n"
            "  --election-timeout              ms before an election (default 1000)\n"
            "  --snapshot-count                applied entries per snapshot (default 100000)\n"
+           "  --max-snapshots, --max-wals     snapshot / WAL files kept (default 5; 0 = all)\n"
+           "  --strict-reconfig-check         refuse member changes that risk the quorum "
+           "(default true)\n"
+           "  --discovery-srv, --discovery-srv-name  bootstrap from DNS SRV records\n"
+           "  --experimental-initial-corrupt-check  compare HashKV with the peers before "
+           "serving\n"
+           "  --force-new-cluster             restart as a one-member cluster, data kept\n"
+           "  --unsafe-no-fsync               no fsync of the log or the store (unsafe)\n"
            "  --experimental-watch-progress-notify-interval\n"
            "                                  interval of watch progress notifications "
            "(default 10m)\n"
@@ -490,6 +498,9 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
     snprintf(c->auth_token, sizeof(c->auth_token), "simple");
     c->auth_token_ttl_s = 300;
     c->bcrypt_cost = 10;
+    c->strict_reconfig_check = true;
+    c->max_snapshots = 5;
+    c->max_wals = 5;
     char ac_mode[16] = "periodic", ac_retention[64] = "0";
     char fronts[16] = "auto";
     const char *listen_metrics = NULL;
@@ -586,6 +597,15 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
             {"log-outputs", F_STR, c->log_outputs, sizeof(c->log_outputs)},
             {"experimental-warning-apply-duration", F_DURATION_NS, &c->warning_apply_ns, 0},
             {"warning-apply-duration", F_DURATION_NS, &c->warning_apply_ns, 0},
+            /* cluster behaviour (docs/cluster-flags.md) */
+            {"strict-reconfig-check", F_BOOL, &c->strict_reconfig_check, 0},
+            {"max-snapshots", F_U64, &c->max_snapshots, 0},
+            {"max-wals", F_U64, &c->max_wals, 0},
+            {"force-new-cluster", F_BOOL, &c->force_new_cluster, 0},
+            {"unsafe-no-fsync", F_BOOL, &c->unsafe_no_fsync, 0},
+            {"experimental-initial-corrupt-check", F_BOOL, &c->initial_corrupt_check, 0},
+            {"discovery-srv", F_STR, c->discovery_srv, sizeof(c->discovery_srv)},
+            {"discovery-srv-name", F_STR, c->discovery_srv_name, sizeof(c->discovery_srv_name)},
         };
         size_t k;
         for (k = 0; k < sizeof(flags) / sizeof(flags[0]); k++)

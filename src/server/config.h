@@ -121,6 +121,16 @@ struct config {
     struct url listen_metrics[CONFIG_MAX_URLS];
     size_t n_listen_metrics;
     bool metrics_extensive; /* --metrics=extensive (else basic) */
+
+    /* ---- cluster behaviour (docs/cluster-flags.md) ---- */
+    bool strict_reconfig_check; /* --strict-reconfig-check (true) */
+    uint64_t max_snapshots;     /* --max-snapshots: .snap files kept (5; 0 = all) */
+    uint64_t max_wals;          /* --max-wals: .wal files kept (5; 0 = all) */
+    bool force_new_cluster;     /* --force-new-cluster */
+    bool unsafe_no_fsync;       /* --unsafe-no-fsync */
+    bool initial_corrupt_check; /* --experimental-initial-corrupt-check */
+    char discovery_srv[256];      /* --discovery-srv: DNS SRV domain */
+    char discovery_srv_name[256]; /* --discovery-srv-name: suffix of the SRV names */
 };
 
 #define CONFIG_FRONT_AUTO (~0u)

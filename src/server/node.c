@@ -54,6 +54,7 @@
 #define ENTRY_FLAG_AUTH 2u
 #define ENTRY_AUTH_FIXED 10
 #define SWEEP_MS 100
+#define PURGE_INTERVAL_MS 30000 /* etcd's purgeFileInterval */
 #define BATCH_INTERVAL_MS 100  /* etcd's --backend-batch-interval */
 #define BATCH_MAX_ENTRIES 10000 /* etcd's --backend-batch-limit */
 /* The Raft core keeps applied entries in memory for followers that lag
@@ -528,6 +529,7 @@ static void sync_peers(struct server *s)
                 continue;
             s->n_peers++;
             s->peers[k].last_heartbeat_ms = 0;
+            s->peers[k].active_since_ms = 0;
         } else if (strcmp(s->peers[k].url, url) == 0) {
             continue;
         } else if (transport_update_peer(s->tp, ids[i], u.host, u.port) != 0) {
@@ -781,6 +783,22 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
              (unsigned long long)snap->index, (unsigned long long)ci, (long long)mvcc_rev(s->kv));
 }
 
+/* purge_files is etcd's purge of old files (--max-snapshots, --max-wals):
+ * the oldest .snap files beyond the limit, and the oldest WAL segments
+ * beyond it that the newest snapshot covers (a segment still needed stops
+ * it). After each snapshot this member takes and every PURGE_INTERVAL_MS
+ * (etcd's purgeFileInterval), never while a worker writes the WAL. */
+static void purge_files(struct server *s)
+{
+    if (s->wal == NULL || s->persisting)
+        return;
+    int rv = wal_purge(s->wal, s->snap_index, (size_t)s->cfg.max_wals);
+    if (rv >= 0)
+        rv = wal_snap_purge(s->cfg.data_dir, (size_t)s->cfg.max_snapshots);
+    if (rv < 0)
+        log_warn("raft", "purging old files: %s", q_strerror(rv));
+}
+
 /* maybe_compact takes a Raft snapshot every --snapshot-count entries:
  * the store is made durable first, then the snapshot marker, then the WAL
  * segments it covers go. */
@@ -795,7 +813,7 @@ static void maybe_compact(struct server *s)
     uint64_t term = e->term;
     server_flush(s);
     uint64_t t0 = uv_hrtime();
-    int rv = backend_sync(s->be);
+    int rv = s->cfg.unsafe_no_fsync ? 0 : backend_sync(s->be);
     uint64_t sync_ms = (uv_hrtime() - t0) / 1000000;
     if (sync_ms >= SLOW_COMMIT_MS)
         log_warn("raft", "syncing the database for a snapshot took %llu ms",
@@ -817,10 +835,7 @@ static void maybe_compact(struct server *s)
         abort();
     }
     s->snap_index = applied;
-    if ((rv = wal_release_to(s->wal, applied)) != 0 ||
-        (rv = wal_snap_purge(s->cfg.data_dir, 3)) != 0)
-        log_warn("raft", "cleaning up after the snapshot at %llu: %s", (unsigned long long)applied,
-                 q_strerror(rv));
+    purge_files(s);
     log_info("raft", "snapshot at index %llu (term %llu); log compacted",
              (unsigned long long)applied, (unsigned long long)term);
 }
@@ -1442,6 +1457,11 @@ static void on_tick(uv_timer_t *t)
     server_node_pass(s);
 }
 
+static void on_purge(uv_timer_t *t)
+{
+    purge_files(t->data);
+}
+
 static void expire(struct server *s, struct entry_list *l, uint64_t now)
 {
     for (struct entry *e = l->head, *next; e != NULL; e = next) {
@@ -1453,10 +1473,33 @@ static void expire(struct server *s, struct entry_list *l, uint64_t now)
     }
 }
 
+/* sample_links notes since when each peer's message link has been up
+ * (the strict reconfiguration check asks, members.c). */
+static void sample_links(struct server *s, uint64_t now)
+{
+    for (size_t k = 0; k < s->n_peers; k++) {
+        struct transport_peer_stats st;
+        bool up = transport_peer_stats(s->tp, s->peers[k].id, &st) == 0 && st.connected;
+        if (!up)
+            s->peers[k].active_since_ms = 0;
+        else if (s->peers[k].active_since_ms == 0)
+            s->peers[k].active_since_ms = now;
+    }
+}
+
+uint64_t server_peer_active_since(const struct server *s, uint64_t id)
+{
+    for (size_t k = 0; k < s->n_peers; k++)
+        if (s->peers[k].id == id)
+            return s->peers[k].active_since_ms;
+    return 0;
+}
+
 static void on_sweep(uv_timer_t *t)
 {
     struct server *s = t->data;
     uint64_t now = uv_now(s->loop);
+    sample_links(s, now);
     if (backend_batch_txn(s->be) != NULL && now - s->batch_opened_ms >= BATCH_INTERVAL_MS)
         server_flush(s);
     expire(s, &s->queued, now);
@@ -1553,6 +1596,52 @@ static int members_query(struct buf *out, void *arg)
 
 /* ---- start and stop ---- */
 
+/* force_new_cluster is etcd's restartAsStandaloneNode (--force-new-cluster):
+ * the membership in force at the commit index (the snapshot's, then every
+ * committed configuration entry) is replaced by this member alone, with
+ * one configuration entry appended right after the commit index and
+ * committed with it. The uncommitted tail of the log goes (the new entry
+ * overwrites it on replay, wal.h), every committed entry stays, and
+ * applying the entry records the others as removed (members.c), so the
+ * member leads alone and new members can be added. Returns 1 when it
+ * wrote the log (reopen it), 0 when the member is alone already. */
+static int force_new_cluster(struct server *s, const struct wal_state *st)
+{
+    struct raft_membership m = {0};
+    uint64_t commit = st->hs.commit;
+    if (st->has_snapshot) {
+        m = st->snapshot.conf;
+        if (commit < st->snapshot.index)
+            commit = st->snapshot.index;
+    }
+    for (size_t i = 0; i < st->n_entries && st->entries[i].index <= commit; i++) {
+        const struct raft_entry *e = &st->entries[i];
+        struct raft_membership next;
+        if (e->type == RAFT_ENTRY_CONF && raft_membership_decode(e->data, e->len, &next) == 0)
+            m = next;
+    }
+    if (m.n_voters == 1 && m.voters[0] == s->member_id && m.n_learners == 0)
+        return 0;
+    struct raft_membership alone = {.n_voters = 1};
+    alone.voters[0] = s->member_id;
+    uint8_t buf[8 * (2 + 2 * RAFT_MAX_MEMBERS)];
+    size_t len = raft_membership_encode(&alone, buf);
+    uint64_t term = st->hs.term ? st->hs.term : 1;
+    struct raft_entry e = {
+        .term = term, .index = commit + 1, .type = RAFT_ENTRY_CONF, .data = buf, .len = len};
+    struct raft_hard_state hs = {.term = term, .vote = st->hs.vote, .commit = commit + 1};
+    int rv = wal_save(s->wal, &hs, &e, 1);
+    if (rv == 0)
+        rv = wal_sync(s->wal);
+    if (rv != 0)
+        return rv;
+    log_warn("server", "forcing restart of member %016llx in cluster %016llx at commit index %llu: "
+                       "%u other member(s) removed from the configuration",
+             (unsigned long long)s->member_id, (unsigned long long)s->cluster_id,
+             (unsigned long long)(commit + 1), m.n_voters + m.n_learners - 1);
+    return 1;
+}
+
 int server_node_start(struct server *s)
 {
     const struct config *c = &s->cfg;
@@ -1571,6 +1660,7 @@ int server_node_start(struct server *s)
     int rv;
     char err[WAL_ERR_LEN] = "";
     struct wal_options wo = {.data_dir = c->data_dir};
+    wal_no_sync = c->unsafe_no_fsync;
     /* the member is its log: built by server_bootstrap on a first start */
     struct wal_state st;
     rv = wal_open(&wo, &s->wal, &st, err, sizeof(err));
@@ -1582,6 +1672,19 @@ int server_node_start(struct server *s)
         log_warn("wal", "%s", err);
     s->member_id = st.node_id;
     s->cluster_id = st.cluster_id;
+    if (c->force_new_cluster && s->boot == SERVER_BOOT_RESTART) {
+        rv = force_new_cluster(s, &st);
+        wal_state_free(&st);
+        if (rv >= 0) {
+            wal_close(s->wal);
+            s->wal = NULL;
+            rv = wal_open(&wo, &s->wal, &st, err, sizeof(err));
+        }
+        if (rv != 0) {
+            log_error("wal", "--force-new-cluster: %s", err[0] ? err : q_strerror(rv));
+            return rv;
+        }
+    }
     raft_config_default(&rc, s->member_id);
     struct raft_storage rs;
     wal_state_storage(&st, &rs);
@@ -1659,6 +1762,9 @@ int server_node_start(struct server *s)
     uv_timer_init(s->loop, &s->sweep);
     s->sweep.data = s;
     uv_timer_start(&s->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
+    uv_timer_init(s->loop, &s->purge);
+    s->purge.data = s;
+    uv_timer_start(&s->purge, on_purge, PURGE_INTERVAL_MS, PURGE_INTERVAL_MS);
     server_node_pass(s);
     return 0;
 }
@@ -1708,13 +1814,15 @@ void server_node_close(struct server *s, void (*cb)(void *), void *arg)
     nc->s = s;
     nc->cb = cb;
     nc->arg = arg;
-    nc->pending = 3 + (s->persisting ? 1 : 0) + (int)s->snap_jobs;
-    if (nc->pending > 3)
+    nc->pending = 4 + (s->persisting ? 1 : 0) + (int)s->snap_jobs;
+    if (nc->pending > 4)
         s->node_closing = nc; /* persist_done and snap_job_done finish it */
     s->tick.data = nc;
     s->sweep.data = nc;
+    s->purge.data = nc;
     uv_close((uv_handle_t *)&s->tick, on_node_handle_closed);
     uv_close((uv_handle_t *)&s->sweep, on_node_handle_closed);
+    uv_close((uv_handle_t *)&s->purge, on_node_handle_closed);
     transport_close(s->tp, on_tp_closed, nc);
     s->tp = NULL;
 }

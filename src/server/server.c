@@ -450,7 +450,7 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
         map = 8ull << 30;
     /* the WAL is the durability point: one sync per LMDB commit is enough */
     struct backend_options bo = {
-        .dir = dir, .map_size = (size_t)map, .no_sync = false, .no_meta_sync = true};
+        .dir = dir, .map_size = (size_t)map, .no_sync = cfg->unsafe_no_fsync, .no_meta_sync = true};
     if ((rv = backend_open(&bo, &s->be)) != 0 || (rv = mvcc_open(s->be, &s->kv)) != 0)
         goto fail;
     s->env.kv = s->kv;
@@ -591,7 +591,8 @@ static void on_pass(uv_check_t *h)
     if (!s->closing)
         server_node_pass(s);
     publish_state(s);
-    if (!s->serving && !s->closing && s->published && server_leader(s) != RAFT_NONE)
+    if (!s->serving && !s->closing && s->published && server_leader(s) != RAFT_NONE &&
+        !s->corrupt.initial)
         serve(s);
     if (!s->closing)
         server_metrics_publish(s);

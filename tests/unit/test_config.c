@@ -269,3 +269,28 @@ Test(config, join_takes_the_cluster_ids)
                           "\"http://127.0.0.1:4\" != \"http://127.0.0.1:3\")") != NULL,
               "%s", err);
 }
+
+/* the cluster-behaviour flags (docs/cluster-flags.md): etcd 3.4's
+ * defaults, and each flag read */
+Test(config, cluster_behaviour_flags)
+{
+    cr_assert_eq(parse(""), 0, "%s", err);
+    cr_assert(cfg.strict_reconfig_check);
+    cr_assert_eq(cfg.max_snapshots, 5);
+    cr_assert_eq(cfg.max_wals, 5);
+    cr_assert(!cfg.force_new_cluster && !cfg.unsafe_no_fsync && !cfg.initial_corrupt_check);
+    cr_assert_str_eq(cfg.discovery_srv, "");
+    cr_assert_str_eq(cfg.discovery_srv_name, "");
+    cr_assert_eq(parse("--strict-reconfig-check=false --max-snapshots 0 --max-wals=7 "
+                       "--force-new-cluster --unsafe-no-fsync "
+                       "--experimental-initial-corrupt-check=true --discovery-srv example.com "
+                       "--discovery-srv-name=prod"),
+                 0, "%s", err);
+    cr_assert(!cfg.strict_reconfig_check);
+    cr_assert_eq(cfg.max_snapshots, 0);
+    cr_assert_eq(cfg.max_wals, 7);
+    cr_assert(cfg.force_new_cluster && cfg.unsafe_no_fsync && cfg.initial_corrupt_check);
+    cr_assert_str_eq(cfg.discovery_srv, "example.com");
+    cr_assert_str_eq(cfg.discovery_srv_name, "prod");
+    expect_flag_error("--max-wals=-1", "invalid value \"-1\" for flag -max-wals: parse error");
+}
