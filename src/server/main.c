@@ -16,11 +16,24 @@ int main(int argc, char **argv)
     int rv = config_parse(&cfg, argc, argv, err, sizeof(err));
     if (rv == 1)
         return 0;
-    if (rv != 0) {
-        /* as Go's flag package: the reason, then the usage; exit 2 */
+    if (rv == CONFIG_ERR_USAGE) {
+        /* as Go's flag package: the reason, then etcd's usage line; exit 2 */
         fprintf(stderr, "%s\n", err);
         config_usage(stderr);
         return 2;
+    }
+    /* what parsing had to say (ETCD_* variables, the config file, flags
+     * without effect), as etcd logs it before its logger is set up */
+    for (size_t i = 0; i < cfg.n_notes; i++) {
+        const struct config_note *n = &cfg.notes[i];
+        enum log_level lv = n->level == 'C' ? LOG_FATAL : n->level == 'W' ? LOG_WARN : LOG_INFO;
+        log_msg(lv, n->module, "%s", n->text);
+    }
+    if (rv == CONFIG_ERR_FATAL)
+        return 1;
+    if (rv != 0) {
+        log_error("main", "error verifying flags, %s. See 'quorum --help'.", err);
+        return 1;
     }
     /* --logger, --log-outputs, --log-level: refused as etcd 3.4 refuses them */
     if (log_setup(cfg.logger, cfg.log_outputs, cfg.log_level, argv[0], err, sizeof(err)) != 0) {
