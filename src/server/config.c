@@ -1231,7 +1231,8 @@ static bool yaml_true(const char *v)
  * etcd's YAML -> JSON -> Go struct path would read it; 1 when the value is
  * null (nothing set); -EINVAL with json's complaint in |why|. */
 static int yaml_value(yaml_document_t *doc, yaml_node_t *n, const struct flagdef *f,
-                      const char *field, char *out, size_t cap, char *why, size_t whycap)
+                      const char *field, bool hinted, char *out, size_t cap, char *why,
+                      size_t whycap)
 {
     const char *gotype = f->ytype;
     const char *kind_name = "string";
@@ -1255,12 +1256,15 @@ static int yaml_value(yaml_document_t *doc, yaml_node_t *n, const struct flagdef
         for (yaml_node_item_t *it = n->data.sequence.items.start; it < n->data.sequence.items.top;
              it++) {
             yaml_node_t *e = yaml_document_get_node(doc, *it);
-            if (e == NULL || e->type != YAML_SCALAR_NODE || yaml_kind(e) == 'b') {
+            char ek = e != NULL && e->type == YAML_SCALAR_NODE ? yaml_kind(e) : 'o';
+            if (ek != 's') {
                 snprintf(why, whycap,
                          "json: cannot unmarshal %s into Go struct field %s of type string",
-                         e == NULL || e->type == YAML_MAPPING_NODE   ? "object"
-                         : e->type == YAML_SEQUENCE_NODE ? "array"
-                                                                     : "bool",
+                         e != NULL && e->type == YAML_SEQUENCE_NODE ? "array"
+                         : ek == 'o'                                ? "object"
+                         : ek == 'b'                                ? "bool"
+                         : ek == 'n'                                ? "null"
+                                                                    : "number",
                          field);
                 return -EINVAL;
             }
@@ -1280,9 +1284,16 @@ static int yaml_value(yaml_document_t *doc, yaml_node_t *n, const struct flagdef
         return 1;
     bool numeric = strcmp(gotype, "string") != 0 && strcmp(gotype, "bool") != 0;
     if (strcmp(gotype, "string") == 0) {
-        if (k == 'b') {
-            snprintf(why, whycap, "json: cannot unmarshal bool into Go struct field %s of type %s",
-                     field, gotype);
+        /* sigs.k8s.io/yaml turns a number or bool into the string a string
+         * field wants only where it finds the field: not in etcd's
+         * embedded embed.Config, so there they are refused */
+        if (k == 'b' && hinted) {
+            snprintf(out, cap, "%s", yaml_true(v) ? "true" : "false");
+            return 0;
+        }
+        if ((k == 'b' || k == 'i' || k == 'f') && !hinted) {
+            snprintf(why, whycap, "json: cannot unmarshal %s into Go struct field %s of type %s",
+                     k == 'b' ? "bool" : "number", field, gotype);
             return -EINVAL;
         }
         snprintf(out, cap, "%s", v);
@@ -1346,6 +1357,26 @@ static void yaml_error(const yaml_parser_t *p, char *err, size_t errlen)
              p->problem ? p->problem : "unknown error");
 }
 
+/* etcd's YAML goes through a JSON object: keys are decoded in sorted order */
+static yaml_document_t *sort_doc;
+
+static int cmp_pairs(const void *a, const void *b)
+{
+    yaml_node_t *ka = yaml_document_get_node(sort_doc, ((const yaml_node_pair_t *)a)->key);
+    yaml_node_t *kb = yaml_document_get_node(sort_doc, ((const yaml_node_pair_t *)b)->key);
+    if (ka == NULL || kb == NULL || ka->type != YAML_SCALAR_NODE || kb->type != YAML_SCALAR_NODE)
+        return (ka != NULL) - (kb != NULL);
+    return strcmp((const char *)ka->data.scalar.value, (const char *)kb->data.scalar.value);
+}
+
+static void sort_mapping(yaml_document_t *doc, yaml_node_t *m)
+{
+    sort_doc = doc;
+    qsort(m->data.mapping.pairs.start,
+          (size_t)(m->data.mapping.pairs.top - m->data.mapping.pairs.start),
+          sizeof(yaml_node_pair_t), cmp_pairs);
+}
+
 /* load_file reads --config-file. CONFIG_ERR_VERIFY as etcd reports a file
  * it cannot read or decode; CONFIG_ERR_FATAL (a note at C) for a value its
  * setters refuse. */
@@ -1378,6 +1409,15 @@ static int load_file(struct config *c, const char *path, char *err, size_t errle
                  root->type == YAML_SEQUENCE_NODE ? "array" : "string");
         rv = CONFIG_ERR_VERIFY;
         goto out;
+    }
+    if (root != NULL && root->type == YAML_MAPPING_NODE) {
+        sort_mapping(&doc, root);
+        for (yaml_node_pair_t *pr = root->data.mapping.pairs.start;
+             pr < root->data.mapping.pairs.top; pr++) {
+            yaml_node_t *vn = yaml_document_get_node(&doc, pr->value);
+            if (vn != NULL && vn->type == YAML_MAPPING_NODE)
+                sort_mapping(&doc, vn);
+        }
     }
     /* two passes as etcd's two Unmarshals: embed.configYAML first (the
      * first mismatch is reported), then etcdmain's configProxy */
@@ -1438,7 +1478,8 @@ static int load_file(struct config *c, const char *path, char *err, size_t errle
                 char field[340], val[8192], why[1024];
                 snprintf(field, sizeof(field), "%s.%s",
                          sec ? "securityConfig" : pass ? "configProxy" : "configYAML", full);
-                int r = yaml_value(&doc, items[j].v, f, field, val, sizeof(val), why, sizeof(why));
+                int r = yaml_value(&doc, items[j].v, f, field, pass == 1, val, sizeof(val), why,
+                                   sizeof(why));
                 if (r < 0) {
                     if (first[0] == '\0')
                         snprintf(first, sizeof(first), "%s", why);
@@ -1447,8 +1488,12 @@ static int load_file(struct config *c, const char *path, char *err, size_t errle
                 if (r == 1 || first[0] != '\0')
                     continue;
                 if (set_value(c, f, val, why, sizeof(why)) != 0) {
-                    /* etcd: plog.Fatalf / Panicf("unexpected error setting up ...") */
-                    add_note(c, 'C', "embed", "unexpected error setting up %s: %s", f->name, why);
+                    /* etcd: log.Fatalf("unexpected error setting up ...") */
+                    add_note(c, 'C', "main", "unexpected error setting up %s: %s",
+                             strcmp(f->name, "proxy") == 0 ? "proxyFlag"
+                             : f->type == T_SELECT          ? "discovery-fallback flag"
+                                                            : f->name,
+                             why);
                     rv = CONFIG_ERR_FATAL;
                     goto out;
                 }
