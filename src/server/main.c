@@ -14,6 +14,14 @@ int main(int argc, char **argv)
     static struct config cfg;
     char err[4096] = "";
     int rv = config_parse(&cfg, argc, argv, err, sizeof(err));
+    /* what parsing had to say (ETCD_* variables, the config file, flags
+     * without effect), as etcd logs it: before its logger is set up, even
+     * before --version or a flag error */
+    for (size_t i = 0; i < cfg.n_notes; i++) {
+        const struct config_note *n = &cfg.notes[i];
+        enum log_level lv = n->level == 'C' ? LOG_FATAL : n->level == 'W' ? LOG_WARN : LOG_INFO;
+        log_msg(lv, n->module, "%s", n->text);
+    }
     if (rv == 1)
         return 0;
     if (rv == CONFIG_ERR_USAGE) {
@@ -21,13 +29,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s\n", err);
         config_usage(stderr);
         return 2;
-    }
-    /* what parsing had to say (ETCD_* variables, the config file, flags
-     * without effect), as etcd logs it before its logger is set up */
-    for (size_t i = 0; i < cfg.n_notes; i++) {
-        const struct config_note *n = &cfg.notes[i];
-        enum log_level lv = n->level == 'C' ? LOG_FATAL : n->level == 'W' ? LOG_WARN : LOG_INFO;
-        log_msg(lv, n->module, "%s", n->text);
     }
     if (rv == CONFIG_ERR_FATAL)
         return 1;
