@@ -410,7 +410,7 @@ static const struct flagdef flags[] = {
     {"initial-election-tick-advance", T_BOOL, CF(initial_election_tick_advance), "true",
      "'true'", G_MEMBER,
      "Whether to fast-forward initial election ticks on boot for faster election.", P_NONE,
-     "no effect: quorum's Raft starts every member with a randomized election timeout",
+     "quorum's Raft starts every member with a randomized election timeout",
      "bool", NULL},
     {"listen-peer-urls", T_URLS, RF(listen_peer), "http://localhost:2380",
      "'http://localhost:2380'", G_MEMBER, "List of URLs to listen on for peer traffic.", P_IMPL,
@@ -450,11 +450,14 @@ static const struct flagdef flags[] = {
      G_MEMBER,
      "Frequency duration of server-to-client ping to check if a connection is alive (0 to "
      "disable).",
-     P_IMPL, NULL, "time.Duration", NULL},
+     P_IMPL,
+     "as etcd 3.4: a PING after this long without input; 0 (here or in the timeout) is "
+     "grpc-go's default, 2h, not off",
+     "time.Duration", NULL},
     {"grpc-keepalive-timeout", T_DUR_MS, CF(grpc_keepalive_timeout_ms), "20s", "'20s'",
      G_MEMBER,
      "Additional duration of wait before closing a non-responsive connection (0 to disable).",
-     P_IMPL, NULL, "time.Duration", NULL},
+     P_IMPL, "as etcd 3.4: 0 is grpc-go's default, 20s, not off", "time.Duration", NULL},
     /* Clustering */
     {"initial-advertise-peer-urls", T_URLS, RF(advertise_peer), "http://localhost:2380",
      "'http://localhost:2380'", G_CLUSTER,
@@ -478,16 +481,15 @@ static const struct flagdef flags[] = {
      P_IMPL, NULL, "string", NULL},
     {"discovery", T_STR, CF(discovery), "", "''", G_CLUSTER,
      "Discovery URL used to bootstrap the cluster.", P_REFUSE,
-     "refused at start: quorum bootstraps from a static --initial-cluster or --discovery-srv "
-     "only (the v2 discovery service needs a proxy mode quorum does not have)",
+     "quorum bootstraps from a static --initial-cluster or --discovery-srv only",
      "string", NULL},
     {"discovery-fallback", T_SELECT, CF(discovery_fallback), "proxy", "'proxy'", G_CLUSTER,
      "Expected behavior ('exit' or 'proxy') when discovery services fails.\n\"proxy\" supports "
      "v2 API only.",
-     P_NONE, "checked as etcd; no effect (it applies to --discovery only)", "string", NULL},
+     P_NONE, "checked as etcd; it applies to --discovery only", "string", NULL},
     {"discovery-proxy", T_STR, CF(discovery_proxy), "", "''", G_CLUSTER,
      "HTTP proxy to use for traffic to discovery service.", P_NONE,
-     "no effect (it applies to --discovery only)", "string", NULL},
+     "it applies to --discovery only", "string", NULL},
     {"discovery-srv", T_STR, CF(discovery_srv), "", "''", G_CLUSTER,
      "DNS srv domain used to bootstrap the cluster.", P_CLUSTER, NULL, "string", NULL},
     {"discovery-srv-name", T_STR, CF(discovery_srv_name), "", "''", G_CLUSTER,
@@ -497,7 +499,7 @@ static const struct flagdef flags[] = {
      NULL},
     {"pre-vote", T_BOOL, CF(pre_vote), "false", "'false'", G_CLUSTER,
      "Enable to run an additional Raft election phase.", P_NONE,
-     "no effect: quorum's Raft always runs the pre-vote phase (with check-quorum)", "bool",
+     "quorum's Raft always runs the pre-vote phase (with check-quorum)", "bool",
      NULL},
     {"auto-compaction-retention", T_STR, RF(ac_retention), "0", "'0'", G_CLUSTER,
      "Auto compaction retention length. 0 means disable auto compaction.", P_IMPL, NULL, "string",
@@ -524,8 +526,8 @@ static const struct flagdef flags[] = {
      "Path to the client certificate revocation list file.", P_IMPL, NULL, NULL, NULL},
     {"client-cert-allowed-hostname", T_STR, CF(client_cert_allowed_hostname), "", "''",
      G_SECURITY, "Allowed TLS hostname for client cert authentication.", P_REFUSE,
-     "refused at start when set: quorum does not check client certificates' host names, and "
-     "would admit clients this flag keeps out",
+     "quorum does not check client certificates' host names, and would admit clients this flag "
+     "keeps out",
      NULL, NULL},
     {"trusted-ca-file", T_STR, CF(client_tls.trusted_ca_file), "", "''", G_SECURITY,
      "Path to the client server TLS trusted CA cert file.", P_IMPL, NULL, "string",
@@ -549,8 +551,8 @@ static const struct flagdef flags[] = {
      "Required CN for client certs connecting to the peer endpoint.", P_IMPL, NULL, NULL, NULL},
     {"peer-cert-allowed-hostname", T_STR, CF(peer_cert_allowed_hostname), "", "''", G_SECURITY,
      "Allowed TLS hostname for inter peer authentication.", P_REFUSE,
-     "refused at start when set: quorum checks a peer's certificate by --peer-cert-allowed-cn "
-     "only, and would admit peers this flag keeps out",
+     "quorum checks a peer's certificate by --peer-cert-allowed-cn only, and would admit peers "
+     "this flag keeps out",
      NULL, NULL},
     {"peer-auto-tls", T_BOOL, CF(peer_tls.auto_tls), "false", "'false'", G_SECURITY,
      "Peer TLS using self-generated certificates if --peer-key-file and --peer-cert-file are not "
@@ -566,19 +568,18 @@ static const struct flagdef flags[] = {
      "Comma-separated whitelist of origins for CORS, or cross-origin resource sharing, (empty "
      "or * means allow all).",
      P_REFUSE,
-     "checked as etcd; quorum allows every origin, so a list is refused at start rather than "
-     "not enforced",
+     "checked as etcd; quorum allows every origin",
      "string", NULL},
     {"host-whitelist", T_STRS, CF(host_whitelist), "*", "'*'", G_SECURITY,
      "Acceptable hostnames from HTTP client requests, if server is not secure (empty or * means "
      "allow all).",
      P_REFUSE,
-     "quorum accepts every Host header, so a list is refused at start rather than not enforced",
+     "quorum accepts every Host header",
      "string", NULL},
     {"experimental-peer-skip-client-san-verification", T_BOOL, CF(peer_skip_client_san), "false",
      "'false'", G_EXP, "Skip verification of SAN field in client certificate for peer connections.",
      P_NONE,
-     "no effect: quorum does not check the SAN of a peer's client certificate (as with this flag "
+     "quorum does not check the SAN of a peer's client certificate (as with this flag "
      "on)",
      NULL, NULL},
     /* Auth */
@@ -623,22 +624,22 @@ static const struct flagdef flags[] = {
     /* v2 proxy */
     {"proxy", T_SELECT, CF(proxy), "off", "'off'", G_PROXY,
      "Proxy mode setting ('off', 'readonly' or 'on').", P_REFUSE,
-     "quorum has no v2 proxy mode: readonly and on are refused at start", "string", NULL},
+     "quorum has no v2 proxy mode", "string", NULL},
     {"proxy-failure-wait", T_UINT, NF, "5000", "5000", G_PROXY,
      "Time (in milliseconds) an endpoint will be held in a failed state.", P_NONE,
-     "checked as etcd; no effect (proxy mode only)", "uint", NULL},
+     "checked as etcd; proxy mode only", "uint", NULL},
     {"proxy-refresh-interval", T_UINT, NF, "30000", "30000", G_PROXY,
      "Time (in milliseconds) of the endpoints refresh interval.", P_NONE,
-     "checked as etcd; no effect (proxy mode only)", "uint", NULL},
+     "checked as etcd; proxy mode only", "uint", NULL},
     {"proxy-dial-timeout", T_UINT, NF, "1000", "1000", G_PROXY,
      "Time (in milliseconds) for a dial to timeout.", P_NONE,
-     "checked as etcd; no effect (proxy mode only)", "uint", NULL},
+     "checked as etcd; proxy mode only", "uint", NULL},
     {"proxy-write-timeout", T_UINT, NF, "5000", "5000", G_PROXY,
      "Time (in milliseconds) for a write to timeout.", P_NONE,
-     "checked as etcd; no effect (proxy mode only)", "uint", NULL},
+     "checked as etcd; proxy mode only", "uint", NULL},
     {"proxy-read-timeout", T_UINT, NF, "0", "0", G_PROXY,
      "Time (in milliseconds) for a read to timeout.", P_NONE,
-     "checked as etcd; no effect (proxy mode only)", "uint", NULL},
+     "checked as etcd; proxy mode only", "uint", NULL},
     /* Experimental */
     {"experimental-initial-corrupt-check", T_BOOL, CF(initial_corrupt_check), "false", "'false'",
      G_EXP, "Enable to check data corruption before serving any client/peer traffic.", P_CLUSTER,
@@ -653,12 +654,12 @@ static const struct flagdef flags[] = {
      "'array'", G_EXP,
      "ExperimentalBackendFreelistType specifies the type of freelist that boltdb backend "
      "uses(array and map are supported types).",
-     P_NONE, "no effect: the backend is LMDB, which has no such choice", "string", NULL},
+     P_NONE, "the backend is LMDB, which has no such choice", "string", NULL},
     {"experimental-enable-lease-checkpoint", T_BOOL, CF(lease_checkpoint), "false", "'false'",
      G_EXP,
      "ExperimentalEnableLeaseCheckpoint enables primary lessor to persist lease remainingTTL to "
      "prevent indefinite auto-renewal of long lived leases.",
-     P_NONE, "no effect: quorum's leader always checkpoints remaining TTLs through the log",
+     P_NONE, "quorum's leader always checkpoints remaining TTLs through the log",
      "bool", NULL},
     {"experimental-compaction-batch-limit", T_INT, RF(batch_limit), "1000",
      "1000", G_EXP,
@@ -674,7 +675,7 @@ static const struct flagdef flags[] = {
     {"experimental-enable-lease-checkpoint-persist", T_BOOL, CF(lease_checkpoint_persist),
      "false", "'false'", NULL,
      "Enable persisting remainingTTL to prevent indefinite auto-renewal of long lived leases.",
-     P_NONE, "no effect: checkpointed TTLs are always persisted", "bool", NULL},
+     P_NONE, "checkpointed TTLs are always persisted", "bool", NULL},
     /* Unsafe */
     {"force-new-cluster", T_BOOL, CF(force_new_cluster), "false", "'false'", G_UNSAFE,
      "Force to create a new one-member cluster.", P_CLUSTER, NULL, "bool", NULL},
@@ -699,17 +700,18 @@ static const struct flagdef flags[] = {
     {"front-loops", T_STR, RF(fronts), "auto", "'auto'", G_QUORUM,
      "Threads owning client connections: auto (the CPUs allowed, less one for the core; 0 on "
      "one CPU) or a number, 0 = the core serves clients.",
-     P_IMPL, NULL, NULL, NULL},
+     P_IMPL, NULL, "string", NULL},
     {"pin-threads", T_BOOL, CF(pin_threads), "false", "'false'", G_QUORUM,
-     "Pin the core and each front loop to a CPU.", P_IMPL, NULL, NULL, NULL},
+     "Pin the core and each front loop to a CPU.", P_IMPL, NULL, "bool", NULL},
     {"auto-compaction-check-interval", T_DUR_MS, CF(auto_compaction_check_ms), "0", "'5m'",
-     G_QUORUM, "How often revision-mode auto compaction checks (for tests).", P_IMPL, NULL, NULL,
-     NULL},
+     G_QUORUM, "How often revision-mode auto compaction checks (for tests).", P_IMPL, NULL,
+     "time.Duration", NULL},
     {"experimental-compaction-sleep-interval", T_DUR_MS, CF(compaction_sleep_ms), "0", "'0'",
-     G_QUORUM, "Pause between compaction steps (etcd 3.5's flag; 0: none).", P_IMPL, NULL, NULL,
-     NULL},
+     G_QUORUM, "Pause between compaction steps (etcd 3.5's flag; 0: none).", P_IMPL, NULL,
+     "time.Duration", NULL},
     {"warning-apply-duration", T_DUR_NS, CF(warning_apply_ns), NULL, "'100ms'", G_QUORUM,
-     "etcd 3.5's name of --experimental-warning-apply-duration.", P_IMPL, NULL, NULL, NULL},
+     "etcd 3.5's name of --experimental-warning-apply-duration.", P_IMPL, NULL, "time.Duration",
+     NULL},
     /* etcd's IgnoredFlag list: flags of etcd 0.4, warned about */
     {"cluster-active-size", T_IGNORED, NF, NULL, NULL, NULL, NULL, P_NONE, NULL, NULL, NULL},
     {"cluster-remove-delay", T_IGNORED, NF, NULL, NULL, NULL, NULL, P_NONE, NULL, NULL, NULL},
@@ -1082,7 +1084,10 @@ void config_help(FILE *f)
             fprintf(f, "  --%s %s\n", d->name, d->shown);
             print_indented(f, d->help, "");
             if (d->policy != P_IMPL && d->policy != P_CLUSTER && d->note != NULL)
-                print_indented(f, d->note, "quorum: ");
+                print_indented(f, d->note,
+                               d->policy == P_NONE   ? "quorum: no effect: "
+                               : d->policy == P_WARN ? "quorum: no effect (logged when set): "
+                                                     : "quorum: refused unless the default: ");
         }
         if (help_groups[g] == G_UNSAFE)
             fprintf(f, "\nCAUTIOUS with unsafe flag! It may break the guarantees given by the "
@@ -1095,7 +1100,7 @@ void config_doc_table(FILE *f)
 {
     static const char *const what[] = {
         [P_IMPL] = "implemented", [P_CLUSTER] = "implemented", [P_NONE] = "no effect",
-        [P_WARN] = "no effect, logged", [P_REFUSE] = "refused unless default"};
+        [P_WARN] = "no effect, logged when set", [P_REFUSE] = "refused unless default"};
     fprintf(f, "| flag | default | config file key | quorum |\n|---|---|---|---|\n");
     for (size_t i = 0; i < N_FLAGS; i++) {
         const struct flagdef *d = &flags[i];

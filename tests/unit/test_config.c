@@ -575,3 +575,42 @@ Test(config, refused_or_warned_as_documented)
     cr_assert_str_eq(cfg.log_level, "debug");
     cr_assert_str_eq(cfg.log_outputs, "stdout");
 }
+
+/* docs/configuration.md's table of flags is config_doc_table's output (the
+ * same table makes --help): it must be current. QUORUM_DOCS_WRITE=1
+ * rewrites it. */
+Test(config, docs_table_current)
+{
+    const char *path = getenv("QUORUM_CONFIG_DOC");
+    if (path == NULL)
+        cr_skip_test("QUORUM_CONFIG_DOC not set");
+    FILE *f = fopen(path, "r");
+    cr_assert(f != NULL, "%s", path);
+    static char doc[256 * 1024];
+    size_t n = fread(doc, 1, sizeof(doc) - 1, f);
+    fclose(f);
+    doc[n] = '\0';
+    static const char begin[] = "<!-- flags table: made by config_doc_table -->\n",
+                      end[] = "<!-- end of flags table -->\n";
+    char *b = strstr(doc, begin), *e = b ? strstr(b, end) : NULL;
+    cr_assert(b != NULL && e != NULL, "no table markers in %s", path);
+    b += strlen(begin);
+    char *table = NULL;
+    size_t tlen = 0;
+    FILE *m = open_memstream(&table, &tlen);
+    config_doc_table(m);
+    fclose(m);
+    bool same = (size_t)(e - b) == tlen && memcmp(b, table, tlen) == 0;
+    if (!same && getenv("QUORUM_DOCS_WRITE") != NULL) {
+        f = fopen(path, "w");
+        fwrite(doc, 1, (size_t)(b - doc), f);
+        fwrite(table, 1, tlen, f);
+        fputs(e, f);
+        fclose(f);
+        same = true;
+    }
+    free(table);
+    cr_assert(same, "%s: the flags table is stale (QUORUM_DOCS_WRITE=1 meson test -C build "
+                    "config rewrites it)",
+              path);
+}
