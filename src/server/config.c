@@ -1781,6 +1781,17 @@ static int finish(struct config *c, char *err, size_t errlen)
         config_parse_urls(raw.advertise_peer, c->advertise_peer, CONFIG_MAX_URLS,
                           &c->n_advertise_peer, err, errlen))
         return CONFIG_ERR_USAGE;
+    /* etcd serves a client address once however often it is listed (its
+     * listeners are keyed by host:port) */
+    for (size_t i = 1; i < c->n_listen_client; i++)
+        for (size_t k = 0; k < i; k++)
+            if (strcmp(c->listen_client[i].text, c->listen_client[k].text) == 0) {
+                memmove(&c->listen_client[i], &c->listen_client[i + 1],
+                        (c->n_listen_client - i - 1) * sizeof(c->listen_client[0]));
+                c->n_listen_client--;
+                i--;
+                break;
+            }
     if (raw.listen_metrics[0] != '\0' &&
         config_parse_urls(raw.listen_metrics, c->listen_metrics, CONFIG_MAX_URLS,
                           &c->n_listen_metrics, err, errlen))

@@ -421,6 +421,16 @@ Test(config, etcd_env_variables)
                             ENVP("ETCD_HEARTBEAT_INTERVAL=abc", "ETCD_ELECTION_TIMEOUT=x")),
                  CONFIG_ERR_VERIFY);
     cr_assert_str_eq(err, "invalid value \"abc\" for ETCD_HEARTBEAT_INTERVAL: parse error");
+    /* a client URL listed twice is served once, as etcd does; advertised
+     * ones are kept as given */
+    cr_assert_eq(parse_argv(ARGV("--listen-client-urls=http://127.0.0.1:1,http://127.0.0.1:2,"
+                                 "http://127.0.0.1:1",
+                                 "--advertise-client-urls=http://a:1,http://a:1"),
+                            no_env),
+                 0, "%s", err);
+    cr_assert_eq(cfg.n_listen_client, 2);
+    cr_assert_eq(cfg.listen_client[1].port, 2);
+    cr_assert_eq(cfg.n_advertise_client, 2);
     /* env-given URLs count as given (etcd's advertise check) */
     cr_assert_eq(parse_argv(ARGV("--name=a"), ENVP("ETCD_LISTEN_CLIENT_URLS=http://127.0.0.1:1")),
                  0);
