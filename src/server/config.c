@@ -1167,8 +1167,8 @@ static int parse_auto_compaction(struct config *c, const char *mode, const char 
     } else if (strcmp(mode, "revision") == 0) {
         c->auto_compaction_periodic = false;
     } else {
-        snprintf(err, errlen, "unknown auto-compaction-mode %s", mode);
-        return -EINVAL;
+        snprintf(err, errlen, "unknown auto-compaction-mode \"%s\"", mode);
+        return CONFIG_ERR_VERIFY;
     }
     char *end;
     errno = 0;
@@ -1180,9 +1180,9 @@ static int parse_auto_compaction(struct config *c, const char *mode, const char 
     }
     uint64_t ms;
     if (parse_duration(retention, &ms) != 0) {
-        snprintf(err, errlen, "error parsing CompactionRetention: time: invalid duration %s",
+        add_note(c, 'C', "main", "error parsing CompactionRetention: time: invalid duration \"%s\"",
                  retention);
-        return -EINVAL;
+        return CONFIG_ERR_FATAL;
     }
     /* etcd takes a duration even in revision mode, as that many revisions
      * (nanoseconds): keep the value in ms for periodic, as a count (ns) for
@@ -1739,8 +1739,9 @@ static int finish(struct config *c, char *err, size_t errlen)
         if (memcmp((char *)c + f->off, (char *)&dflt + f->off, f->size) != 0)
             add_note(c, 'W', "main", "--%s has no effect in quorum: %s", f->name, f->note);
     }
-    if (parse_auto_compaction(c, raw.ac_mode, raw.ac_retention, err, errlen) != 0)
-        return CONFIG_ERR_USAGE;
+    int rv = parse_auto_compaction(c, raw.ac_mode, raw.ac_retention, err, errlen);
+    if (rv != 0) /* etcd: "error verifying flags" or fatal */
+        return rv;
     if (strcmp(raw.fronts, "auto") == 0) {
         c->front_loops = CONFIG_FRONT_AUTO;
     } else {

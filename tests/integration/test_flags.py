@@ -289,6 +289,15 @@ def case_b_go_flag_syntax():
         want = "error verifying flags, '%s' is not a valid flag. See '%s --help'." % (word, NAME)
         check(code == 1 and any(log_text(line) == want for line in err.splitlines()),
               "%s: exit %d %r" % (args, code, err[-300:]))
+    # values read after the flags: etcd's checks of them
+    code, out, err = run(["--auto-compaction-mode=foo"])
+    want = "error verifying flags, unknown auto-compaction-mode \"foo\". See '%s --help'." % NAME
+    check(code == 1 and any(log_text(line) == want for line in err.splitlines()),
+          "auto-compaction-mode: %d %r" % (code, err[-300:]))
+    code, out, err = run(["--auto-compaction-retention=x"])
+    want = 'error parsing CompactionRetention: time: invalid duration "x"'
+    check(code == 1 and any(" C | " in line and log_text(line) == want
+                            for line in err.splitlines()), "retention: %d %r" % (code, err[-300:]))
     # one dash or two, = or not, any of Go's bool spellings: all parse
     code, out, err = run(["-name", "a", "--snapshot-count=7", "-auto-tls=T", "--enable-v2",
                           "-heartbeat-interval=0x10", "--version"])

@@ -382,6 +382,12 @@ Test(config, go_flag_syntax)
     cr_assert_eq(cfg.grpc_keepalive_min_time_ms, 5400000);
     cr_assert_eq(cfg.grpc_keepalive_interval_ms, 0);
     cr_assert_eq(cfg.grpc_keepalive_timeout_ms, 90000);
+    /* values etcd reads after parsing: "error verifying flags" or fatal */
+    cr_assert_eq(parse_argv(ARGV("--auto-compaction-mode=foo"), no_env), CONFIG_ERR_VERIFY);
+    cr_assert_str_eq(err, "unknown auto-compaction-mode \"foo\"");
+    cr_assert_eq(parse_argv(ARGV("--auto-compaction-retention=x"), no_env), CONFIG_ERR_FATAL);
+    cr_assert(has_note('C', "main", "error parsing CompactionRetention: time: invalid duration "
+                                    "\"x\""));
     /* etcd's selective values */
     cr_assert_eq(parse_argv(ARGV("--discovery-fallback=bad"), no_env), CONFIG_ERR_USAGE);
     cr_assert_str_eq(err, "invalid value \"bad\" for flag -discovery-fallback: invalid value");
