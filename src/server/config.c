@@ -576,12 +576,6 @@ static const struct flagdef flags[] = {
      P_REFUSE,
      "quorum accepts every Host header",
      "string", NULL},
-    {"experimental-peer-skip-client-san-verification", T_BOOL, CF(peer_skip_client_san), "false",
-     "'false'", G_EXP, "Skip verification of SAN field in client certificate for peer connections.",
-     P_NONE,
-     "quorum does not check the SAN of a peer's client certificate (as with this flag "
-     "on)",
-     NULL, NULL},
     /* Auth */
     {"auth-token", T_STR, CF(auth_token), "simple", "'simple'", G_AUTH,
      "Specify a v3 authentication token type and its options ('simple' or 'jwt').", P_IMPL, NULL,
@@ -666,6 +660,12 @@ static const struct flagdef flags[] = {
      "ExperimentalCompactionBatchLimit sets the maximum revisions deleted in each compaction "
      "batch.",
      P_IMPL, NULL, "int", NULL},
+    {"experimental-peer-skip-client-san-verification", T_BOOL, CF(peer_skip_client_san), "false",
+     "'false'", G_EXP, "Skip verification of SAN field in client certificate for peer connections.",
+     P_NONE,
+     "quorum does not check the SAN of a peer's client certificate (as with this flag "
+     "on)",
+     NULL, NULL},
     {"experimental-watch-progress-notify-interval", T_DUR_MS, CF(watch_progress_ms), "10m",
      "'10m'", G_EXP, "Duration of periodical watch progress notification.", P_IMPL, NULL,
      "time.Duration", NULL},
@@ -1071,7 +1071,7 @@ void config_help(FILE *f)
     /* etcd's flagsline: sections in its order, "--flag 'default'" then the
      * text; quorum's word on a flag it treats differently follows */
     for (size_t g = 0; g < sizeof(help_groups) / sizeof(help_groups[0]); g++) {
-        fprintf(f, "\n%s:\n", help_groups[g]);
+        fprintf(f, "\n%s:\n%s", help_groups[g], help_groups[g] == G_DEPR ? "\n" : "");
         if (help_groups[g] == G_UNSAFE) {
             /* etcd lists unsafe-no-fsync nowhere; quorum with the other unsafe one */
         }

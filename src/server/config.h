@@ -212,8 +212,9 @@ int config_parse_env(struct config *c, int argc, char **argv, char *const *envp,
 void config_usage(FILE *f);
 void config_help(FILE *f);
 
-/* config_doc_table prints docs/configuration.md's table of flags:
- * name, default, what quorum does with it (`quorum --help-md`). */
+/* config_doc_table prints docs/configuration.md's table of flags: name,
+ * default, config file key, what quorum does with it (tests/unit's config
+ * test keeps the page current). */
 void config_doc_table(FILE *f);
 
 /* config_validate checks what etcd 3.4 checks of a parsed configuration
