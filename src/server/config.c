@@ -1493,11 +1493,17 @@ static int load_file(struct config *c, const char *path, char *err, size_t errle
                 if (r == 1 || first[0] != '\0')
                     continue;
                 if (set_value(c, f, val, why, sizeof(why)) != 0) {
+                    if (strcmp(f->name, "initial-cluster-state") == 0) {
+                        /* etcd's Validate of the file's value */
+                        snprintf(err, errlen, "unexpected clusterState \"%s\"", val);
+                        rv = CONFIG_ERR_VERIFY;
+                        goto out;
+                    }
                     /* etcd: log.Fatalf("unexpected error setting up ...") */
                     add_note(c, 'C', "main", "unexpected error setting up %s: %s",
-                             strcmp(f->name, "proxy") == 0 ? "proxyFlag"
-                             : f->type == T_SELECT          ? "discovery-fallback flag"
-                                                            : f->name,
+                             strcmp(f->name, "proxy") == 0                ? "proxyFlag"
+                             : strcmp(f->name, "discovery-fallback") == 0 ? "discovery-fallback flag"
+                                                                          : f->name,
                              why);
                     rv = CONFIG_ERR_FATAL;
                     goto out;

@@ -541,6 +541,7 @@ Test(config, yaml_config_file_errors)
     expect_file_error("proxy-dial-timeout: x\n",
                       "error unmarshaling JSON: while decoding JSON: json: cannot unmarshal "
                       "string into Go struct field configProxy.proxy-dial-timeout of type uint");
+    expect_file_error("initial-cluster-state: bogus\n", "unexpected clusterState \"bogus\"");
     /* a number where a string goes: refused, the first key in sorted order */
     expect_file_error("proxy-dial-timeout: 5\nname: 5\nlog-outputs: [5]\n",
                       "error unmarshaling JSON: while decoding JSON: json: cannot unmarshal "
