@@ -1483,8 +1483,9 @@ static int load_file(struct config *c, const char *path, char *err, size_t errle
                 char field[340], val[8192], why[1024];
                 snprintf(field, sizeof(field), "%s.%s",
                          sec ? "securityConfig" : pass ? "configProxy" : "configYAML", full);
-                int r = yaml_value(&doc, items[j].v, f, field, pass == 1, val, sizeof(val), why,
-                                   sizeof(why));
+                /* etcdmain's own keys (and quorum's) take numbers as text */
+                int r = yaml_value(&doc, items[j].v, f, field, pass == 1 || f->group == G_QUORUM,
+                                   val, sizeof(val), why, sizeof(why));
                 if (r < 0) {
                     if (first[0] == '\0')
                         snprintf(first, sizeof(first), "%s", why);

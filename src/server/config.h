@@ -172,7 +172,7 @@ struct config {
         char level;      /* 'I', 'W' */
         char module[16]; /* "pkg/flags", "main" */
         char text[512];
-    } notes[32];
+    } notes[128];
     size_t n_notes;
 };
 
@@ -196,7 +196,9 @@ struct config {
  *                     flags, |err|. See 'etcd --help'." and exits 1
  *   CONFIG_ERR_FATAL  etcd's fatal lines (an ETCD_* variable shadowed by a
  *                     flag): |err| is logged at level C by pkg/flags, exit 1
- * In every case c->notes holds what was to be logged before the error. */
+ * In every case c->notes holds what was to be logged before the error.
+ * Not reentrant (the values being read are kept in file statics): one
+ * thread at a time, as main() and the tests call it. */
 #define CONFIG_ERR_USAGE (-EINVAL)
 #define CONFIG_ERR_VERIFY (-EBADMSG)
 #define CONFIG_ERR_FATAL (-ECANCELED)

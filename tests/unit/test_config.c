@@ -498,6 +498,14 @@ Test(config, yaml_config_file)
     cr_assert(cfg.client_tls.client_cert_auth);
     cr_assert_str_eq(cfg.initial_cluster[0].name, "infra1");
     cr_assert(cfg.n_notes == 1 && strstr(cfg.notes[0].text, "Loading server configuration from"));
+    /* quorum's own flags are read from the file too */
+    cr_assert_eq(parse_file("front-loops: 3\npin-threads: true\n"
+                            "experimental-compaction-sleep-interval: 5000000\n",
+                            no_env),
+                 0, "%s", err);
+    cr_assert_eq(cfg.front_loops, 3);
+    cr_assert(cfg.pin_threads);
+    cr_assert_eq(cfg.compaction_sleep_ms, 5);
     /* ETCD_CONFIG_FILE names the file when the flag does not */
     const char *p = write_file("name: fromenv\n");
     char envv[128];
