@@ -1146,10 +1146,9 @@ static int conn_check(grpc_conn *c)
         }
         return 0;
     }
-    if (c->want_close ||
-        ((c->calm_sent ||
-          (!nghttp2_session_want_read(c->sess) && !nghttp2_session_want_write(c->sess))) &&
-         (c->is_mem || (c->obuf.len == 0 && !c->writing)))) {
+    if (c->want_close || ((c->calm_sent || (!nghttp2_session_want_read(c->sess) &&
+                                            !nghttp2_session_want_write(c->sess))) &&
+                          (c->is_mem || (c->obuf.len == 0 && !c->writing)))) {
         conn_close(c);
         return 1;
     }
@@ -1585,8 +1584,8 @@ int grpc_server_new(uv_loop_t *loop, const struct grpc_method *methods, size_t n
         srv->max_send = GRPC_DEFAULT_MAX_SEND;
     srv->max_streams = opts ? opts->max_concurrent_streams : 0;
     /* grpc-go's defaults and its 1 s floor on Time */
-    srv->ka_min_time = opts && opts->keepalive_min_time_ms ? opts->keepalive_min_time_ms
-                                                           : 5 * 60 * 1000;
+    srv->ka_min_time =
+        opts && opts->keepalive_min_time_ms ? opts->keepalive_min_time_ms : 5 * 60 * 1000;
     srv->ka_time = opts && opts->keepalive_time_ms ? opts->keepalive_time_ms : 2 * 3600 * 1000;
     if (srv->ka_time < 1000)
         srv->ka_time = 1000;

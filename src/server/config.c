@@ -16,7 +16,6 @@
 #include <string.h>
 #include <yaml.h>
 
-
 /* ---- URLs, as etcd's types.NewURLs reads them ---- */
 
 /* valid_optional_port: Go's url.validOptionalPort, "" or ":" digits. */
@@ -369,8 +368,9 @@ struct flagdef {
     const char *help;
     enum policy policy;
     const char *note; /* what quorum does, when not simply etcd's */
-    const char *ytype; /* the Go type etcd's config file holds it in; NULL: not read from the file */
-    const char *ykey;  /* its key in the file, when not the flag's name */
+    const char
+        *ytype;       /* the Go type etcd's config file holds it in; NULL: not read from the file */
+    const char *ykey; /* its key in the file, when not the flag's name */
 };
 
 #define CF(f) B_CFG, offsetof(struct config, f), sizeof(((struct config *)0)->f)
@@ -378,10 +378,10 @@ struct flagdef {
 #define NF B_NONE, 0, 0
 
 static const char G_MEMBER[] = "Member", G_CLUSTER[] = "Clustering", G_SECURITY[] = "Security",
-                  G_AUTH[] = "Auth", G_PROF[] = "Profiling and Monitoring",
-                  G_LOG[] = "Logging", G_PROXY[] = "v2 Proxy (to be deprecated in v4)",
-                  G_EXP[] = "Experimental feature", G_UNSAFE[] = "Unsafe feature",
-                  G_DEPR[] = "TO BE DEPRECATED", G_QUORUM[] = "quorum's own";
+                  G_AUTH[] = "Auth", G_PROF[] = "Profiling and Monitoring", G_LOG[] = "Logging",
+                  G_PROXY[] = "v2 Proxy (to be deprecated in v4)", G_EXP[] = "Experimental feature",
+                  G_UNSAFE[] = "Unsafe feature", G_DEPR[] = "TO BE DEPRECATED",
+                  G_QUORUM[] = "quorum's own";
 
 static const char *const choices_state[] = {"new", "existing", NULL};
 static const char *const choices_fallback[] = {"proxy", "exit", NULL};
@@ -397,8 +397,7 @@ static const struct flagdef flags[] = {
      "Path to the data directory.", P_IMPL,
      "as etcd; the default is ${name}.quorum (etcd's ${name}.etcd)", "string", NULL},
     {"wal-dir", T_STR, CF(wal_dir), "", "''", G_MEMBER, "Path to the dedicated wal directory.",
-     P_WARN, "the WAL always lives in the data directory (member/wal)",
-     "string", NULL},
+     P_WARN, "the WAL always lives in the data directory (member/wal)", "string", NULL},
     {"snapshot-count", T_UINT, CF(snapshot_count), "100000", "'100000'", G_MEMBER,
      "Number of committed transactions to trigger a snapshot to disk.", P_IMPL, NULL, "uint64",
      NULL},
@@ -407,11 +406,9 @@ static const struct flagdef flags[] = {
     {"election-timeout", T_UINT, CF(election_ms), "1000", "'1000'", G_MEMBER,
      "Time (in milliseconds) for an election to timeout. See tuning documentation for details.",
      P_IMPL, NULL, "uint", NULL},
-    {"initial-election-tick-advance", T_BOOL, CF(initial_election_tick_advance), "true",
-     "'true'", G_MEMBER,
-     "Whether to fast-forward initial election ticks on boot for faster election.", P_NONE,
-     "quorum's Raft starts every member with a randomized election timeout",
-     "bool", NULL},
+    {"initial-election-tick-advance", T_BOOL, CF(initial_election_tick_advance), "true", "'true'",
+     G_MEMBER, "Whether to fast-forward initial election ticks on boot for faster election.",
+     P_NONE, "quorum's Raft starts every member with a randomized election timeout", "bool", NULL},
     {"listen-peer-urls", T_URLS, RF(listen_peer), "http://localhost:2380",
      "'http://localhost:2380'", G_MEMBER, "List of URLs to listen on for peer traffic.", P_IMPL,
      NULL, "string", NULL},
@@ -419,8 +416,7 @@ static const struct flagdef flags[] = {
      "'http://localhost:2379'", G_MEMBER, "List of URLs to listen on for client traffic.", P_IMPL,
      "as etcd; unix:// and unixs:// sockets too", "string", NULL},
     {"max-snapshots", T_UINT, CF(max_snapshots), "5", "'5'", G_MEMBER,
-     "Maximum number of snapshot files to retain (0 is unlimited).", P_CLUSTER, NULL, "uint",
-     NULL},
+     "Maximum number of snapshot files to retain (0 is unlimited).", P_CLUSTER, NULL, "uint", NULL},
     {"max-wals", T_UINT, CF(max_wals), "5", "'5'", G_MEMBER,
      "Maximum number of wal files to retain (0 is unlimited).", P_CLUSTER, NULL, "uint", NULL},
     {"quota-backend-bytes", T_INT, RF(quota), "0", "'0'", G_MEMBER,
@@ -428,12 +424,11 @@ static const struct flagdef flags[] = {
      P_IMPL, "as etcd: 0 is 2 GiB, a negative value disables the quota", "int64", NULL},
     {"backend-batch-interval", T_DUR_MS, CF(backend_batch_interval_ms), NULL, "''", G_MEMBER,
      "BackendBatchInterval is the maximum time before commit the backend transaction.", P_WARN,
-     "quorum's LMDB batch commits every 100 ms or 10000 entries (etcd's defaults)",
-     "time.Duration", NULL},
+     "quorum's LMDB batch commits every 100 ms or 10000 entries (etcd's defaults)", "time.Duration",
+     NULL},
     {"backend-batch-limit", T_INT, CF(backend_batch_limit), "0", "'0'", G_MEMBER,
-     "BackendBatchLimit is the maximum operations before commit the backend transaction.",
-     P_WARN, "quorum's LMDB batch commits every 100 ms or 10000 entries (etcd's defaults)",
-     "int", NULL},
+     "BackendBatchLimit is the maximum operations before commit the backend transaction.", P_WARN,
+     "quorum's LMDB batch commits every 100 ms or 10000 entries (etcd's defaults)", "int", NULL},
     {"max-txn-ops", T_UINT, CF(max_txn_ops), "128", "'128'", G_MEMBER,
      "Maximum number of operations permitted in a transaction.", P_IMPL, NULL, "uint", NULL},
     {"max-request-bytes", T_UINT, CF(max_request_bytes), "1572864", "'1572864'", G_MEMBER,
@@ -442,20 +437,18 @@ static const struct flagdef flags[] = {
      "'math.MaxUint32'", G_MEMBER,
      "Maximum concurrent streams that each client can open at a time.", P_IMPL,
      "advertised in HTTP/2 SETTINGS and enforced per connection", "uint32", NULL},
-    {"grpc-keepalive-min-time", T_DUR_MS, CF(grpc_keepalive_min_time_ms), "5s", "'5s'",
-     G_MEMBER, "Minimum duration interval that a client should wait before pinging server.",
-     P_IMPL, "a client pinging more often gets GOAWAY ENHANCE_YOUR_CALM \"too_many_pings\"",
+    {"grpc-keepalive-min-time", T_DUR_MS, CF(grpc_keepalive_min_time_ms), "5s", "'5s'", G_MEMBER,
+     "Minimum duration interval that a client should wait before pinging server.", P_IMPL,
+     "a client pinging more often gets GOAWAY ENHANCE_YOUR_CALM \"too_many_pings\"",
      "time.Duration", NULL},
-    {"grpc-keepalive-interval", T_DUR_MS, CF(grpc_keepalive_interval_ms), "2h", "'2h'",
-     G_MEMBER,
+    {"grpc-keepalive-interval", T_DUR_MS, CF(grpc_keepalive_interval_ms), "2h", "'2h'", G_MEMBER,
      "Frequency duration of server-to-client ping to check if a connection is alive (0 to "
      "disable).",
      P_IMPL,
      "as etcd 3.4: a PING after this long without input; 0 (here or in the timeout) is "
      "grpc-go's default, 2h, not off",
      "time.Duration", NULL},
-    {"grpc-keepalive-timeout", T_DUR_MS, CF(grpc_keepalive_timeout_ms), "20s", "'20s'",
-     G_MEMBER,
+    {"grpc-keepalive-timeout", T_DUR_MS, CF(grpc_keepalive_timeout_ms), "20s", "'20s'", G_MEMBER,
      "Additional duration of wait before closing a non-responsive connection (0 to disable).",
      P_IMPL, "as etcd 3.4: 0 is grpc-go's default, 20s, not off", "time.Duration", NULL},
     /* Clustering */
@@ -464,12 +457,11 @@ static const struct flagdef flags[] = {
      "List of this member's peer URLs to advertise to the rest of the cluster.", P_IMPL, NULL,
      "string", NULL},
     {"initial-cluster", T_STR, RF(initial_cluster), NULL, "'default=http://localhost:2380'",
-     G_CLUSTER, "Initial cluster configuration for bootstrapping.", P_IMPL, NULL, "string",
-     NULL},
+     G_CLUSTER, "Initial cluster configuration for bootstrapping.", P_IMPL, NULL, "string", NULL},
     {"initial-cluster-state", T_SELECT, CF(initial_cluster_state), "new", "'new'", G_CLUSTER,
      "Initial cluster state ('new' or 'existing').", P_IMPL, NULL, "string", NULL},
-    {"initial-cluster-token", T_STR, CF(initial_cluster_token), "etcd-cluster",
-     "'etcd-cluster'", G_CLUSTER,
+    {"initial-cluster-token", T_STR, CF(initial_cluster_token), "etcd-cluster", "'etcd-cluster'",
+     G_CLUSTER,
      "Initial cluster token for the etcd cluster during bootstrap.\nSpecifying this can protect "
      "you from unintended cross-cluster interaction when running multiple clusters.",
      P_IMPL, NULL, "string", NULL},
@@ -481,8 +473,7 @@ static const struct flagdef flags[] = {
      P_IMPL, NULL, "string", NULL},
     {"discovery", T_STR, CF(discovery), "", "''", G_CLUSTER,
      "Discovery URL used to bootstrap the cluster.", P_REFUSE,
-     "quorum bootstraps from a static --initial-cluster or --discovery-srv only",
-     "string", NULL},
+     "quorum bootstraps from a static --initial-cluster or --discovery-srv only", "string", NULL},
     {"discovery-fallback", T_SELECT, CF(discovery_fallback), "proxy", "'proxy'", G_CLUSTER,
      "Expected behavior ('exit' or 'proxy') when discovery services fails.\n\"proxy\" supports "
      "v2 API only.",
@@ -499,8 +490,7 @@ static const struct flagdef flags[] = {
      NULL},
     {"pre-vote", T_BOOL, CF(pre_vote), "false", "'false'", G_CLUSTER,
      "Enable to run an additional Raft election phase.", P_NONE,
-     "quorum's Raft always runs the pre-vote phase (with check-quorum)", "bool",
-     NULL},
+     "quorum's Raft always runs the pre-vote phase (with check-quorum)", "bool", NULL},
     {"auto-compaction-retention", T_STR, RF(ac_retention), "0", "'0'", G_CLUSTER,
      "Auto compaction retention length. 0 means disable auto compaction.", P_IMPL, NULL, "string",
      NULL},
@@ -519,13 +509,13 @@ static const struct flagdef flags[] = {
     {"key-file", T_STR, CF(client_tls.key_file), "", "''", G_SECURITY,
      "Path to the client server TLS key file.", P_IMPL, NULL, "string",
      "client-transport-security.key-file"},
-    {"client-cert-auth", T_BOOL, CF(client_tls.client_cert_auth), "false", "'false'",
-     G_SECURITY, "Enable client cert authentication.", P_IMPL, NULL, "bool",
+    {"client-cert-auth", T_BOOL, CF(client_tls.client_cert_auth), "false", "'false'", G_SECURITY,
+     "Enable client cert authentication.", P_IMPL, NULL, "bool",
      "client-transport-security.client-cert-auth"},
     {"client-crl-file", T_STR, CF(client_tls.crl_file), "", "''", G_SECURITY,
      "Path to the client certificate revocation list file.", P_IMPL, NULL, NULL, NULL},
-    {"client-cert-allowed-hostname", T_STR, CF(client_cert_allowed_hostname), "", "''",
-     G_SECURITY, "Allowed TLS hostname for client cert authentication.", P_REFUSE,
+    {"client-cert-allowed-hostname", T_STR, CF(client_cert_allowed_hostname), "", "''", G_SECURITY,
+     "Allowed TLS hostname for client cert authentication.", P_REFUSE,
      "quorum does not check client certificates' host names, and would admit clients this flag "
      "keeps out",
      NULL, NULL},
@@ -541,8 +531,8 @@ static const struct flagdef flags[] = {
     {"peer-key-file", T_STR, CF(peer_tls.key_file), "", "''", G_SECURITY,
      "Path to the peer server TLS key file.", P_IMPL, NULL, "string",
      "peer-transport-security.key-file"},
-    {"peer-client-cert-auth", T_BOOL, CF(peer_tls.client_cert_auth), "false", "'false'",
-     G_SECURITY, "Enable peer client cert authentication.", P_IMPL, NULL, "bool",
+    {"peer-client-cert-auth", T_BOOL, CF(peer_tls.client_cert_auth), "false", "'false'", G_SECURITY,
+     "Enable peer client cert authentication.", P_IMPL, NULL, "bool",
      "peer-transport-security.client-cert-auth"},
     {"peer-trusted-ca-file", T_STR, CF(peer_tls.trusted_ca_file), "", "''", G_SECURITY,
      "Path to the peer server TLS trusted CA file.", P_IMPL, NULL, "string",
@@ -567,15 +557,11 @@ static const struct flagdef flags[] = {
     {"cors", T_CORS, CF(cors), "*", "'*'", G_SECURITY,
      "Comma-separated whitelist of origins for CORS, or cross-origin resource sharing, (empty "
      "or * means allow all).",
-     P_REFUSE,
-     "checked as etcd; quorum allows every origin",
-     "string", NULL},
+     P_REFUSE, "checked as etcd; quorum allows every origin", "string", NULL},
     {"host-whitelist", T_STRS, CF(host_whitelist), "*", "'*'", G_SECURITY,
      "Acceptable hostnames from HTTP client requests, if server is not secure (empty or * means "
      "allow all).",
-     P_REFUSE,
-     "quorum accepts every Host header",
-     "string", NULL},
+     P_REFUSE, "quorum accepts every Host header", "string", NULL},
     /* Auth */
     {"auth-token", T_STR, CF(auth_token), "simple", "'simple'", G_AUTH,
      "Specify a v3 authentication token type and its options ('simple' or 'jwt').", P_IMPL, NULL,
@@ -590,8 +576,7 @@ static const struct flagdef flags[] = {
     {"enable-pprof", T_BOOL, CF(enable_pprof), "false", "'false'", G_PROF,
      "Enable runtime profiling data via HTTP server. Address is at client URL + "
      "\"/debug/pprof/\"",
-     P_WARN, "Go's profiler has no counterpart in quorum", "bool",
-     NULL},
+     P_WARN, "Go's profiler has no counterpart in quorum", "bool", NULL},
     {"metrics", T_STR, RF(metrics), "basic", "'basic'", G_PROF,
      "Set level of detail for exported metrics, specify 'extensive' to include histogram "
      "metrics.",
@@ -609,16 +594,16 @@ static const struct flagdef flags[] = {
      "list of comma separated output targets.",
      P_IMPL, NULL, "[]string", NULL},
     {"log-level", T_STR, CF(log_level), "info", "'info'", G_LOG,
-     "Configures log level. Only supports debug, info, warn, error, panic, or fatal.", P_IMPL,
-     NULL, "string", NULL},
+     "Configures log level. Only supports debug, info, warn, error, panic, or fatal.", P_IMPL, NULL,
+     "string", NULL},
     {"log-output", T_STRS, RF(log_output), "", "'default'", NULL,
      "[TO BE DEPRECATED IN v3.5] use '--log-outputs'.", P_IMPL,
      "etcd 3.4's older name of --log-outputs (used when --log-outputs is not given)", "[]string",
      NULL},
     /* v2 proxy */
     {"proxy", T_SELECT, CF(proxy), "off", "'off'", G_PROXY,
-     "Proxy mode setting ('off', 'readonly' or 'on').", P_REFUSE,
-     "quorum has no v2 proxy mode", "string", NULL},
+     "Proxy mode setting ('off', 'readonly' or 'on').", P_REFUSE, "quorum has no v2 proxy mode",
+     "string", NULL},
     {"proxy-failure-wait", T_UINT, NF, "5000", "5000", G_PROXY,
      "Time (in milliseconds) an endpoint will be held in a failed state.", P_NONE,
      "checked as etcd; proxy mode only", "uint", NULL},
@@ -626,14 +611,14 @@ static const struct flagdef flags[] = {
      "Time (in milliseconds) of the endpoints refresh interval.", P_NONE,
      "checked as etcd; proxy mode only", "uint", NULL},
     {"proxy-dial-timeout", T_UINT, NF, "1000", "1000", G_PROXY,
-     "Time (in milliseconds) for a dial to timeout.", P_NONE,
-     "checked as etcd; proxy mode only", "uint", NULL},
+     "Time (in milliseconds) for a dial to timeout.", P_NONE, "checked as etcd; proxy mode only",
+     "uint", NULL},
     {"proxy-write-timeout", T_UINT, NF, "5000", "5000", G_PROXY,
-     "Time (in milliseconds) for a write to timeout.", P_NONE,
-     "checked as etcd; proxy mode only", "uint", NULL},
+     "Time (in milliseconds) for a write to timeout.", P_NONE, "checked as etcd; proxy mode only",
+     "uint", NULL},
     {"proxy-read-timeout", T_UINT, NF, "0", "0", G_PROXY,
-     "Time (in milliseconds) for a read to timeout.", P_NONE,
-     "checked as etcd; proxy mode only", "uint", NULL},
+     "Time (in milliseconds) for a read to timeout.", P_NONE, "checked as etcd; proxy mode only",
+     "uint", NULL},
     /* Experimental */
     {"experimental-initial-corrupt-check", T_BOOL, CF(initial_corrupt_check), "false", "'false'",
      G_EXP, "Enable to check data corruption before serving any client/peer traffic.", P_CLUSTER,
@@ -644,8 +629,8 @@ static const struct flagdef flags[] = {
     {"experimental-enable-v2v3", T_STR, CF(v2v3_prefix), "", "''", G_EXP,
      "Serve v2 requests through the v3 backend under a given prefix.", P_IMPL, NULL, "string",
      NULL},
-    {"experimental-backend-bbolt-freelist-type", T_STR, CF(bbolt_freelist_type), "array",
-     "'array'", G_EXP,
+    {"experimental-backend-bbolt-freelist-type", T_STR, CF(bbolt_freelist_type), "array", "'array'",
+     G_EXP,
      "ExperimentalBackendFreelistType specifies the type of freelist that boltdb backend "
      "uses(array and map are supported types).",
      P_NONE, "the backend is LMDB, which has no such choice", "string", NULL},
@@ -653,10 +638,8 @@ static const struct flagdef flags[] = {
      G_EXP,
      "ExperimentalEnableLeaseCheckpoint enables primary lessor to persist lease remainingTTL to "
      "prevent indefinite auto-renewal of long lived leases.",
-     P_NONE, "quorum's leader always checkpoints remaining TTLs through the log",
-     "bool", NULL},
-    {"experimental-compaction-batch-limit", T_INT, RF(batch_limit), "1000",
-     "1000", G_EXP,
+     P_NONE, "quorum's leader always checkpoints remaining TTLs through the log", "bool", NULL},
+    {"experimental-compaction-batch-limit", T_INT, RF(batch_limit), "1000", "1000", G_EXP,
      "ExperimentalCompactionBatchLimit sets the maximum revisions deleted in each compaction "
      "batch.",
      P_IMPL, NULL, "int", NULL},
@@ -666,14 +649,14 @@ static const struct flagdef flags[] = {
      "quorum does not check the SAN of a peer's client certificate (as with this flag "
      "on)",
      NULL, NULL},
-    {"experimental-watch-progress-notify-interval", T_DUR_MS, CF(watch_progress_ms), "10m",
-     "'10m'", G_EXP, "Duration of periodical watch progress notification.", P_IMPL, NULL,
-     "time.Duration", NULL},
+    {"experimental-watch-progress-notify-interval", T_DUR_MS, CF(watch_progress_ms), "10m", "'10m'",
+     G_EXP, "Duration of periodical watch progress notification.", P_IMPL, NULL, "time.Duration",
+     NULL},
     {"experimental-warning-apply-duration", T_DUR_NS, CF(warning_apply_ns), "100ms", "'100ms'",
      G_EXP, "Warning is generated if requests take more than this duration.", P_IMPL, NULL,
      "time.Duration", NULL},
-    {"experimental-enable-lease-checkpoint-persist", T_BOOL, CF(lease_checkpoint_persist),
-     "false", "'false'", NULL,
+    {"experimental-enable-lease-checkpoint-persist", T_BOOL, CF(lease_checkpoint_persist), "false",
+     "'false'", NULL,
      "Enable persisting remainingTTL to prevent indefinite auto-renewal of long lived leases.",
      P_NONE, "checkpointed TTLs are always persisted", "bool", NULL},
     /* Unsafe */
@@ -689,8 +672,7 @@ static const struct flagdef flags[] = {
     {"log-package-levels", T_STR, CF(log_package_levels), "", "''", G_DEPR,
      "Specify a particular log level for each etcd package (eg: "
      "'etcdmain=CRITICAL,etcdserver=DEBUG').",
-     P_WARN, "quorum has one level for all modules (--log-level)",
-     "string", NULL},
+     P_WARN, "quorum has one level for all modules (--log-level)", "string", NULL},
     /* hidden in etcd's --help */
     {"enable-grpc-gateway", T_BOOL, CF(enable_grpc_gateway), "true", "'true'", NULL,
      "Enable GRPC gateway.", P_IMPL, NULL, "bool", NULL},
@@ -846,8 +828,8 @@ static int go_parse_duration(const char *s, int64_t *ns)
         static const struct {
             const char *unit;
             long double ns;
-        } units[] = {{"ns", 1},           {"us", 1e3}, {"\xc2\xb5s", 1e3}, {"\xce\xbcs", 1e3},
-                     {"ms", 1e6},         {"s", 1e9},  {"m", 60e9},        {"h", 3600e9}};
+        } units[] = {{"ns", 1},   {"us", 1e3}, {"\xc2\xb5s", 1e3}, {"\xce\xbcs", 1e3},
+                     {"ms", 1e6}, {"s", 1e9},  {"m", 60e9},        {"h", 3600e9}};
         size_t k, best = SIZE_MAX;
         for (k = 0; k < sizeof(units) / sizeof(units[0]); k++)
             if (strncmp(p, units[k].unit, strlen(units[k].unit)) == 0 &&
@@ -1049,9 +1031,8 @@ void config_usage(FILE *f)
     usage(f);
 }
 
-static const char *const help_groups[] = {G_MEMBER, G_CLUSTER, G_SECURITY, G_AUTH, G_PROF,
-                                          G_LOG,    G_PROXY,   G_EXP,      G_UNSAFE, G_DEPR,
-                                          G_QUORUM};
+static const char *const help_groups[] = {G_MEMBER, G_CLUSTER, G_SECURITY, G_AUTH, G_PROF,  G_LOG,
+                                          G_PROXY,  G_EXP,     G_UNSAFE,   G_DEPR, G_QUORUM};
 
 static void print_indented(FILE *f, const char *text, const char *prefix)
 {
@@ -1098,9 +1079,11 @@ void config_help(FILE *f)
 
 void config_doc_table(FILE *f)
 {
-    static const char *const what[] = {
-        [P_IMPL] = "implemented", [P_CLUSTER] = "implemented", [P_NONE] = "no effect",
-        [P_WARN] = "no effect, logged when set", [P_REFUSE] = "refused unless default"};
+    static const char *const what[] = {[P_IMPL] = "implemented",
+                                       [P_CLUSTER] = "implemented",
+                                       [P_NONE] = "no effect",
+                                       [P_WARN] = "no effect, logged when set",
+                                       [P_REFUSE] = "refused unless default"};
     fprintf(f, "| flag | default | config file key | quorum |\n|---|---|---|---|\n");
     for (size_t i = 0; i < N_FLAGS; i++) {
         const struct flagdef *d = &flags[i];
@@ -1191,7 +1174,6 @@ static int parse_auto_compaction(struct config *c, const char *mode, const char 
     return 0;
 }
 
-
 /* ---- the config file (etcd's embed.ConfigFromFile: YAML, keys as the
  * flags' names, read with libyaml) ---- */
 
@@ -1203,9 +1185,9 @@ static char yaml_kind(const yaml_node_t *n)
     if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
         return 's';
     static const char *const nulls[] = {"", "~", "null", "Null", "NULL"};
-    static const char *const bools[] = {"y", "Y", "yes", "Yes", "YES", "on", "On", "ON",
-                                        "true", "True", "TRUE", "n", "N", "no", "No", "NO",
-                                        "off", "Off", "OFF", "false", "False", "FALSE"};
+    static const char *const bools[] = {
+        "y", "Y", "yes", "Yes", "YES", "on",  "On",  "ON",  "true",  "True",  "TRUE",
+        "n", "N", "no",  "No",  "NO",  "off", "Off", "OFF", "false", "False", "FALSE"};
     for (size_t i = 0; i < sizeof(nulls) / sizeof(nulls[0]); i++)
         if (strcmp(v, nulls[i]) == 0)
             return 'n';
@@ -1287,7 +1269,6 @@ static int yaml_value(yaml_document_t *doc, yaml_node_t *n, const struct flagdef
     char k = yaml_kind(n);
     if (k == 'n')
         return 1;
-    bool numeric = strcmp(gotype, "string") != 0 && strcmp(gotype, "bool") != 0;
     if (strcmp(gotype, "string") == 0) {
         /* sigs.k8s.io/yaml turns a number or bool into the string a string
          * field wants only where it finds the field: not in etcd's
@@ -1313,7 +1294,6 @@ static int yaml_value(yaml_document_t *doc, yaml_node_t *n, const struct flagdef
         snprintf(out, cap, "%s", yaml_true(v) ? "true" : "false");
         return 0;
     }
-    (void)numeric;
     if (k != 'i' && k != 'f') {
         snprintf(why, whycap, "json: cannot unmarshal %s into Go struct field %s of type %s",
                  k == 'b' ? "bool" : "string", field, gotype);
@@ -1482,7 +1462,10 @@ static int load_file(struct config *c, const char *path, char *err, size_t errle
                     continue; /* as encoding/json: unknown keys are ignored */
                 char field[340], val[8192], why[1024];
                 snprintf(field, sizeof(field), "%s.%s",
-                         sec ? "securityConfig" : pass ? "configProxy" : "configYAML", full);
+                         sec    ? "securityConfig"
+                         : pass ? "configProxy"
+                                : "configYAML",
+                         full);
                 /* etcdmain's own keys (and quorum's) take numbers as text */
                 int r = yaml_value(&doc, items[j].v, f, field, pass == 1 || f->group == G_QUORUM,
                                    val, sizeof(val), why, sizeof(why));
@@ -1502,9 +1485,10 @@ static int load_file(struct config *c, const char *path, char *err, size_t errle
                     }
                     /* etcd: log.Fatalf("unexpected error setting up ...") */
                     add_note(c, 'C', "main", "unexpected error setting up %s: %s",
-                             strcmp(f->name, "proxy") == 0                ? "proxyFlag"
-                             : strcmp(f->name, "discovery-fallback") == 0 ? "discovery-fallback flag"
-                                                                          : f->name,
+                             strcmp(f->name, "proxy") == 0 ? "proxyFlag"
+                             : strcmp(f->name, "discovery-fallback") == 0
+                                 ? "discovery-fallback flag"
+                                 : f->name,
                              why);
                     rv = CONFIG_ERR_FATAL;
                     goto out;
@@ -1780,12 +1764,12 @@ static int finish(struct config *c, char *err, size_t errlen)
         snprintf(c->log_outputs, sizeof(c->log_outputs), "%s", raw.log_output);
     c->listen_client_set = flag_set("listen-client-urls");
     c->advertise_client_set = flag_set("advertise-client-urls");
-    if (config_parse_urls(raw.listen_client, c->listen_client, CONFIG_MAX_URLS,
-                          &c->n_listen_client, err, errlen) ||
+    if (config_parse_urls(raw.listen_client, c->listen_client, CONFIG_MAX_URLS, &c->n_listen_client,
+                          err, errlen) ||
         config_parse_urls(raw.advertise_client, c->advertise_client, CONFIG_MAX_URLS,
                           &c->n_advertise_client, err, errlen) ||
-        config_parse_urls(raw.listen_peer, c->listen_peer, CONFIG_MAX_URLS, &c->n_listen_peer,
-                          err, errlen) ||
+        config_parse_urls(raw.listen_peer, c->listen_peer, CONFIG_MAX_URLS, &c->n_listen_peer, err,
+                          errlen) ||
         config_parse_urls(raw.advertise_peer, c->advertise_peer, CONFIG_MAX_URLS,
                           &c->n_advertise_peer, err, errlen))
         return CONFIG_ERR_USAGE;
@@ -1820,8 +1804,7 @@ static int finish(struct config *c, char *err, size_t errlen)
             m->n_peer_urls = c->n_advertise_peer;
         }
     } else if (raw.initial_cluster[0] != '\0' &&
-               parse_cluster(c, raw.initial_cluster, c->cluster_err, sizeof(c->cluster_err)) !=
-                   0) {
+               parse_cluster(c, raw.initial_cluster, c->cluster_err, sizeof(c->cluster_err)) != 0) {
         /* etcd reads --initial-cluster only for a member not started
          * before: config_check_cluster reports it */
         c->n_initial_cluster = 0;
@@ -1899,8 +1882,9 @@ static void validate_rest(const struct config *c, char *why, size_t cap)
     if ((c->discovery[0] != '\0') + (c->n_initial_cluster > 0 || c->cluster_err[0]) +
             (c->discovery_srv[0] != '\0') >
         1)
-        snprintf(why, cap, "multiple discovery or bootstrap flags are set. Choose one of "
-                           "\"initial-cluster\", \"discovery\" or \"discovery-srv\"");
+        snprintf(why, cap,
+                 "multiple discovery or bootstrap flags are set. Choose one of "
+                 "\"initial-cluster\", \"discovery\" or \"discovery-srv\"");
     else if (c->heartbeat_ms == 0)
         snprintf(why, cap, "--heartbeat-interval must be >0 (set to %llums)",
                  (unsigned long long)c->heartbeat_ms);

@@ -126,43 +126,43 @@ struct config {
     /* ---- etcd 3.4's other flags (docs/configuration.md says what quorum
      * does with each) ---- */
     /* cluster work (bootstrap, membership, WAL and snapshot retention) */
-    bool strict_reconfig_check;  /* --strict-reconfig-check (true) */
-    uint64_t max_snapshots;      /* --max-snapshots (5; 0 = unlimited) */
-    uint64_t max_wals;           /* --max-wals (5; 0 = unlimited) */
-    bool force_new_cluster;      /* --force-new-cluster */
-    bool unsafe_no_fsync;        /* --unsafe-no-fsync */
-    bool initial_corrupt_check;  /* --experimental-initial-corrupt-check */
-    char discovery_srv[256];     /* --discovery-srv */
+    bool strict_reconfig_check;   /* --strict-reconfig-check (true) */
+    uint64_t max_snapshots;       /* --max-snapshots (5; 0 = unlimited) */
+    uint64_t max_wals;            /* --max-wals (5; 0 = unlimited) */
+    bool force_new_cluster;       /* --force-new-cluster */
+    bool unsafe_no_fsync;         /* --unsafe-no-fsync */
+    bool initial_corrupt_check;   /* --experimental-initial-corrupt-check */
+    char discovery_srv[256];      /* --discovery-srv */
     char discovery_srv_name[256]; /* --discovery-srv-name */
-    char discovery[1024];        /* --discovery: refused at start (config_validate) */
-    bool initial_cluster_set;    /* --initial-cluster was given (etcd clears
-                                    its default when discovery is used) */
+    char discovery[1024];         /* --discovery: refused at start (config_validate) */
+    bool initial_cluster_set;     /* --initial-cluster was given (etcd clears
+                                     its default when discovery is used) */
     /* gRPC transport (grpc/) */
     uint64_t max_concurrent_streams;     /* --max-concurrent-streams (2^32-1) */
     uint64_t grpc_keepalive_min_time_ms; /* --grpc-keepalive-min-time (5s) */
     uint64_t grpc_keepalive_interval_ms; /* --grpc-keepalive-interval (2h; 0 = off) */
     uint64_t grpc_keepalive_timeout_ms;  /* --grpc-keepalive-timeout (20s; 0 = off) */
     /* accepted; see docs/configuration.md for why they have no effect */
-    char wal_dir[1024];                  /* --wal-dir (warned about when set) */
-    bool pre_vote;                       /* --pre-vote (quorum always pre-votes) */
-    bool initial_election_tick_advance;  /* --initial-election-tick-advance (true) */
-    uint64_t backend_batch_interval_ms;  /* --backend-batch-interval */
-    int64_t backend_batch_limit;         /* --backend-batch-limit */
-    bool enable_pprof;                   /* --enable-pprof */
-    bool lease_checkpoint;               /* --experimental-enable-lease-checkpoint */
-    bool lease_checkpoint_persist;       /* --experimental-enable-lease-checkpoint-persist */
-    bool peer_skip_client_san;           /* --experimental-peer-skip-client-san-verification */
-    char bbolt_freelist_type[32];        /* --experimental-backend-bbolt-freelist-type */
-    char log_package_levels[1024];       /* --log-package-levels */
-    bool debug;                          /* --debug: --log-level=debug, as etcd 3.4 */
-    char proxy[16];                      /* --proxy: off; readonly | on refused */
-    char discovery_fallback[16];         /* --discovery-fallback: proxy | exit */
-    char discovery_proxy[1024];          /* --discovery-proxy */
-    char cors[4096];                     /* --cors: "*" only */
-    char host_whitelist[4096];           /* --host-whitelist: "*" only */
+    char wal_dir[1024];                     /* --wal-dir (warned about when set) */
+    bool pre_vote;                          /* --pre-vote (quorum always pre-votes) */
+    bool initial_election_tick_advance;     /* --initial-election-tick-advance (true) */
+    uint64_t backend_batch_interval_ms;     /* --backend-batch-interval */
+    int64_t backend_batch_limit;            /* --backend-batch-limit */
+    bool enable_pprof;                      /* --enable-pprof */
+    bool lease_checkpoint;                  /* --experimental-enable-lease-checkpoint */
+    bool lease_checkpoint_persist;          /* --experimental-enable-lease-checkpoint-persist */
+    bool peer_skip_client_san;              /* --experimental-peer-skip-client-san-verification */
+    char bbolt_freelist_type[32];           /* --experimental-backend-bbolt-freelist-type */
+    char log_package_levels[1024];          /* --log-package-levels */
+    bool debug;                             /* --debug: --log-level=debug, as etcd 3.4 */
+    char proxy[16];                         /* --proxy: off; readonly | on refused */
+    char discovery_fallback[16];            /* --discovery-fallback: proxy | exit */
+    char discovery_proxy[1024];             /* --discovery-proxy */
+    char cors[4096];                        /* --cors: "*" only */
+    char host_whitelist[4096];              /* --host-whitelist: "*" only */
     char client_cert_allowed_hostname[256]; /* refused when set */
     char peer_cert_allowed_hostname[256];   /* refused when set */
-    char config_file[1024];              /* --config-file (or ETCD_CONFIG_FILE) */
+    char config_file[1024];                 /* --config-file (or ETCD_CONFIG_FILE) */
 
     /* what parsing has to say once the logger is set up (main logs them in
      * order): etcd's pkg/flags lines about ETCD_* variables and ignored

@@ -502,9 +502,8 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
          * "unlimited" (not advertised); keepalive as etcd hands it to
          * grpc-go, whose defaults apply to a 0 (the interval and timeout
          * only when both are set) */
-        .max_concurrent_streams = cfg->max_concurrent_streams >= UINT32_MAX
-                                      ? 0
-                                      : (uint32_t)cfg->max_concurrent_streams,
+        .max_concurrent_streams =
+            cfg->max_concurrent_streams >= UINT32_MAX ? 0 : (uint32_t)cfg->max_concurrent_streams,
         .keepalive_min_time_ms = cfg->grpc_keepalive_min_time_ms,
         .keepalive_time_ms = cfg->grpc_keepalive_interval_ms && cfg->grpc_keepalive_timeout_ms
                                  ? cfg->grpc_keepalive_interval_ms

@@ -362,8 +362,7 @@ Test(config, go_flag_syntax)
     cr_assert_eq(parse_argv(ARGV("--max-concurrent-streams=-1"), no_env), CONFIG_ERR_USAGE);
     cr_assert_str_eq(err, "invalid value \"-1\" for flag -max-concurrent-streams: "
                           "strconv.ParseUint: parsing \"-1\": invalid syntax");
-    cr_assert_eq(parse_argv(ARGV("--max-concurrent-streams=4294967296"), no_env),
-                 CONFIG_ERR_USAGE);
+    cr_assert_eq(parse_argv(ARGV("--max-concurrent-streams=4294967296"), no_env), CONFIG_ERR_USAGE);
     cr_assert_str_eq(err, "invalid value \"4294967296\" for flag -max-concurrent-streams: "
                           "strconv.ParseUint: parsing \"4294967296\": value out of range");
     cr_assert_eq(parse_argv(ARGV("--max-concurrent-streams=100", "--quota-backend-bytes=-1",
@@ -386,8 +385,9 @@ Test(config, go_flag_syntax)
     cr_assert_eq(parse_argv(ARGV("--auto-compaction-mode=foo"), no_env), CONFIG_ERR_VERIFY);
     cr_assert_str_eq(err, "unknown auto-compaction-mode \"foo\"");
     cr_assert_eq(parse_argv(ARGV("--auto-compaction-retention=x"), no_env), CONFIG_ERR_FATAL);
-    cr_assert(has_note('C', "main", "error parsing CompactionRetention: time: invalid duration "
-                                    "\"x\""));
+    cr_assert(has_note('C', "main",
+                       "error parsing CompactionRetention: time: invalid duration "
+                       "\"x\""));
     /* etcd's selective values */
     cr_assert_eq(parse_argv(ARGV("--discovery-fallback=bad"), no_env), CONFIG_ERR_USAGE);
     cr_assert_str_eq(err, "invalid value \"bad\" for flag -discovery-fallback: invalid value");
@@ -635,7 +635,8 @@ Test(config, docs_table_current)
         same = true;
     }
     free(table);
-    cr_assert(same, "%s: the flags table is stale (QUORUM_DOCS_WRITE=1 meson test -C build "
-                    "config rewrites it)",
+    cr_assert(same,
+              "%s: the flags table is stale (QUORUM_DOCS_WRITE=1 meson test -C build "
+              "config rewrites it)",
               path);
 }
