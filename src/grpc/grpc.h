@@ -119,9 +119,9 @@ struct grpc_server_options {
     size_t max_recv_msg_size;
     /* largest response message (larger sends fail with -EMSGSIZE). 0 = 2 GiB */
     size_t max_send_msg_size;
-    /* HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; 0 = unlimited and not
-     * advertised (etcd's default, math.MaxUint32, as grpc-go sends it).
-     * A client that opens more is refused: RST_STREAM REFUSED_STREAM while
+    /* HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS, advertised; 0 = unlimited
+     * and not advertised (server/ passes etcd's default, math.MaxUint32,
+     * which etcd advertises). A client that opens more is refused: RST_STREAM REFUSED_STREAM while
      * our SETTINGS are unacknowledged, GOAWAY PROTOCOL_ERROR after
      * (nghttp2; grpc-go refuses the stream in both cases). */
     uint32_t max_concurrent_streams;

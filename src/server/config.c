@@ -436,7 +436,8 @@ static const struct flagdef flags[] = {
     {"max-concurrent-streams", T_UINT32, CF(max_concurrent_streams), "4294967295",
      "'math.MaxUint32'", G_MEMBER,
      "Maximum concurrent streams that each client can open at a time.", P_IMPL,
-     "advertised in HTTP/2 SETTINGS and enforced per connection", "uint32", NULL},
+     "advertised in HTTP/2 SETTINGS (4294967295 by default, as etcd) and enforced per "
+     "connection", "uint32", NULL},
     {"grpc-keepalive-min-time", T_DUR_MS, CF(grpc_keepalive_min_time_ms), "5s", "'5s'", G_MEMBER,
      "Minimum duration interval that a client should wait before pinging server.", P_IMPL,
      "a client pinging more often gets GOAWAY ENHANCE_YOUR_CALM \"too_many_pings\"",

@@ -1,7 +1,7 @@
 /* tests/grpc/test_keepalive.c: the gRPC transport options etcd 3.4 has
  * flags for, as grpc-go's server behaves with them:
  *   --max-concurrent-streams   SETTINGS_MAX_CONCURRENT_STREAMS advertised
- *                              (not when unlimited) and enforced
+ *                              and enforced
  *   --grpc-keepalive-min-time  a client pinging too often gets GOAWAY
  *                              ENHANCE_YOUR_CALM "too_many_pings"
  *   --grpc-keepalive-interval/-timeout  the server pings a quiet
@@ -156,7 +156,7 @@ Test(keepalive, max_concurrent_streams_advertised_only_when_limited)
     buf_append(&in, preface, sizeof(preface) - 1);
     frame(&in, 4, 0, 0, NULL, 0);
     grpc_conn *c;
-    /* unlimited (etcd's math.MaxUint32): not in our SETTINGS, as grpc-go */
+    /* 0, unlimited: not in our SETTINGS */
     serve(NULL);
     cr_assert_eq(grpc_conn_new_mem(srv, &c), 0);
     cr_assert_eq(grpc_conn_mem_feed(c, in.data, in.len), 0);

@@ -17,7 +17,11 @@ expectation here is proven against:
      ETCD_ one is warned about; a config file wins over flags;
   d. config file errors: a missing file, bad YAML, a value of the wrong type;
   e. (quorum only) what quorum refuses rather than ignore: --discovery,
-     --proxy=on, --cors and --host-whitelist lists, *-cert-allowed-hostname.
+     --proxy=on, --cors and --host-whitelist lists, *-cert-allowed-hostname;
+  f. the gRPC transport flags over a raw HTTP/2 connection, as grpc-go does
+     them: the stream limit in SETTINGS (2^32-1 by default), GOAWAY
+     ENHANCE_YOUR_CALM "too_many_pings" for a client pinging too often, a PING
+     to a silent connection and its close.
 
     TARGET=etcd /usr/bin/python3 test_flags.py [case ...]
 
@@ -28,6 +32,8 @@ import os
 import re
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -435,12 +441,96 @@ def case_e_refused_by_quorum():
               for line in err.splitlines()), err)
 
 
+def h2_connect(port):
+    """A raw HTTP/2 connection: the client preface and an empty SETTINGS."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + h2_frame(4, 0, 0, b""))
+    return sock
+
+
+def h2_frame(ftype, flags, sid, payload):
+    return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + struct.pack(
+        ">I", sid) + payload
+
+
+def h2_frames(sock, until, limit=15.0):
+    """Reads frames (type, flags, payload) until until(frames) or EOF (then
+    None is appended) or |limit| seconds."""
+    frames, buf = [], b""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
+            n = int.from_bytes(buf[:3], "big")
+            frames.append((buf[3], buf[4], buf[9:9 + n]))
+            buf = buf[9 + n:]
+        if until(frames):
+            return frames
+        sock.settimeout(max(0.1, deadline - time.monotonic()))
+        try:
+            b = sock.recv(65536)
+        except socket.timeout:
+            break
+        except ConnectionResetError:
+            b = b""
+        if not b:
+            frames.append(None)
+            return frames
+        buf += b
+    return frames
+
+
+def case_f_grpc_transport():
+    m = Member("grpc")
+    try:
+        m.start(m.flags() + ["--max-concurrent-streams=3", "--grpc-keepalive-interval=1s",
+                             "--grpc-keepalive-timeout=1s"])
+        # the stream limit, in the server's first SETTINGS
+        sock = h2_connect(m.cport)
+        fr = h2_frames(sock, lambda f: any(x and x[0] == 4 and not x[1] & 1 for x in f))
+        settings = next(x[2] for x in fr if x and x[0] == 4 and not x[1] & 1)
+        values = {int.from_bytes(settings[i:i + 2], "big"):
+                  int.from_bytes(settings[i + 2:i + 6], "big") for i in range(0, len(settings), 6)}
+        check(values.get(3) == 3, "SETTINGS_MAX_CONCURRENT_STREAMS: %s" % values)
+        # a client that pings again and again with no call open: GOAWAY
+        # ENHANCE_YOUR_CALM "too_many_pings", then the connection closes
+        sock.sendall(b"".join(h2_frame(6, 0, 0, b"%08d" % i) for i in range(4)))
+        fr = h2_frames(sock, lambda f: f and f[-1] is None)
+        goaway = [x for x in fr if x and x[0] == 7]
+        check(goaway and int.from_bytes(goaway[0][2][4:8], "big") == 11 and
+              goaway[0][2][8:] == b"too_many_pings", "no GOAWAY too_many_pings: %s" % fr)
+        check(fr[-1] is None, "still open after GOAWAY")
+        sock.close()
+        # a client that says nothing: a PING after the interval, closed
+        # after the timeout
+        sock = h2_connect(m.cport)
+        fr = h2_frames(sock, lambda f: f and f[-1] is None)
+        check(fr[-1] is None, "a silent connection stays open")
+        check(any(x and x[0] == 6 and not x[1] & 1 for x in fr), "closed without a PING: %s" % fr)
+        sock.close()
+    finally:
+        m.stop()
+    # unlimited (etcd's default): advertised as math.MaxUint32
+    m = Member("grpc2")
+    try:
+        m.start(m.flags())
+        sock = h2_connect(m.cport)
+        fr = h2_frames(sock, lambda f: any(x and x[0] == 4 and not x[1] & 1 for x in f))
+        settings = next(x[2] for x in fr if x and x[0] == 4 and not x[1] & 1)
+        values = {int.from_bytes(settings[i:i + 2], "big"):
+                  int.from_bytes(settings[i + 2:i + 6], "big") for i in range(0, len(settings), 6)}
+        check(values.get(3) == 2**32 - 1, "SETTINGS_MAX_CONCURRENT_STREAMS: %s" % values)
+        sock.close()
+    finally:
+        m.stop()
+
+
 CASES = [
     ("a_every_flag_accepted", case_a_every_flag_accepted),
     ("b_go_flag_syntax", case_b_go_flag_syntax),
     ("c_env_and_config_file", case_c_env_and_config_file),
     ("d_config_file_errors", case_d_config_file_errors),
     ("e_refused_by_quorum", case_e_refused_by_quorum),
+    ("f_grpc_transport", case_f_grpc_transport),
 ]
 
 
