@@ -327,6 +327,9 @@ Test(config, go_flag_syntax)
     cr_assert_str_eq(cfg.name, "a");
     cr_assert_eq(cfg.snapshot_count, 7);
     cr_assert_eq(cfg.max_wals, 0);
+    /* a flag given twice: the last wins (Go; etcd checks nothing more) */
+    cr_assert_eq(parse_argv(ARGV("--name", "a", "--name=b"), no_env), 0, "%s", err);
+    cr_assert_str_eq(cfg.name, "b");
     /* a boolean alone is true and never takes the next argument */
     cr_assert_eq(parse_argv(ARGV("--force-new-cluster", "false"), no_env), CONFIG_ERR_VERIFY);
     cr_assert_str_eq(err, "'false' is not a valid flag");
