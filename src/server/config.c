@@ -1355,12 +1355,34 @@ static int cmp_pairs(const void *a, const void *b)
     return strcmp((const char *)ka->data.scalar.value, (const char *)kb->data.scalar.value);
 }
 
+struct ipair {
+    yaml_node_pair_t p;
+    size_t i;
+};
+
+static int cmp_ipairs(const void *a, const void *b)
+{
+    const struct ipair *x = a, *y = b;
+    int r = cmp_pairs(&x->p, &y->p);
+    return r != 0 ? r : (x->i > y->i) - (x->i < y->i);
+}
+
 static void sort_mapping(yaml_document_t *doc, yaml_node_t *m)
 {
+    /* stable: a key given twice keeps its order, and the last one wins as
+     * in etcd */
     sort_doc = doc;
-    qsort(m->data.mapping.pairs.start,
-          (size_t)(m->data.mapping.pairs.top - m->data.mapping.pairs.start),
-          sizeof(yaml_node_pair_t), cmp_pairs);
+    yaml_node_pair_t *a = m->data.mapping.pairs.start;
+    size_t n = (size_t)(m->data.mapping.pairs.top - a);
+    struct ipair *v = malloc((n ? n : 1) * sizeof(*v));
+    if (v == NULL)
+        return; /* unsorted: only which of two bad keys is named changes */
+    for (size_t k = 0; k < n; k++)
+        v[k] = (struct ipair){a[k], k};
+    qsort(v, n, sizeof(*v), cmp_ipairs);
+    for (size_t k = 0; k < n; k++)
+        a[k] = v[k].p;
+    free(v);
 }
 
 /* load_file reads --config-file. CONFIG_ERR_VERIFY as etcd reports a file

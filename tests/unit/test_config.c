@@ -501,6 +501,13 @@ Test(config, yaml_config_file)
     cr_assert(cfg.client_tls.client_cert_auth);
     cr_assert_str_eq(cfg.initial_cluster[0].name, "infra1");
     cr_assert(cfg.n_notes == 1 && strstr(cfg.notes[0].text, "Loading server configuration from"));
+    /* a key twice: the last wins; aliases are followed; the first
+     * document only */
+    cr_assert_eq(parse_file("name: a\ndata-dir: &d /tmp/d\nname: b\nwal-dir: *d\n---\nname: c\n",
+                            no_env),
+                 0, "%s", err);
+    cr_assert_str_eq(cfg.name, "b");
+    cr_assert_str_eq(cfg.wal_dir, "/tmp/d");
     /* quorum's own flags are read from the file too */
     cr_assert_eq(parse_file("front-loops: 3\npin-threads: true\n"
                             "experimental-compaction-sleep-interval: 5000000\n",
