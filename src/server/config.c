@@ -1350,8 +1350,10 @@ static int cmp_pairs(const void *a, const void *b)
 {
     yaml_node_t *ka = yaml_document_get_node(sort_doc, ((const yaml_node_pair_t *)a)->key);
     yaml_node_t *kb = yaml_document_get_node(sort_doc, ((const yaml_node_pair_t *)b)->key);
-    if (ka == NULL || kb == NULL || ka->type != YAML_SCALAR_NODE || kb->type != YAML_SCALAR_NODE)
-        return (ka != NULL) - (kb != NULL);
+    int ra = ka != NULL && ka->type == YAML_SCALAR_NODE,
+        rb = kb != NULL && kb->type == YAML_SCALAR_NODE;
+    if (!ra || !rb) /* keys that are not text first (they are skipped) */
+        return ra - rb;
     return strcmp((const char *)ka->data.scalar.value, (const char *)kb->data.scalar.value);
 }
 
