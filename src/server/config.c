@@ -1706,7 +1706,7 @@ int config_parse_env(struct config *c, int argc, char **argv, char *const *envp,
         char path[sizeof(c->config_file)];
         snprintf(path, sizeof(path), "%s", c->config_file);
         size_t nn = c->n_notes;
-        struct config_note notes[sizeof(c->notes) / sizeof(c->notes[0])];
+        static struct config_note notes[sizeof(c->notes) / sizeof(c->notes[0])];
         memcpy(notes, c->notes, sizeof(notes));
         set_defaults(c);
         memset(set_by, 0, sizeof(set_by));
