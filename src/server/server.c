@@ -498,6 +498,21 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
         .tls = s->tls.client,
         .http1 = http_face(&hc),
         .handling_seconds = cfg->metrics_extensive,
+        /* etcd 3.4's gRPC options: the stream limit is always advertised,
+         * math.MaxUint32 by default (grpc-go takes 0 for that too);
+         * keepalive as etcd hands it to grpc-go, whose defaults apply to a
+         * 0 (the interval and timeout only when both are set) */
+        .max_concurrent_streams =
+            cfg->max_concurrent_streams == 0 || cfg->max_concurrent_streams >= UINT32_MAX
+                ? UINT32_MAX
+                : (uint32_t)cfg->max_concurrent_streams,
+        .keepalive_min_time_ms = cfg->grpc_keepalive_min_time_ms,
+        .keepalive_time_ms = cfg->grpc_keepalive_interval_ms && cfg->grpc_keepalive_timeout_ms
+                                 ? cfg->grpc_keepalive_interval_ms
+                                 : 0,
+        .keepalive_timeout_ms = cfg->grpc_keepalive_interval_ms && cfg->grpc_keepalive_timeout_ms
+                                    ? cfg->grpc_keepalive_timeout_ms
+                                    : 0,
     };
     unsigned nf = cfg->front_loops == CONFIG_FRONT_AUTO ? fronts_count_auto() : cfg->front_loops;
     if (nf > 0) {
