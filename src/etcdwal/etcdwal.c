@@ -417,8 +417,14 @@ static int list_names(const char *dir, const char *suffix, struct name2 **out, s
 
 bool etcdwal_is_etcd(const char *member_dir)
 {
-    char dir[1200], path[1300];
+    char dir[1200];
     snprintf(dir, sizeof(dir), "%s/wal", member_dir);
+    return etcdwal_is_etcd_dir(dir);
+}
+
+bool etcdwal_is_etcd_dir(const char *dir)
+{
+    char path[1300];
     struct name2 *names;
     size_t n;
     if (list_names(dir, ".wal", &names, &n) != 0 || n == 0) {
@@ -496,12 +502,21 @@ static int load_snap(const char *member_dir, struct etcdwal_state *st, char *err
 
 int etcdwal_read(const char *member_dir, struct etcdwal_state *st, char *err, size_t errlen)
 {
+    return etcdwal_read_dirs(member_dir, NULL, st, err, errlen);
+}
+
+int etcdwal_read_dirs(const char *member_dir, const char *wal_dir, struct etcdwal_state *st,
+                      char *err, size_t errlen)
+{
     memset(st, 0, sizeof(*st));
     int rv = load_snap(member_dir, st, err, errlen);
     if (rv != 0)
         return rv;
     char dir[1200], path[1300];
-    snprintf(dir, sizeof(dir), "%s/wal", member_dir);
+    if (wal_dir != NULL && wal_dir[0] != '\0')
+        snprintf(dir, sizeof(dir), "%s", wal_dir);
+    else
+        snprintf(dir, sizeof(dir), "%s/wal", member_dir);
     struct name2 *names;
     size_t n;
     if ((rv = list_names(dir, ".wal", &names, &n)) != 0 || n == 0) {

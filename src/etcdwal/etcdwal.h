@@ -112,10 +112,17 @@ struct etcdwal_state {
 /* etcdwal_is_etcd tells whether <member>/wal holds etcd-format segments
  * (a name %016x-%016x.wal whose first frame is a crc record). */
 bool etcdwal_is_etcd(const char *member_dir);
+/* etcdwal_is_etcd_dir: the same for the segments in |wal_dir| (etcd's
+ * --wal-dir). */
+bool etcdwal_is_etcd_dir(const char *wal_dir);
 
 /* etcdwal_read reads <member_dir>/snap and <member_dir>/wal as described
  * above into |st| (the caller's; emptied first). On error |st| is empty. */
 int etcdwal_read(const char *member_dir, struct etcdwal_state *st, char *err, size_t errlen);
+/* etcdwal_read_dirs: the same with the segments in |wal_dir| (etcd's
+ * --wal-dir; NULL or "": <member_dir>/wal). */
+int etcdwal_read_dirs(const char *member_dir, const char *wal_dir, struct etcdwal_state *st,
+                      char *err, size_t errlen);
 
 void etcdwal_state_free(struct etcdwal_state *st);
 

@@ -233,15 +233,24 @@ static int list_segments(const char *dir, bool remove_tmp, struct segment **out,
     return 0;
 }
 
-static void wal_dir_of(char *out, size_t outlen, const char *data_dir)
+/* wal_dir_of: the segments' directory, --wal-dir when given */
+static void wal_dir_of(char *out, size_t outlen, const char *data_dir, const char *wal_dir)
 {
-    wal__fmt(out, outlen, "%s/member/wal", data_dir);
+    if (wal_dir != NULL && wal_dir[0] != '\0')
+        wal__fmt(out, outlen, "%s", wal_dir);
+    else
+        wal__fmt(out, outlen, "%s/member/wal", data_dir);
 }
 
 bool wal_exist(const char *data_dir)
 {
     char dir[PATH_MAX];
-    wal_dir_of(dir, sizeof(dir), data_dir);
+    wal_dir_of(dir, sizeof(dir), data_dir, NULL);
+    return wal_exist_dir(dir);
+}
+
+bool wal_exist_dir(const char *dir)
+{
     struct segment *v = NULL;
     size_t n = 0;
     if (list_segments(dir, false, &v, &n) != 0)
@@ -444,7 +453,7 @@ static int wal_alloc(const struct wal_options *opts, struct wal **out)
     struct wal *w = calloc(1, sizeof(*w));
     if (w == NULL)
         return -ENOMEM;
-    wal_dir_of(w->dir, sizeof(w->dir), opts->data_dir);
+    wal_dir_of(w->dir, sizeof(w->dir), opts->data_dir, opts->wal_dir);
     w->seg_size = opts->segment_size ? opts->segment_size : WAL_SEGMENT_SIZE_DEFAULT;
     w->fd = -1;
     *out = w;
@@ -543,7 +552,7 @@ int wal_create(const struct wal_options *opts, struct wal **out, char *err, size
         set_errf(err, errlen, "wal: cannot create %s: %s", w->dir, strerror(-rv));
         goto fail;
     }
-    if (wal_exist(opts->data_dir)) {
+    if (wal_exist_dir(w->dir)) {
         rv = -EEXIST;
         set_errf(err, errlen, "wal: %s already holds a WAL", w->dir);
         goto fail;
@@ -555,11 +564,23 @@ int wal_create(const struct wal_options *opts, struct wal **out, char *err, size
                 strerror(-rv));
         goto fail;
     }
-    /* The parents of member/wal are new too: make their entries durable. */
+    /* The directory and its parent may be new too (member/wal and member,
+     * or --wal-dir's): make their entries durable. */
     char parent[PATH_MAX];
-    wal__fmt(parent, sizeof(parent), "%s/member", opts->data_dir);
-    if ((rv = wal__fsync_dir(parent)) != 0 || (rv = wal__fsync_dir(opts->data_dir)) != 0)
-        goto fail;
+    wal__fmt(parent, sizeof(parent), "%s", w->dir);
+    for (int up = 0; up < 2; up++) {
+        char *slash = strrchr(parent, '/');
+        while (slash != NULL && slash > parent && slash[1] == '\0') { /* trailing '/' */
+            *slash = '\0';
+            slash = strrchr(parent, '/');
+        }
+        if (slash == NULL)
+            wal__fmt(parent, sizeof(parent), ".");
+        else
+            slash[slash == parent ? 1 : 0] = '\0';
+        if ((rv = wal__fsync_dir(parent)) != 0)
+            goto fail;
+    }
     *out = w;
     return 0;
 fail:
@@ -1063,8 +1084,14 @@ fail:
 
 int wal_dump(const char *data_dir, wal_record_fn fn, void *arg, char *err, size_t errlen)
 {
-    char dir[PATH_MAX], path[PATH_MAX];
-    wal_dir_of(dir, sizeof(dir), data_dir);
+    char dir[PATH_MAX];
+    wal_dir_of(dir, sizeof(dir), data_dir, NULL);
+    return wal_dump_dir(dir, fn, arg, err, errlen);
+}
+
+int wal_dump_dir(const char *dir, wal_record_fn fn, void *arg, char *err, size_t errlen)
+{
+    char path[PATH_MAX];
     struct segment *segs = NULL;
     size_t n_segs = 0;
     int rv = list_segments(dir, false, &segs, &n_segs);

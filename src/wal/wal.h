@@ -8,6 +8,10 @@
  *   <data-dir>/member/wal/%016llx-%016llx.wal   segments: sequence, first index
  *   <data-dir>/member/snap/%016llx-%016llx.snap snapshots: term, index
  *
+ * With a dedicated directory for the segments (etcd's --wal-dir,
+ * wal_options.wal_dir) they live there, directly, and the snapshot files
+ * stay in <data-dir>/member/snap, as etcd keeps its .snap files.
+ *
  * A segment is preallocated (posix_fallocate, 64 MiB by default) so appends
  * do not grow the file; the unwritten rest reads as zeros. When a save does
  * not fit in what is left, the WAL cuts: it fdatasyncs the current segment,
@@ -133,6 +137,7 @@ struct wal;
 
 struct wal_options {
     const char *data_dir; /* <data-dir>; the WAL lives in <data-dir>/member/wal */
+    const char *wal_dir;  /* NULL or "": as above; else the segments' directory */
     size_t segment_size;  /* preallocation and cut size; 0 = 64 MiB */
     uint64_t node_id;     /* wal_create: written to METADATA; wal_open: ignored */
     uint64_t cluster_id;
@@ -154,10 +159,12 @@ struct wal_state {
     size_t n_blocks;
 };
 
-/* wal_exist tells whether <data-dir>/member/wal holds at least one segment. */
+/* wal_exist tells whether <data-dir>/member/wal holds at least one segment;
+ * wal_exist_dir whether the directory |wal_dir| does. */
 bool wal_exist(const char *data_dir);
+bool wal_exist_dir(const char *wal_dir);
 
-/* wal_create makes <data-dir>/member/wal (and parents) with a first segment
+/* wal_create makes <data-dir>/member/wal (or wal_dir; and parents) with a first segment
  * holding SEGMENT (seq 0, first index 1) and METADATA, synced, and returns
  * the open WAL in |out| (free with wal_close). Errors: -EEXIST (a segment is
  * already there), -errno. */
@@ -283,6 +290,8 @@ typedef int (*wal_record_fn)(const struct wal_record *rec, void *arg);
  * torn tail (returns 1: what wal_open would repair) or corruption (returns
  * QERR_CORRUPT: what wal_open would refuse). Errors: -ENOENT, -errno. */
 int wal_dump(const char *data_dir, wal_record_fn fn, void *arg, char *err, size_t errlen);
+/* wal_dump_dir: the same for the segments in the directory |wal_dir|. */
+int wal_dump_dir(const char *wal_dir, wal_record_fn fn, void *arg, char *err, size_t errlen);
 
 /* wal_record_type_name is a static name like "entry" ("unknown" if none). */
 const char *wal_record_type_name(int type);
