@@ -24,10 +24,18 @@
  *      at any point before leaves no member behind: the next start with
  *      corrected flags is a first start again. A store restored by
  *      `quorumctl snapshot restore` (member/db, no log) keeps its place;
- *      only its log is built aside and renamed in.
+ *      only its log is built aside and renamed in. With --wal-dir the log
+ *      is built in <wal-dir>.tmp (etcd's wal.Create does the same) and
+ *      renamed to <wal-dir> last, after the member directory: the log's
+ *      appearance is what makes the member (an empty <wal-dir> an operator
+ *      made is replaced; a mount point cannot be, as in etcd: give a
+ *      directory on it).
  *
- * The member's identity is its log (member/wal): a member with a log
- * restarts from it and ignores the --initial-cluster flags, as etcd's. */
+ * The member's identity is its log (member/wal, or --wal-dir): a member
+ * with a log restarts from it and ignores the --initial-cluster flags, as
+ * etcd's. A log left in member/wal when --wal-dir names another place is
+ * refused rather than started beside (etcd would bootstrap a new member
+ * over it). */
 #include "server/server_int.h"
 
 #include <arpa/inet.h>
@@ -68,7 +76,15 @@ static const char *go_strerror(int errnum, char *buf, size_t cap)
 
 /* ---- 2. the data dir ---- */
 
-int server_check_data_dir(const char *dir, char *err, size_t cap)
+void server_wal_dir(const struct config *c, char *out, size_t cap)
+{
+    if (c->wal_dir[0] != '\0')
+        snprintf(out, cap, "%s", c->wal_dir);
+    else
+        snprintf(out, cap, "%s/member/wal", c->data_dir);
+}
+
+int server_check_data_dir(const char *dir, const char *wal_dir, char *err, size_t cap)
 {
     char why[128];
     struct stat st;
@@ -87,7 +103,7 @@ int server_check_data_dir(const char *dir, char *err, size_t cap)
             return -e;
         }
         /* an etcd 3.4 member dir is converted once, here (etcd_import.c) */
-        return server_etcd_import(dir, err, cap);
+        return server_etcd_import_wal(dir, wal_dir, err, cap);
     }
     if (errno != ENOENT) {
         snprintf(err, cap, "error listing data dir: %s", dir);
@@ -418,8 +434,10 @@ static int put_remote_members(struct server *s, const struct config_remote_membe
 }
 
 /* build_member writes the store's part (members, consistent index) in
- * |dbdir| and the log in <stage>/member/wal. */
-static int build_member(struct server *s, const char *stage, const char *dbdir, bool join,
+ * |dbdir| and the log in <stage>/member/wal, or in |walstage| when not
+ * NULL (--wal-dir). */
+static int build_member(struct server *s, const char *stage, const char *walstage,
+                        const char *dbdir, bool join,
                         const uint64_t *ids, uint64_t member_id, uint64_t cluster_id,
                         const struct config_remote_member *ms, size_t nms, char *err, size_t cap)
 {
@@ -456,7 +474,8 @@ static int build_member(struct server *s, const char *stage, const char *dbdir, 
         snprintf(err, cap, "cannot write the store in %s: %s", dbdir, q_strerror(rv));
         return rv;
     }
-    struct wal_options wo = {.data_dir = stage, .node_id = member_id, .cluster_id = cluster_id};
+    struct wal_options wo = {
+        .data_dir = stage, .wal_dir = walstage, .node_id = member_id, .cluster_id = cluster_id};
     struct wal *w = NULL;
     char werr[WAL_ERR_LEN] = "";
     if ((rv = wal_create(&wo, &w, werr, sizeof(werr))) != 0) {
@@ -481,6 +500,24 @@ static int build_member(struct server *s, const char *stage, const char *dbdir, 
     }
     wal_close(w);
     return rv;
+}
+
+/* has_snap_files: <member>/snap holds a quorum .snap file */
+static bool has_snap_files(const char *member)
+{
+    char dir[1200];
+    snprintf(dir, sizeof(dir), "%s/snap", member);
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return false;
+    bool found = false;
+    struct dirent *de;
+    while (!found && (de = readdir(d)) != NULL) {
+        size_t n = strlen(de->d_name);
+        found = n > 5 && strcmp(de->d_name + n - 5, ".snap") == 0;
+    }
+    closedir(d);
+    return found;
 }
 
 int server_bootstrap(struct server *s, char *err, size_t cap)
@@ -526,8 +563,21 @@ int server_bootstrap(struct server *s, char *err, size_t cap)
         if (strcmp(c->initial_cluster[i].name, c->name) == 0)
             member_id = ids[i];
 
+    /* a log in member/wal while --wal-dir names another place: that
+     * member's, which this start would not see */
+    char path[1200];
+    snprintf(path, sizeof(path), "%s/member/wal", c->data_dir);
+    if (c->wal_dir[0] != '\0' && wal_exist_dir(path)) {
+        snprintf(err, cap,
+                 "%s holds this member's log but --wal-dir is %s: move the log's files there "
+                 "(or start without --wal-dir)",
+                 path, c->wal_dir);
+        return -EEXIST;
+    }
+
     /* everything checked: create */
-    char stage[1100], member[1100], dbdir[1200], path[1200];
+    char stage[1100], member[1100], dbdir[1200];
+    char walstage[1100] = "";
     bool made_dir = access(c->data_dir, F_OK) != 0;
     if ((rv = fs_mkdir_p(c->data_dir)) != 0) {
         snprintf(err, cap, "cannot access data directory: mkdir %s: %s", c->data_dir,
@@ -538,25 +588,68 @@ int server_bootstrap(struct server *s, char *err, size_t cap)
     snprintf(member, sizeof(member), "%s/member", c->data_dir);
     fs_remove_tree(stage); /* what a start that died while building left */
     bool restored = access(member, F_OK) == 0; /* a store, no log */
+    if (restored && has_snap_files(member)) {
+        /* a member that took snapshots had a log: somewhere else */
+        snprintf(err, cap,
+                 "%s has snapshots but %s holds no log (was this member started with%s "
+                 "--wal-dir%s?); nothing was changed",
+                 member, c->wal_dir[0] ? c->wal_dir : "member/wal",
+                 c->wal_dir[0] ? " another" : "", c->wal_dir[0] ? ", or without it" : "");
+        return -ENOENT;
+    }
     if (restored)
         snprintf(dbdir, sizeof(dbdir), "%s/db", member);
     else
         snprintf(dbdir, sizeof(dbdir), "%s/member/db", stage);
-    rv = build_member(s, stage, dbdir, join, ids, member_id, cluster_id, ms, nms, err, cap);
-    if (rv == 0) {
+    bool waldir = c->wal_dir[0] != '\0';
+    if (waldir) {
+        snprintf(walstage, sizeof(walstage), "%s.tmp", c->wal_dir);
+        fs_remove_tree(walstage);
+    }
+    bool moved_member = false;
+    rv = build_member(s, stage, waldir ? walstage : NULL, dbdir, join, ids, member_id, cluster_id,
+                      ms, nms, err, cap);
+    if (rv == 0 && !(restored && waldir)) {
         /* the member appears whole, or not at all */
         char from[1200];
-        snprintf(from, sizeof(from), "%s/member%s", stage, restored ? "/wal" : "");
-        snprintf(path, sizeof(path), "%s%s", member, restored ? "/wal" : "");
+        bool log_here = restored && !waldir; /* only the log moves */
+        snprintf(from, sizeof(from), "%s/member%s", stage, log_here ? "/wal" : "");
+        snprintf(path, sizeof(path), "%s%s", member, log_here ? "/wal" : "");
         if (rename(from, path) != 0) {
             rv = -errno;
             snprintf(err, cap, "cannot rename %s to %s: %s", from, path, strerror(errno));
-        } else if ((rv = fs_fsync_dir(restored ? member : c->data_dir)) != 0) {
-            snprintf(err, cap, "cannot sync %s: %s", restored ? member : c->data_dir,
+        } else if ((rv = fs_fsync_dir(log_here ? member : c->data_dir)) != 0) {
+            snprintf(err, cap, "cannot sync %s: %s", log_here ? member : c->data_dir,
                      strerror(-rv));
         }
+        moved_member = rv == 0 && !restored;
+    }
+    if (rv == 0 && waldir) {
+        /* the log last: with it the member exists */
+        char parent[1100];
+        snprintf(parent, sizeof(parent), "%s", c->wal_dir);
+        char *slash = strrchr(parent, '/');
+        if (slash == NULL)
+            snprintf(parent, sizeof(parent), ".");
+        else
+            slash[slash == parent ? 1 : 0] = '\0';
+        if (rmdir(c->wal_dir) != 0 && errno != ENOENT) {
+            rv = -errno;
+            snprintf(err, cap, "cannot use --wal-dir %s: %s%s", c->wal_dir, strerror(errno),
+                     errno == EBUSY ? " (a mount point: give a directory on it)" : "");
+        } else if (rename(walstage, c->wal_dir) != 0) {
+            rv = -errno;
+            snprintf(err, cap, "cannot rename %s to %s: %s", walstage, c->wal_dir,
+                     strerror(errno));
+        } else if ((rv = fs_fsync_dir(parent)) != 0) {
+            snprintf(err, cap, "cannot sync %s: %s", parent, strerror(-rv));
+        }
+        if (rv != 0 && moved_member)
+            fs_remove_tree(member); /* nothing left behind */
     }
     fs_remove_tree(stage);
+    if (walstage[0] != '\0')
+        fs_remove_tree(walstage);
     if (rv != 0 && made_dir)
         rmdir(c->data_dir);
     if (rv == 0) {

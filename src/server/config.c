@@ -397,7 +397,10 @@ static const struct flagdef flags[] = {
      "Path to the data directory.", P_IMPL,
      "as etcd; the default is ${name}.quorum (etcd's ${name}.etcd)", "string", NULL},
     {"wal-dir", T_STR, CF(wal_dir), "", "''", G_MEMBER, "Path to the dedicated wal directory.",
-     P_WARN, "the WAL always lives in the data directory (member/wal)", "string", NULL},
+     P_IMPL,
+     "as etcd: quorum's log segments live there (built aside as <wal-dir>.tmp and renamed "
+     "in on a first start); .snap files stay in <data-dir>/member/snap",
+     "string", NULL},
     {"snapshot-count", T_UINT, CF(snapshot_count), "100000", "'100000'", G_MEMBER,
      "Number of committed transactions to trigger a snapshot to disk.", P_IMPL, NULL, "uint64",
      NULL},
@@ -1774,6 +1777,19 @@ static int finish(struct config *c, char *err, size_t errlen)
     }
     if (c->data_dir[0] == '\0')
         snprintf(c->data_dir, sizeof(c->data_dir), "%s.quorum", c->name);
+    /* --wal-dir: without trailing slashes (its stage is "<wal-dir>.tmp");
+     * naming <data-dir>/member/wal is the same as not giving it */
+    for (size_t n = strlen(c->wal_dir); n > 1 && c->wal_dir[n - 1] == '/'; n--)
+        c->wal_dir[n - 1] = '\0';
+    if (c->wal_dir[0] != '\0') {
+        char same[sizeof(c->data_dir) + 16];
+        size_t n = strlen(c->data_dir);
+        while (n > 1 && c->data_dir[n - 1] == '/')
+            n--;
+        snprintf(same, sizeof(same), "%.*s/member/wal", (int)n, c->data_dir);
+        if (strcmp(same, c->wal_dir) == 0)
+            c->wal_dir[0] = '\0';
+    }
     if (c->max_txn_ops == 0 || c->max_request_bytes == 0) {
         snprintf(err, errlen, "--max-txn-ops and --max-request-bytes must be positive");
         return CONFIG_ERR_USAGE;

@@ -143,7 +143,7 @@ struct config {
     uint64_t grpc_keepalive_interval_ms; /* --grpc-keepalive-interval (2h; 0 = off) */
     uint64_t grpc_keepalive_timeout_ms;  /* --grpc-keepalive-timeout (20s; 0 = off) */
     /* accepted; see docs/configuration.md for why they have no effect */
-    char wal_dir[1024];                     /* --wal-dir (warned about when set) */
+    char wal_dir[1024];                     /* --wal-dir ("": <data-dir>/member/wal) */
     bool pre_vote;                          /* --pre-vote (quorum always pre-votes) */
     bool initial_election_tick_advance;     /* --initial-election-tick-advance (true) */
     uint64_t backend_batch_interval_ms;     /* --backend-batch-interval */

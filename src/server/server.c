@@ -427,7 +427,7 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
     static char why[4096];
     const char *what = NULL;
     int rv;
-    if ((rv = server_check_data_dir(cfg->data_dir, why, sizeof(why))) != 0 ||
+    if ((rv = server_check_data_dir(cfg->data_dir, cfg->wal_dir, why, sizeof(why))) != 0 ||
         (rv = server_listen(s, why, sizeof(why))) != 0) {
         log_error("server", "%s", why);
         goto fail;
@@ -435,7 +435,9 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
     what = "set up TLS";
     if ((rv = server_tls_open(cfg, &s->tls)) != 0)
         goto fail;
-    if (!wal_exist(cfg->data_dir) && (rv = server_bootstrap(s, why, sizeof(why))) != 0) {
+    char waldir[1100];
+    server_wal_dir(cfg, waldir, sizeof(waldir));
+    if (!wal_exist_dir(waldir) && (rv = server_bootstrap(s, why, sizeof(why))) != 0) {
         log_error("server", "%s", why);
         what = NULL;
         goto fail;

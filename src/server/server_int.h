@@ -540,8 +540,13 @@ int server_members_pack(struct server *s, struct buf *out);
 /* ---- bootstrap.c: before anything is created (see its top) ---- */
 
 /* server_check_data_dir: the data dir can be listed and written, or
- * would be creatable; etcd's words in |err|. Creates nothing. */
-int server_check_data_dir(const char *dir, char *err, size_t cap);
+ * would be creatable; etcd's words in |err|. Creates nothing but the
+ * conversion of an etcd data dir (etcd_import.c; its log in |wal_dir|
+ * when that is not empty: --wal-dir). */
+int server_check_data_dir(const char *dir, const char *wal_dir, char *err, size_t cap);
+/* server_wal_dir: the member's log directory, --wal-dir or
+ * <data-dir>/member/wal. */
+void server_wal_dir(const struct config *c, char *out, size_t cap);
 /* server_listen_fd binds and listens on |u| (TCP or unix socket); Go's
  * words in |err| ("listen tcp 127.0.0.1:2379: bind: address already in
  * use"). */

@@ -603,8 +603,16 @@ Test(config, refused_or_warned_as_documented)
     cr_assert_eq(config_validate(&cfg, err, sizeof(err)), 0, "%s", err);
     cr_assert_eq(cfg.n_notes, 0);
     cr_assert_eq(parse("--wal-dir /w --enable-pprof --backend-batch-limit 5"), 0, "%s", err);
-    cr_assert_eq(cfg.n_notes, 3);
-    cr_assert(strstr(cfg.notes[0].text, "--wal-dir has no effect in quorum") != NULL);
+    cr_assert_eq(cfg.n_notes, 2);
+    for (size_t i = 0; i < cfg.n_notes; i++)
+        cr_assert(strstr(cfg.notes[i].text, "--wal-dir") == NULL, "%s", cfg.notes[i].text);
+    /* --wal-dir is taken (bootstrap.c): without trailing slashes, and
+     * naming <data-dir>/member/wal is not giving it */
+    cr_assert_str_eq(cfg.wal_dir, "/w");
+    cr_assert_eq(parse("--wal-dir /w/x// --data-dir /d"), 0, "%s", err);
+    cr_assert_str_eq(cfg.wal_dir, "/w/x");
+    cr_assert_eq(parse("--wal-dir /d/member/wal/ --data-dir /d/"), 0, "%s", err);
+    cr_assert_str_eq(cfg.wal_dir, "");
     /* --debug is --log-level=debug; --log-output is --log-outputs' old name */
     cr_assert_eq(parse("--debug --log-output stdout"), 0, "%s", err);
     cr_assert_str_eq(cfg.log_level, "debug");
