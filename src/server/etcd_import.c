@@ -24,10 +24,18 @@
  *   5. rename member -> member.etcd, rename the stage's member -> member,
  *      remove the stage.
  *
+ * With --wal-dir (etcd's log in <wal-dir>, its .snap files and store in
+ * <data-dir>/member/snap): etcd's log is read there, quorum's is built in
+ * <wal-dir>.etcd-import, and the swap is four renames: member ->
+ * member.etcd, <wal-dir> -> <wal-dir>.etcd, the stage's member -> member,
+ * <wal-dir>.etcd-import -> <wal-dir> (quorum's .snap files stay in
+ * member/snap, as etcd's).
+ *
  * Crash safety: before 5 nothing of etcd's has changed and a restart
  * removes the stage and converts again. Between the renames (member gone,
  * member.etcd there) a restart finishes with the second rename if the
- * stage is COMPLETE, and else renames member.etcd back and converts again.
+ * stage is COMPLETE (every rename not yet done, in the same order), and
+ * else renames member.etcd (and <wal-dir>.etcd) back and converts again.
  * An entry quorum cannot translate, or a log or store that does not read,
  * stops the conversion with the reason; etcd's directory stays as it was.
  *
@@ -45,7 +53,8 @@
  * as auth_service.c proposes it. Refused: ConfChangeV2 (etcd 3.4 writes
  * none), a conf change of no known type or for node id 0, a request of no
  * known kind, anything that does not decode; and etcd's store without its
- * log (etcd's --wal-dir), which would otherwise start an empty member. */
+ * log (etcd ran with --wal-dir and quorum was started without it, or the
+ * other way round), which would otherwise start an empty member. */
 #include "server/etcd_import.h"
 #include "server/server_int.h"
 
@@ -75,6 +84,9 @@
 
 #define STAGE "member.etcd-import"
 #define ORIG "member.etcd"
+/* beside --wal-dir: */
+#define WAL_STAGE ".etcd-import"
+#define WAL_ORIG ".etcd"
 
 /* node.c's log entry header (see "A log entry" there): kind, flags,
  * proposer (u64 LE), its sequence number (u64 LE), then with the auth flag
@@ -530,7 +542,8 @@ static int fill_members(struct conv *c, const char *dbdir, char *err, size_t cap
 
 /* ---- the log ---- */
 
-static int build_log(struct conv *c, const char *stage, char *err, size_t cap)
+static int build_log(struct conv *c, const char *stage, const char *walstage, char *err,
+                     size_t cap)
 {
     const struct etcdwal_state *st = &c->st;
     int rv;
@@ -539,8 +552,10 @@ static int build_log(struct conv *c, const char *stage, char *err, size_t cap)
         if ((rv = wal_snap_save(stage, &snap)) != 0)
             return fail(err, cap, rv, "cannot write the log's snapshot: %s", q_strerror(rv));
     }
-    struct wal_options wo = {
-        .data_dir = stage, .node_id = st->node_id, .cluster_id = st->cluster_id};
+    struct wal_options wo = {.data_dir = stage,
+                             .wal_dir = walstage,
+                             .node_id = st->node_id,
+                             .cluster_id = st->cluster_id};
     struct wal *w = NULL;
     char werr[WAL_ERR_LEN] = "";
     if ((rv = wal_create(&wo, &w, werr, sizeof(werr))) != 0)
@@ -589,14 +604,17 @@ static int sync_file(const char *path)
     return rv;
 }
 
-/* convert builds quorum's member dir in <stage>/member. */
-static int convert(const char *member, const char *stage, char *err, size_t cap)
+/* convert builds quorum's member dir in <stage>/member, from etcd's
+ * |member| and its log in |waldir| (NULL: <member>/wal); quorum's log in
+ * |walstage| (NULL: <stage>/member/wal). */
+static int convert(const char *member, const char *waldir, const char *stage,
+                   const char *walstage, char *err, size_t cap)
 {
     struct conv *c = calloc(1, sizeof(*c));
     if (c == NULL)
         return -ENOMEM;
     char why[ETCDWAL_ERR_LEN] = "", path[1500], dbdir[1400];
-    int rv = etcdwal_read(member, &c->st, why, sizeof(why));
+    int rv = etcdwal_read_dirs(member, waldir, &c->st, why, sizeof(why));
     if (rv != 0) {
         rv = fail(err, cap, rv, "cannot read etcd's log: %s", why[0] ? why : q_strerror(rv));
         goto out;
@@ -648,7 +666,8 @@ static int convert(const char *member, const char *stage, char *err, size_t cap)
         rv = fail(err, cap, rv, "cannot convert etcd's log: %s", why);
         goto out;
     }
-    if ((rv = fill_members(c, dbdir, err, cap)) != 0 || (rv = build_log(c, stage, err, cap)) != 0)
+    if ((rv = fill_members(c, dbdir, err, cap)) != 0 ||
+        (rv = build_log(c, stage, walstage, err, cap)) != 0)
         goto out;
     /* everything durable before the stage says COMPLETE */
     const char *dirs[] = {"member/db", "member/wal", "member/snap", "member", ""};
@@ -657,6 +676,8 @@ static int convert(const char *member, const char *stage, char *err, size_t cap)
         if (exists(path))
             rv = fs_fsync_dir(path);
     }
+    if (rv == 0 && walstage != NULL)
+        rv = fs_fsync_dir(walstage);
     snprintf(path, sizeof(path), "%s/data.mdb", dbdir);
     if (rv == 0)
         rv = sync_file(path);
@@ -712,14 +733,29 @@ static bool is_bbolt(const char *path)
     return ok;
 }
 
-static bool is_etcd_member(const char *member)
+static bool is_etcd_member(const char *member, const char *waldir)
 {
     char db[1200];
     snprintf(db, sizeof(db), "%s/snap/db", member);
-    return exists(db) && etcdwal_is_etcd(member);
+    return exists(db) && (waldir != NULL ? etcdwal_is_etcd_dir(waldir) : etcdwal_is_etcd(member));
+}
+
+static void parent_of(const char *path, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s", path);
+    char *slash = strrchr(out, '/');
+    if (slash == NULL)
+        snprintf(out, cap, ".");
+    else
+        slash[slash == out ? 1 : 0] = '\0';
 }
 
 int server_etcd_import(const char *data_dir, char *err, size_t cap)
+{
+    return server_etcd_import_wal(data_dir, NULL, err, cap);
+}
+
+int server_etcd_import_wal(const char *data_dir, const char *wal_dir, char *err, size_t cap)
 {
     char member[1100], orig[1100], stage[1100], done[1200], smember[1200];
     snprintf(member, sizeof(member), "%s/member", data_dir);
@@ -727,54 +763,83 @@ int server_etcd_import(const char *data_dir, char *err, size_t cap)
     snprintf(stage, sizeof(stage), "%s/" STAGE, data_dir);
     snprintf(done, sizeof(done), "%s/COMPLETE", stage);
     snprintf(smember, sizeof(smember), "%s/member", stage);
+    /* --wal-dir: etcd's log there, kept as <wal-dir>.etcd; ours built in
+     * <wal-dir>.etcd-import */
+    const char *waldir = wal_dir != NULL && wal_dir[0] != '\0' ? wal_dir : NULL;
+    char walorig[1100] = "", walstage[1100] = "", walparent[1100] = "";
+    if (waldir != NULL) {
+        snprintf(walorig, sizeof(walorig), "%s" WAL_ORIG, waldir);
+        snprintf(walstage, sizeof(walstage), "%s" WAL_STAGE, waldir);
+        parent_of(waldir, walparent, sizeof(walparent));
+    }
     int rv;
-    /* a conversion that stopped between its two renames */
-    if (!exists(member) && exists(done) && exists(smember)) {
-        if ((rv = move(smember, member, data_dir, err, cap)) != 0)
+    /* a conversion that stopped during its renames (the stage is
+     * COMPLETE and etcd's member was moved aside): the rest of them */
+    if (exists(done) && (exists(orig) || !exists(member))) {
+        if (waldir != NULL && exists(waldir) && !exists(walorig) &&
+            (rv = move(waldir, walorig, walparent, err, cap)) != 0)
+            return rv;
+        if (!exists(member) && exists(smember) && (rv = move(smember, member, data_dir, err, cap)))
+            return rv;
+        if (waldir != NULL && !exists(waldir) && exists(walstage) &&
+            (rv = move(walstage, waldir, walparent, err, cap)) != 0)
             return rv;
         log_info("server", "etcd import: finished the conversion an earlier start began");
         fs_remove_tree(stage);
         return 0;
     }
     if (!exists(member) && exists(orig)) {
-        if (!is_etcd_member(orig))
+        if (!is_etcd_member(orig, waldir != NULL && !exists(waldir) ? walorig : waldir))
             return 0; /* not ours to touch */
         if ((rv = move(orig, member, data_dir, err, cap)) != 0)
             return rv;
+        if (waldir != NULL && !exists(waldir) && exists(walorig) &&
+            (rv = move(walorig, waldir, walparent, err, cap)) != 0)
+            return rv;
         log_info("server", "etcd import: an earlier conversion did not finish; converting again");
     }
-    if (exists(stage) && (!exists(done) || exists(member)))
+    if (exists(stage))
         fs_remove_tree(stage);
-    if (!is_etcd_member(member)) {
+    if (waldir != NULL && exists(walstage))
+        fs_remove_tree(walstage);
+    if (!is_etcd_member(member, waldir)) {
         char db[1200], wal[1200];
         snprintf(db, sizeof(db), "%s/snap/db", member);
-        snprintf(wal, sizeof(wal), "%s/wal", member);
-        if (is_bbolt(db) && !wal_exist(data_dir))
-            /* etcd's store without its log: etcd ran with --wal-dir, or
-             * the log was lost; starting would ignore the store */
+        if (waldir != NULL)
+            snprintf(wal, sizeof(wal), "%s", waldir);
+        else
+            snprintf(wal, sizeof(wal), "%s/wal", member);
+        if (is_bbolt(db) && !wal_exist_dir(wal))
+            /* etcd's store without its log: etcd ran with another
+             * --wal-dir, or the log was lost; starting would ignore the
+             * store */
             return fail(err, cap, -ENOENT,
-                        "%s is etcd's store but %s holds no log (did etcd run with --wal-dir? "
-                        "move that directory to %s first); nothing was changed",
-                        db, wal, wal);
+                        "%s is etcd's store but %s holds no log (%s); nothing was changed", db,
+                        wal,
+                        waldir != NULL ? "start quorum with the --wal-dir etcd ran with"
+                                       : "did etcd run with --wal-dir? start quorum with the "
+                                         "same --wal-dir");
         return 0;
     }
-    if (exists(orig))
+    if (exists(orig) || (waldir != NULL && exists(walorig)))
         return fail(err, cap, -EEXIST,
                     "%s is an etcd member directory, but %s (where quorum keeps etcd's original "
                     "when it converts one) is already there: move it away first",
-                    member, orig);
+                    member, exists(orig) ? orig : walorig);
     log_info("server",
              "etcd import: %s is an etcd 3.4 member directory; converting it (etcd's "
-             "is kept as %s)",
-             member, orig);
+             "is kept as %s%s%s)",
+             member, orig, waldir != NULL ? ", its log as " : "", waldir != NULL ? walorig : "");
     if ((rv = fs_mkdir_p(stage)) != 0)
         return fail(err, cap, rv, "cannot create %s: %s", stage, strerror(-rv));
     char why[1024] = "";
-    rv = convert(member, stage, why, sizeof(why));
+    rv = convert(member, waldir, stage, waldir != NULL ? walstage : NULL, why, sizeof(why));
     if (rv == 0)
         rv = write_complete(stage);
     if (rv != 0) {
         fs_remove_tree(stage);
+        if (waldir != NULL)
+            fs_remove_tree(walstage);
         return fail(err, cap, rv,
                     "cannot start on etcd's data directory %s: %s (nothing was "
                     "changed)",
@@ -783,11 +848,19 @@ int server_etcd_import(const char *data_dir, char *err, size_t cap)
     /* the swap: etcd's aside, then ours in place */
     if ((rv = move(member, orig, data_dir, err, cap)) != 0) {
         fs_remove_tree(stage);
+        if (waldir != NULL)
+            fs_remove_tree(walstage);
         return rv;
     }
+    /* from here on, the next start finishes what a failure leaves */
+    if (waldir != NULL && (rv = move(waldir, walorig, walparent, err, cap)) != 0)
+        return rv;
     if ((rv = move(smember, member, data_dir, err, cap)) != 0)
-        return rv; /* the next start finishes it */
+        return rv;
+    if (waldir != NULL && (rv = move(walstage, waldir, walparent, err, cap)) != 0)
+        return rv;
     fs_remove_tree(stage);
-    log_info("server", "etcd import: done; etcd's member directory is %s", orig);
+    log_info("server", "etcd import: done; etcd's member directory is %s%s%s", orig,
+             waldir != NULL ? ", its log " : "", waldir != NULL ? walorig : "");
     return 0;
 }

@@ -20,6 +20,12 @@
  * <data_dir>/member is etcd's, as it was). */
 int server_etcd_import(const char *data_dir, char *err, size_t cap);
 
+/* server_etcd_import_wal: the same for a member whose log is in |wal_dir|
+ * (etcd's and quorum's --wal-dir; NULL or "": <data_dir>/member/wal).
+ * etcd's log is read there and kept as <wal_dir>.etcd; quorum's is built
+ * in <wal_dir>.etcd-import and renamed to |wal_dir|. */
+int server_etcd_import_wal(const char *data_dir, const char *wal_dir, char *err, size_t cap);
+
 /* server_etcd_translate translates one etcd log entry (raftpb.EntryType
  * |type|, its data) as the conversion does, into |out| (quorum's entry
  * data; empty for a no-op) and |*raft_type| (enum raft_entry_type); a conf

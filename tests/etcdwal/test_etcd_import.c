@@ -415,9 +415,70 @@ Test(etcd_import, refuses_a_store_without_its_log)
     cr_assert_eq(rv, -ENOENT);
     cr_assert_neq(strstr(err, "--wal-dir"), NULL, "%s", err);
     cr_assert_eq(digest(data), before);
-    /* with the log moved back it converts */
-    cr_assert_eq(rename(moved, wal), 0);
-    cr_assert_eq(server_etcd_import(data, err, sizeof(err)), 0, "%s", err);
+    /* given where the log is (--wal-dir), it converts: quorum's log
+     * there, etcd's beside it as <wal-dir>.etcd */
+    char wal_orig[900], wal_stage[900];
+    snprintf(wal_orig, sizeof(wal_orig), "%s.etcd", moved);
+    snprintf(wal_stage, sizeof(wal_stage), "%s.etcd-import", moved);
+    cr_assert_eq(server_etcd_import_wal(data, moved, err, sizeof(err)), 0, "%s", err);
     cr_assert(exists(data, "member.etcd"));
+    cr_assert(!exists(data, "member/wal"));
+    cr_assert(etcdwal_is_etcd_dir(wal_orig));
+    cr_assert(!etcdwal_is_etcd_dir(moved));
+    cr_assert(wal_exist_dir(moved));
+    cr_assert(!exists(t, "wal-elsewhere.etcd-import"));
+    struct wal_options wo = {.data_dir = data, .wal_dir = moved};
+    struct wal *w = NULL;
+    struct wal_state st;
+    char werr[WAL_ERR_LEN] = "";
+    cr_assert_eq(wal_open(&wo, &w, &st, werr, sizeof(werr)), 0, "%s", werr);
+    uint64_t commit = st.hs.commit;
+    cr_assert_gt(commit, 0);
+    wal_state_free(&st);
+    wal_close(w);
+    unsigned long long etcd_wal = digest(wal_orig);
+    /* what a kill -9 between the renames leaves (made by hand from the
+     * converted dirs): each start finishes or redoes it */
+    char cmd[4000];
+    const char *states[] = {
+        /* etcd's member aside, its log not yet */
+        "mkdir D/member.etcd-import && mv D/member D/member.etcd-import/ && "
+        "touch D/member.etcd-import/COMPLETE && mv W W.etcd-import && mv W.etcd W",
+        /* both aside, ours not yet in place */
+        "mkdir D/member.etcd-import && mv D/member D/member.etcd-import/ && "
+        "touch D/member.etcd-import/COMPLETE && mv W W.etcd-import",
+        /* our member in place, our log not yet */
+        "mkdir D/member.etcd-import && touch D/member.etcd-import/COMPLETE && mv W W.etcd-import",
+        /* aside without the mark (cannot happen by itself): undone, redone */
+        "mkdir D/member.etcd-import && mv D/member D/member.etcd-import/ && "
+        "mv W W.etcd-import && mv W.etcd W",
+    };
+    for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++) {
+        char sh[1200];
+        size_t o = 0;
+        for (const char *c = states[i]; *c && o + 800 < sizeof(sh); c++) {
+            if (*c == 'D' && (c[1] == '/' || c[1] == ' '))
+                o += (size_t)snprintf(sh + o, sizeof(sh) - o, "'%s'", data);
+            else if (*c == 'W' && (c[1] == '.' || c[1] == ' ' || c[1] == '\0'))
+                o += (size_t)snprintf(sh + o, sizeof(sh) - o, "'%s'", moved);
+            else
+                sh[o++] = *c;
+        }
+        sh[o] = '\0';
+        snprintf(cmd, sizeof(cmd), "set -e; %s", sh);
+        cr_assert_eq(system(cmd), 0, "%s", cmd);
+        cr_assert_eq(server_etcd_import_wal(data, moved, err, sizeof(err)), 0, "%zu: %s", i, err);
+        cr_assert(!exists(data, "member.etcd-import"), "%zu", i);
+        cr_assert(!exists(t, "wal-elsewhere.etcd-import"), "%zu", i);
+        cr_assert(exists(data, "member/db/data.mdb"), "%zu", i);
+        cr_assert(!exists(data, "member/wal"), "%zu", i);
+        cr_assert_eq(digest(wal_orig), etcd_wal, "%zu: etcd's log kept as it was", i);
+        cr_assert(wal_exist_dir(moved), "%zu", i);
+        cr_assert_eq(wal_open(&wo, &w, &st, werr, sizeof(werr)), 0, "%zu: %s", i, werr);
+        cr_assert_eq(st.hs.commit, commit, "%zu", i);
+        wal_state_free(&st);
+        wal_close(w);
+    }
+    (void)wal_stage;
     tmp_remove(t);
 }

@@ -358,6 +358,60 @@ class SingleMember(unittest.TestCase):
         self.assertGreaterEqual(after, acked)  # the load, from the log
 
 
+class WalDir(unittest.TestCase):
+    def test_wal_dir(self):
+        """etcd run with --wal-dir (its log apart from member/), killed
+        under a write load; quorum started with the same flags reads
+        etcd's log there, keeps every acknowledged write at its revision,
+        writes its own log there and keeps etcd's beside it, untouched, as
+        <wal-dir>.etcd (and etcd's member as member.etcd)."""
+        e = Server("etcd")
+        waldir = os.path.join(e.tmp, "wal-disk", "wal")
+        e.extra_args = ["--wal-dir", waldir]
+        q = None
+        try:
+            e.start()
+            e.etcdctl("put", "/before", "x")
+            load = Load(e.endpoint)
+            load.start()
+            harness.wait_for(lambda: len(load.acked) >= 200, timeout=60, what="200 puts")
+            e.kill(signal.SIGKILL)
+            load.halt.set()
+            load.join(20)
+            self.assertFalse(os.path.exists(os.path.join(e.data_dir, "member", "wal")))
+            etcd_member = tree_digest(os.path.join(e.data_dir, "member"))
+            etcd_wal = tree_digest(waldir)
+
+            q = quorum_on(e)
+            q.extra_args = ["--wal-dir", waldir]
+            q.start(timeout=60)
+            self.assertEqual(tree_digest(os.path.join(e.data_dir, "member.etcd")), etcd_member)
+            self.assertEqual(tree_digest(waldir + ".etcd"), etcd_wal)
+            self.assertEqual(sorted(os.listdir(os.path.dirname(waldir))), ["wal", "wal.etcd"])
+            self.assertEqual(sorted(os.listdir(e.data_dir)), ["member", "member.etcd"])
+            chan = grpc.insecure_channel(q.endpoint)
+            kv = rpc_pb2_grpc.KVStub(chan)
+            for k, v, rev in load.acked:
+                r = kv.Range(rpc_pb2.RangeRequest(key=k, revision=rev), timeout=10)
+                self.assertEqual((r.kvs[0].value, r.kvs[0].mod_revision), (v, rev), k)
+            head = kv.Put(rpc_pb2.PutRequest(key=b"/after", value=b"z"), timeout=10)
+            self.assertEqual(head.header.revision, load.acked[-1][2] + 1)
+            chan.close()
+            q.stop()
+            # quorum's log is in --wal-dir now, not in the data dir
+            self.assertFalse(os.path.exists(os.path.join(e.data_dir, "member", "wal")))
+            self.assertFalse(os.path.exists(os.path.join(e.data_dir, "member", "snap", "db")))
+            self.assertNotEqual(tree_digest(waldir), etcd_wal)
+            q.start(timeout=60)
+            self.assertEqual(q.etcdctl("get", "/after", "--print-value-only").stdout.strip(), "z")
+            with open(q.log_path, errors="replace") as f:
+                self.assertEqual(f.read().count("etcd import: done"), 1)
+        finally:
+            if q is not None:
+                q.kill()
+            e.cleanup()
+
+
 class ThreeMembers(unittest.TestCase):
     def test_cluster(self):
         c = Cluster("etcd", n=3)
