@@ -4,8 +4,10 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/err.h"
 #include "helpers.h"
@@ -888,4 +890,53 @@ Test(wal, slow_fdatasync_is_logged)
     free(text);
     wal_close(w);
     tmp_remove(dir);
+}
+
+static int count_records(const struct wal_record *r, void *arg)
+{
+    (void)r;
+    ++*(size_t *)arg;
+    return 0;
+}
+
+/* A dedicated directory for the segments (--wal-dir): the segments are
+ * there and nowhere else, the snapshot files stay in <data-dir>/member/snap,
+ * and a reopen reads both. */
+Test(wal, dedicated_dir)
+{
+    char waldir[PATH_MAX], path[PATH_MAX + 64];
+    snprintf(waldir, sizeof(waldir), "%s/disk2/wal", dir);
+    struct wal_options o = opts(SMALL);
+    o.wal_dir = waldir;
+    struct wal *w;
+    char err[WAL_ERR_LEN];
+    cr_assert_eq(wal_create(&o, &w, err, sizeof(err)), 0, "%s", err);
+    save_range(w, 1, 300, 1, 16);
+    struct raft_snapshot s = make_snap(200, 1, "state-at-200");
+    cr_assert_eq(wal_snap_save(dir, &s), 0);
+    cr_assert_eq(wal_save_snapshot(w, 200, 1, 0), 0);
+    cr_assert_eq(wal_sync(w), 0);
+    cr_assert_gt(wal_segment_count(w), 1);
+    wal_close(w);
+    cr_assert(wal_exist_dir(waldir));
+    cr_assert_not(wal_exist(dir));
+    snprintf(path, sizeof(path), "%s/member/wal", dir);
+    cr_assert_neq(access(path, F_OK), 0, "nothing in the data dir's member/wal");
+    snprintf(path, sizeof(path), "%s/member/snap/%016x-%016x.snap", dir, 1, 200);
+    cr_assert_eq(access(path, F_OK), 0);
+    cr_assert_eq(wal_create(&o, &w, err, sizeof(err)), -EEXIST);
+
+    struct wal_state st;
+    cr_assert_eq(wal_open(&o, &w, &st, err, sizeof(err)), 0, "%s", err);
+    cr_assert(st.has_snapshot);
+    cr_assert_eq(st.snapshot.index, 200);
+    cr_assert_eq(st.n_entries, 100);
+    cr_assert_eq(st.entries[0].index, 201);
+    wal_state_free(&st);
+    wal_close(w);
+    /* the same segments, dumped from that directory */
+    size_t n = 0;
+    cr_assert_eq(wal_dump_dir(waldir, count_records, &n, err, sizeof(err)), 0, "%s", err);
+    cr_assert_gt(n, 300);
+    cr_assert_eq(wal_dump(dir, count_records, &n, err, sizeof(err)), -ENOENT);
 }

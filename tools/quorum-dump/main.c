@@ -4,7 +4,9 @@
  * takes its lock file).
  *
  *   quorum-dump wal <data-dir>   every WAL record: segment, offset, type,
- *                                index, term, size, a preview of entry data
+ *                                index, term, size, a preview of entry data;
+ *                                given a directory of segments (a member's
+ *                                --wal-dir), those
  *   quorum-dump db <data-dir>    LMDB statistics, the meta values, the
  *                                current revision and the number of keys
  *
@@ -85,7 +87,9 @@ static int dump_wal(const char *data_dir)
 {
     struct counts c = {0};
     char err[WAL_ERR_LEN] = "";
-    int rv = wal_dump(data_dir, print_record, &c, err, sizeof(err));
+    /* a --wal-dir holds the segments themselves */
+    int rv = wal_exist_dir(data_dir) ? wal_dump_dir(data_dir, print_record, &c, err, sizeof(err))
+                                     : wal_dump(data_dir, print_record, &c, err, sizeof(err));
     printf("records %" PRIu64 " entries %" PRIu64 " bytes %" PRIu64 "\n", c.records, c.entries,
            c.bytes);
     if (rv == 0) {
@@ -188,7 +192,7 @@ int main(int argc, char **argv)
         return dump_wal(argv[2]);
     if (argc == 3 && strcmp(argv[1], "db") == 0)
         return dump_db(argv[2]);
-    fprintf(stderr, "usage: quorum-dump wal <data-dir>\n"
+    fprintf(stderr, "usage: quorum-dump wal <data-dir or wal-dir>\n"
                     "       quorum-dump db <data-dir>\n");
     return 1;
 }
