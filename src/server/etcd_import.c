@@ -88,14 +88,6 @@
 #define WAL_STAGE ".etcd-import"
 #define WAL_ORIG ".etcd"
 
-/* node.c's log entry header (see "A log entry" there): kind, flags,
- * proposer (u64 LE), its sequence number (u64 LE), then with the auth flag
- * the auth revision (u64 LE), the user name's length (u16 LE), the name and
- * a NUL. Translated entries have proposer 0: nobody waits for them. */
-#define HDR 18
-#define FLAG_INTERNAL 1u
-#define FLAG_AUTH 2u
-
 _Static_assert(ETCDWAL_MAX_MEMBERS <= RAFT_MAX_MEMBERS, "a snapshot's members fit a membership");
 _Static_assert(ETCDWAL_MAX_URLS <= CONFIG_MAX_URLS, "etcd's URLs fit a member");
 
@@ -183,31 +175,15 @@ struct conv {
     size_t v2_dropped;
 };
 
+/* put_entry: quorum's log entry (server_entry_encode) for a request of
+ * etcd's log: the user and auth revision of its header kept for the check
+ * at apply, proposer 0 (nobody waits for a converted entry) */
 static int put_entry(struct buf *b, enum entry_kind kind, unsigned flags,
                      const Etcdserverpb__RequestHeader *h, const ProtobufCMessage *msg)
 {
     const char *user = h != NULL && h->username != NULL && h->username[0] ? h->username : NULL;
-    size_t ulen = user ? strlen(user) : 0;
-    if (ulen > 0xffff)
-        return -EINVAL;
-    size_t hdr = HDR + (user ? 10 + ulen + 1 : 0);
-    size_t n = protobuf_c_message_get_packed_size(msg);
-    if (buf_reserve(b, hdr + n + 1) != 0)
-        return -ENOMEM;
-    uint8_t *p = b->data;
-    memset(p, 0, HDR);
-    p[0] = (uint8_t)kind;
-    p[1] = (uint8_t)(user ? FLAG_AUTH : flags);
-    if (user) {
-        uint64_t rev = h->auth_revision;
-        for (int i = 0; i < 8; i++)
-            p[HDR + i] = (uint8_t)(rev >> (8 * i));
-        p[HDR + 8] = (uint8_t)ulen;
-        p[HDR + 9] = (uint8_t)(ulen >> 8);
-        memcpy(p + HDR + 10, user, ulen + 1);
-    }
-    b->len = hdr + protobuf_c_message_pack(msg, p + hdr);
-    return 0;
+    return server_entry_encode(b, kind, user == NULL && (flags & ENTRY_FLAG_INTERNAL), 0, 0, user,
+                               user != NULL ? h->auth_revision : 0, msg, NULL);
 }
 
 /* hash_password: etcd 3.4 logs a UserAdd's or ChangePassword's password;
@@ -261,7 +237,7 @@ static int v2_request(struct conv *c, const struct etcdwal_entry *e, const Etcds
             pm.name = m.name;
             pm.clienturls = client;
             pm.n_clienturls = m.n_client;
-            return put_entry(b, ENTRY_MEMBER, FLAG_INTERNAL, NULL, &pm.base);
+            return put_entry(b, ENTRY_MEMBER, ENTRY_FLAG_INTERNAL, NULL, &pm.base);
         }
     }
     if (strcmp(method, "SYNC") == 0 || strcmp(path, "/0/version") == 0)
@@ -316,11 +292,11 @@ static int normal_entry(struct conv *c, const struct etcdwal_entry *e, struct bu
         {M(put), ENTRY_PUT, 0},
         {M(delete_range), ENTRY_DELETE_RANGE, 0},
         {M(txn), ENTRY_TXN, 0},
-        {M(compaction), ENTRY_COMPACT, FLAG_INTERNAL},
+        {M(compaction), ENTRY_COMPACT, ENTRY_FLAG_INTERNAL},
         {M(lease_grant), ENTRY_LEASE_GRANT, 0},
-        {M(lease_revoke), ENTRY_LEASE_REVOKE, FLAG_INTERNAL},
-        {M(lease_checkpoint), ENTRY_LEASE_CHECKPOINT, FLAG_INTERNAL},
-        {M(alarm), ENTRY_ALARM, FLAG_INTERNAL},
+        {M(lease_revoke), ENTRY_LEASE_REVOKE, ENTRY_FLAG_INTERNAL},
+        {M(lease_checkpoint), ENTRY_LEASE_CHECKPOINT, ENTRY_FLAG_INTERNAL},
+        {M(alarm), ENTRY_ALARM, ENTRY_FLAG_INTERNAL},
         {M(auth_enable), ENTRY_AUTH_ENABLE, 0},
         {M(auth_disable), ENTRY_AUTH_DISABLE, 0},
         {M(auth_user_add), ENTRY_AUTH_USER_ADD, 0},
@@ -382,7 +358,7 @@ static int conf_entry(struct conv *c, const struct etcdwal_entry *e, struct buf 
             pm.id = cc->nodeid;
             pm.peerurls = peer;
             pm.n_peerurls = m.n_peer;
-            rv = put_entry(b, ENTRY_MEMBER, FLAG_INTERNAL, NULL, &pm.base);
+            rv = put_entry(b, ENTRY_MEMBER, ENTRY_FLAG_INTERNAL, NULL, &pm.base);
         }
         out->type = RAFT_ENTRY_NORMAL;
     } else {

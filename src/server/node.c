@@ -45,14 +45,7 @@
 #include "transport/transport.h"
 #include "wal/wal.h"
 
-/* A log entry: kind (1 byte), flags (1), proposing member (8, LE), its
- * sequence number (8, LE), then with ENTRY_FLAG_AUTH who proposed it: the
- * auth revision (8, LE), the user name's length (2, LE), the name and a
- * NUL; then the request, packed. */
-#define ENTRY_HDR 18
-#define ENTRY_FLAG_INTERNAL 1u
-#define ENTRY_FLAG_AUTH 2u
-#define ENTRY_AUTH_FIXED 10
+/* A log entry's header: server_int.h (ENTRY_HDR, server_entry_encode). */
 #define SWEEP_MS 100
 #define PURGE_INTERVAL_MS 30000 /* etcd's purgeFileInterval */
 #define BATCH_INTERVAL_MS 100  /* etcd's --backend-batch-interval */
@@ -226,6 +219,36 @@ static const ProtobufCMessageDescriptor *entry_desc(unsigned kind)
     }
 }
 
+int server_entry_encode(struct buf *out, enum entry_kind kind, bool internal, uint64_t proposer,
+                        uint64_t seq, const char *user, uint64_t auth_rev,
+                        const ProtobufCMessage *msg, size_t *hdr_len)
+{
+    size_t ulen = user != NULL ? strlen(user) : 0;
+    if (ulen > 0xffff)
+        return -EINVAL;
+    size_t hdr = ENTRY_HDR + (user != NULL ? ENTRY_AUTH_FIXED + ulen + 1 : 0);
+    size_t n = protobuf_c_message_get_packed_size(msg);
+    buf_reset(out);
+    if (buf_reserve(out, hdr + n + 1) != 0)
+        return -ENOMEM;
+    uint8_t *d = out->data;
+    d[0] = (uint8_t)kind;
+    d[1] = (uint8_t)((internal ? ENTRY_FLAG_INTERNAL : 0) | (user != NULL ? ENTRY_FLAG_AUTH : 0));
+    put_le64(d + 2, proposer);
+    put_le64(d + 10, seq);
+    if (user != NULL) {
+        uint8_t *p = d + ENTRY_HDR;
+        put_le64(p, auth_rev);
+        p[8] = (uint8_t)ulen;
+        p[9] = (uint8_t)(ulen >> 8);
+        memcpy(p + ENTRY_AUTH_FIXED, user, ulen + 1);
+    }
+    out->len = hdr + protobuf_c_message_pack(msg, d + hdr);
+    if (hdr_len != NULL)
+        *hdr_len = hdr;
+    return 0;
+}
+
 /* queue_write encodes |msg| as a log entry and queues it for this pass.
  * A client's write carries who sent it when auth is on (checked at apply);
  * an invalid token is refused here, as etcd refuses the proposal. */
@@ -239,30 +262,19 @@ static int queue_write(struct server *s, qcall *call, enum entry_kind kind,
         if (rv != 0)
             return rv;
     }
-    size_t ulen = ai.user != NULL ? strlen(ai.user) : 0;
-    size_t hdr = ENTRY_HDR + (ai.user != NULL ? ENTRY_AUTH_FIXED + ulen + 1 : 0);
     struct entry *e = calloc(1, sizeof(*e));
     if (e == NULL)
         return -ENOMEM;
-    size_t n = protobuf_c_message_get_packed_size(msg);
-    if (buf_reserve(&e->data, hdr + n + 1) != 0) {
+    size_t hdr = 0;
+    int erv = server_entry_encode(&e->data, kind, internal, s->member_id, s->next_seq + 1, ai.user,
+                                  ai.revision, msg, &hdr);
+    if (erv != 0) {
+        buf_free(&e->data);
         free(e);
-        return -ENOMEM;
+        return erv;
     }
     e->seq = ++s->next_seq;
     metrics_gauge_add(server_metrics.proposals_pending, 1);
-    e->data.data[0] = (uint8_t)kind;
-    e->data.data[1] = (internal ? ENTRY_FLAG_INTERNAL : 0) | (ai.user ? ENTRY_FLAG_AUTH : 0);
-    put_le64(e->data.data + 2, s->member_id);
-    put_le64(e->data.data + 10, e->seq);
-    if (ai.user != NULL) {
-        uint8_t *p = e->data.data + ENTRY_HDR;
-        put_le64(p, ai.revision);
-        p[8] = (uint8_t)ulen;
-        p[9] = (uint8_t)(ulen >> 8);
-        memcpy(p + ENTRY_AUTH_FIXED, ai.user, ulen + 1);
-    }
-    e->data.len = hdr + protobuf_c_message_pack(msg, e->data.data + hdr);
     if (msg->n_unknown_fields > 0) {
         /* a request with fields we do not know is passed on as it came;
          * make sure every member will be able to read it back */

@@ -408,6 +408,23 @@ uint64_t server_next_id(struct server *s);
 
 /* server_propose_internal queues a write the server itself makes (a lease
  * revoke on expiry, a checkpoint): |msg| is copied. */
+/* A log entry's data (node.c writes it, every member applies it; the
+ * conversion of an etcd log, etcd_import.c, writes it too): u8 kind (enum
+ * entry_kind), u8 flags, u64 proposing member id, u64 its proposal number
+ * (little-endian; both 0 for an entry nobody waits for), then with
+ * ENTRY_FLAG_AUTH who proposed it: u64 auth revision, u16 the user name's
+ * length, the name and a NUL; then the request, packed. */
+#define ENTRY_HDR 18
+#define ENTRY_FLAG_INTERNAL 1u /* the server's own write */
+#define ENTRY_FLAG_AUTH 2u     /* a user's: checked when applied */
+#define ENTRY_AUTH_FIXED 10
+/* server_entry_encode writes that into |out| (emptied first): the auth flag
+ * and part when |user| is not NULL. |*hdr_len| (may be NULL): where the
+ * request starts. 0, -ENOMEM, -EINVAL (a name longer than 65535). */
+int server_entry_encode(struct buf *out, enum entry_kind kind, bool internal, uint64_t proposer,
+                        uint64_t seq, const char *user, uint64_t auth_rev,
+                        const ProtobufCMessage *msg, size_t *hdr_len);
+
 void server_propose_internal(struct server *s, enum entry_kind kind, const ProtobufCMessage *msg);
 /* server_propose_cb is server_propose_internal with a completion. */
 void server_propose_cb(struct server *s, enum entry_kind kind, const ProtobufCMessage *msg,

@@ -482,3 +482,51 @@ Test(etcd_import, refuses_a_store_without_its_log)
     (void)wal_stage;
     tmp_remove(t);
 }
+
+/* A translated request as node.c's entries (server_entry_encode, the one
+ * encoder): with a user in etcd's header, the auth flag, the revision and
+ * the name; without, a server's own write keeps the internal flag. */
+Test(etcd_import, entry_header_is_node_c_s)
+{
+    Etcdserverpb__RequestHeader h = ETCDSERVERPB__REQUEST_HEADER__INIT;
+    h.username = "root";
+    h.auth_revision = 0x0107;
+    Etcdserverpb__PutRequest put = ETCDSERVERPB__PUT_REQUEST__INIT;
+    put.key.data = (uint8_t *)"k";
+    put.key.len = 1;
+    Etcdserverpb__InternalRaftRequest r = ETCDSERVERPB__INTERNAL_RAFT_REQUEST__INIT;
+    r.header = &h;
+    r.put = &put;
+    uint8_t in[256];
+    size_t n = etcdserverpb__internal_raft_request__pack(&r, in);
+    struct raft_membership conf = {0};
+    struct buf out = {0};
+    uint8_t type = 99;
+    char err[512] = "";
+    cr_assert_eq(server_etcd_translate(ETCDWAL_ENTRY_NORMAL, in, n, &conf, &out, &type, err,
+                                       sizeof(err)),
+                 0, "%s", err);
+    cr_assert_eq(type, RAFT_ENTRY_NORMAL);
+    const uint8_t want[] = {ENTRY_PUT, ENTRY_FLAG_AUTH, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                            0,         0,               0, 0x07, 0x01, 0, 0, 0, 0, 0, 0, 4, 0,
+                            'r',       'o',             'o', 't', 0};
+    cr_assert_geq(out.len, sizeof(want));
+    cr_assert_eq(memcmp(out.data, want, sizeof(want)), 0);
+    Etcdserverpb__PutRequest *back = etcdserverpb__put_request__unpack(
+        NULL, out.len - sizeof(want), out.data + sizeof(want));
+    cr_assert_not_null(back);
+    cr_assert_eq(back->key.len, 1);
+    etcdserverpb__put_request__free_unpacked(back, NULL);
+    /* an etcd compaction of its own (no user): internal */
+    Etcdserverpb__CompactionRequest cr = ETCDSERVERPB__COMPACTION_REQUEST__INIT;
+    cr.revision = 5;
+    Etcdserverpb__InternalRaftRequest r2 = ETCDSERVERPB__INTERNAL_RAFT_REQUEST__INIT;
+    r2.compaction = &cr;
+    n = etcdserverpb__internal_raft_request__pack(&r2, in);
+    cr_assert_eq(server_etcd_translate(ETCDWAL_ENTRY_NORMAL, in, n, &conf, &out, &type, err,
+                                       sizeof(err)),
+                 0, "%s", err);
+    cr_assert_eq(out.data[0], ENTRY_COMPACT);
+    cr_assert_eq(out.data[1], ENTRY_FLAG_INTERNAL);
+    buf_free(&out);
+}
