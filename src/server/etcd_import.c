@@ -355,7 +355,7 @@ static int conf_entry(struct conv *c, const struct etcdwal_entry *e, struct buf 
             for (size_t i = 0; i < m.n_peer; i++)
                 peer[i] = m.peer[i];
             Etcdserverpb__Member pm = ETCDSERVERPB__MEMBER__INIT;
-            pm.id = cc->nodeid;
+            pm.id = cc->node_id;
             pm.peerurls = peer;
             pm.n_peerurls = m.n_peer;
             rv = put_entry(b, ENTRY_MEMBER, ENTRY_FLAG_INTERNAL, NULL, &pm.base);
@@ -363,10 +363,10 @@ static int conf_entry(struct conv *c, const struct etcdwal_entry *e, struct buf 
         out->type = RAFT_ENTRY_NORMAL;
     } else {
         if (have_m && m.n_peer > 0 && c->n_added < ETCDWAL_MAX_MEMBERS) {
-            m.id = cc->nodeid;
+            m.id = cc->node_id;
             c->added[c->n_added++] = m;
         }
-        if ((rv = conf_change(&c->conf, cc->type, cc->nodeid)) == 0) {
+        if ((rv = conf_change(&c->conf, cc->type, cc->node_id)) == 0) {
             if (buf_reserve(b, raft_membership_size(&c->conf)) != 0)
                 rv = -ENOMEM;
             else
@@ -432,10 +432,10 @@ static int translate(struct conv *c, char *err, size_t cap)
                 if (cc->has_context && cc->context.len > 0 &&
                     etcdwal_member_json(cc->context.data, cc->context.len, &m) == 0 &&
                     m.n_peer > 0 && c->n_added < ETCDWAL_MAX_MEMBERS) {
-                    m.id = cc->nodeid;
+                    m.id = cc->node_id;
                     c->added[c->n_added++] = m;
                 }
-                int rv = conf_change(&c->conf, cc->type, cc->nodeid);
+                int rv = conf_change(&c->conf, cc->type, cc->node_id);
                 raftpb__conf_change__free_unpacked(cc, NULL);
                 if (rv != 0)
                     return fail(err, cap, rv, "conf change entry %" PRIu64 ": %s", e->index,

@@ -291,10 +291,10 @@ static uint64_t more_conf(struct walgen *g, uint64_t term, uint64_t next, uint64
     (void)arg, (void)node;
     walgen_add_node(g, term, next, 0x1234, "http://127.0.0.1:7"); /* a member added */
     Raftpb__ConfChange cc = RAFTPB__CONF_CHANGE__INIT;
-    cc.has_type = cc.has_nodeid = cc.has_context = 1;
+    cc.has_type = cc.has_node_id = cc.has_context = 1;
     const char *ctx = "{\"id\":4660,\"peerURLs\":[\"http://127.0.0.1:8\"]}";
     cc.type = RAFTPB__CONF_CHANGE_TYPE__ConfChangeUpdateNode; /* its URL changed */
-    cc.nodeid = 0x1234;
+    cc.node_id = 0x1234;
     cc.context.data = (uint8_t *)ctx;
     cc.context.len = strlen(ctx);
     uint8_t b[256];

@@ -162,7 +162,7 @@ Test(etcdwal, reads_what_etcd_wrote)
     Raftpb__ConfChange *cc =
         raftpb__conf_change__unpack(NULL, st.entries[0].len, st.entries[0].data);
     cr_assert_not_null(cc);
-    cr_assert_eq(cc->nodeid, st.node_id);
+    cr_assert_eq(cc->node_id, st.node_id);
     struct etcdwal_member m;
     cr_assert_eq(etcdwal_member_json(cc->context.data, cc->context.len, &m), 0);
     cr_assert_eq(m.n_peer, 1);

@@ -118,9 +118,9 @@ static inline void walgen_add_node(struct walgen *g, uint64_t term, uint64_t ind
     snprintf(ctx, sizeof(ctx), "{\"id\":%llu,\"peerURLs\":[\"%s\"],\"name\":\"\"}",
              (unsigned long long)id, peer_url);
     Raftpb__ConfChange cc = RAFTPB__CONF_CHANGE__INIT;
-    cc.has_type = cc.has_nodeid = cc.has_context = 1;
+    cc.has_type = cc.has_node_id = cc.has_context = 1;
     cc.type = RAFTPB__CONF_CHANGE_TYPE__ConfChangeAddNode;
-    cc.nodeid = id;
+    cc.node_id = id;
     cc.context.data = (uint8_t *)ctx;
     cc.context.len = strlen(ctx);
     uint8_t b[1024];
