@@ -76,6 +76,29 @@ static const char *go_strerror(int errnum, char *buf, size_t cap)
 
 /* ---- 2. the data dir ---- */
 
+int server_pick_data_dir(struct config *c, char *err, size_t cap)
+{
+    if (!c->data_dir_default)
+        return 0;
+    char old[sizeof(c->data_dir)];
+    snprintf(old, sizeof(old), "%s.quorum", c->name);
+    if (access(old, F_OK) != 0)
+        return 0;
+    if (access(c->data_dir, F_OK) == 0) {
+        snprintf(err, cap,
+                 "both %s (the default data dir, etcd's) and %s (an earlier quorum release's "
+                 "default) exist: give --data-dir",
+                 c->data_dir, old);
+        return -EEXIST;
+    }
+    log_info("server",
+             "using data dir %s, made by an earlier quorum release (the default is now etcd's, "
+             "%s)",
+             old, c->data_dir);
+    snprintf(c->data_dir, sizeof(c->data_dir), "%s", old);
+    return 0;
+}
+
 void server_wal_dir(const struct config *c, char *out, size_t cap)
 {
     if (c->wal_dir[0] != '\0')

@@ -393,9 +393,11 @@ static const struct flagdef flags[] = {
     /* Member */
     {"name", T_STR, CF(name), "default", "'default'", G_MEMBER,
      "Human-readable name for this member.", P_IMPL, NULL, "string", NULL},
-    {"data-dir", T_STR, CF(data_dir), "", "'${name}.quorum'", G_MEMBER,
+    {"data-dir", T_STR, CF(data_dir), "", "'${name}.etcd'", G_MEMBER,
      "Path to the data directory.", P_IMPL,
-     "as etcd; the default is ${name}.quorum (etcd's ${name}.etcd)", "string", NULL},
+     "as etcd; without it, a ${name}.quorum an earlier quorum release made is used when "
+     "there is no ${name}.etcd (both: refused)",
+     "string", NULL},
     {"wal-dir", T_STR, CF(wal_dir), "", "''", G_MEMBER, "Path to the dedicated wal directory.",
      P_IMPL,
      "as etcd: quorum's log segments live there (built aside as <wal-dir>.tmp and renamed "
@@ -1775,8 +1777,11 @@ static int finish(struct config *c, char *err, size_t errlen)
         }
         c->front_loops = (unsigned)v;
     }
-    if (c->data_dir[0] == '\0')
-        snprintf(c->data_dir, sizeof(c->data_dir), "%s.quorum", c->name);
+    /* etcd's default (server_pick_data_dir may take an earlier quorum
+     * release's ${name}.quorum instead) */
+    c->data_dir_default = c->data_dir[0] == '\0';
+    if (c->data_dir_default)
+        snprintf(c->data_dir, sizeof(c->data_dir), "%s.etcd", c->name);
     /* --wal-dir: without trailing slashes (its stage is "<wal-dir>.tmp");
      * naming <data-dir>/member/wal is the same as not giving it */
     for (size_t n = strlen(c->wal_dir); n > 1 && c->wal_dir[n - 1] == '/'; n--)

@@ -143,6 +143,8 @@ struct config {
     uint64_t grpc_keepalive_interval_ms; /* --grpc-keepalive-interval (2h; 0 = off) */
     uint64_t grpc_keepalive_timeout_ms;  /* --grpc-keepalive-timeout (20s; 0 = off) */
     /* accepted; see docs/configuration.md for why they have no effect */
+    bool data_dir_default; /* --data-dir not given: ${name}.etcd, as etcd
+                              (server_pick_data_dir) */
     char wal_dir[1024];                     /* --wal-dir ("": <data-dir>/member/wal) */
     bool pre_vote;                          /* --pre-vote (quorum always pre-votes) */
     bool initial_election_tick_advance;     /* --initial-election-tick-advance (true) */

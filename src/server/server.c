@@ -427,7 +427,9 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
     static char why[4096];
     const char *what = NULL;
     int rv;
-    if ((rv = server_check_data_dir(cfg->data_dir, cfg->wal_dir, why, sizeof(why))) != 0 ||
+    cfg = &s->cfg; /* the data dir may be an earlier release's default */
+    if ((rv = server_pick_data_dir(&s->cfg, why, sizeof(why))) != 0 ||
+        (rv = server_check_data_dir(cfg->data_dir, cfg->wal_dir, why, sizeof(why))) != 0 ||
         (rv = server_listen(s, why, sizeof(why))) != 0) {
         log_error("server", "%s", why);
         goto fail;

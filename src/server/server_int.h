@@ -561,6 +561,12 @@ int server_members_pack(struct server *s, struct buf *out);
  * conversion of an etcd data dir (etcd_import.c; its log in |wal_dir|
  * when that is not empty: --wal-dir). */
 int server_check_data_dir(const char *dir, const char *wal_dir, char *err, size_t cap);
+/* server_pick_data_dir: without --data-dir the data dir is etcd's
+ * default, ${name}.etcd (an operator who swaps etcd's binary keeps its
+ * data); a ${name}.quorum made by an earlier quorum release (whose default
+ * it was) is used instead when it exists and ${name}.etcd does not. Both
+ * there: refused, with both names in |err|. */
+int server_pick_data_dir(struct config *c, char *err, size_t cap);
 /* server_wal_dir: the member's log directory, --wal-dir or
  * <data-dir>/member/wal. */
 void server_wal_dir(const struct config *c, char *out, size_t cap);

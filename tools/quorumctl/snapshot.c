@@ -236,7 +236,7 @@ int cmd_snapshot_restore(struct ctl *ctl, int argc, char **argv)
     }
     char dir[1024];
     if (data_dir == NULL) {
-        snprintf(dir, sizeof(dir), "%s.quorum", name);
+        snprintf(dir, sizeof(dir), "%s.etcd", name); /* etcdctl's, and quorum's default */
         data_dir = dir;
     }
     struct stat st;
