@@ -92,6 +92,8 @@ class WalDir(unittest.TestCase):
             s.start(timeout=60)
             v, meta = s.client().get("/w/last")
             self.assertEqual((v, meta.mod_revision), (b"z", last))
+            snap = os.path.join(self.tmp, "backup.db")
+            s.etcdctl("snapshot", "save", snap)
             s.stop()
             self.assertFalse(os.path.exists(os.path.join(member, "wal")))
 
@@ -113,6 +115,24 @@ class WalDir(unittest.TestCase):
             self.assertIn("holds no log", log)
             self.assertEqual(tree_digest(data), before)
             self.assertFalse(os.path.exists(os.path.join(self.tmp, "other")))
+
+            # a restored store (quorumctl snapshot restore: the store, no
+            # log) gets its log in --wal-dir at its first start
+            rdata, rwal = os.path.join(self.tmp, "r.data"), os.path.join(self.tmp, "r.wal")
+            ctl = harness.built_binary("QUORUMCTL_BIN", "tools", "quorumctl", "quorumctl")
+            subprocess.run([ctl, "snapshot", "restore", snap, "--name", "r", "--data-dir", rdata,
+                            "--wal-dir", rwal], check=True, capture_output=True, timeout=60)
+            r = Server(TARGET, name="r", data_dir=rdata, extra_args=["--wal-dir", rwal])
+            try:
+                r.start(timeout=60)
+                v, meta = r.client().get("/w/last")
+                self.assertEqual((v, meta.mod_revision), (b"z", last))
+                r.stop()
+            finally:
+                r.cleanup()
+            self.assertTrue(any(f.endswith(".wal") for f in os.listdir(rwal)))
+            self.assertFalse(os.path.exists(os.path.join(rdata, "member", "wal")))
+            self.assertFalse(os.path.exists(rwal + ".tmp"))
         finally:
             s.cleanup()
 

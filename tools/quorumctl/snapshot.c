@@ -224,6 +224,9 @@ int cmd_snapshot_restore(struct ctl *ctl, int argc, char **argv)
             data_dir = v;
         else if (strcmp(key, "name") == 0)
             name = v;
+        /* the cluster flags and --wal-dir are etcdctl's and taken: the
+         * restore writes the store only; quorum's first start on it builds
+         * the log, in the --wal-dir it is given */
         else if (strcmp(key, "initial-cluster") != 0 && strcmp(key, "initial-cluster-token") != 0 &&
                  strcmp(key, "initial-advertise-peer-urls") != 0 && strcmp(key, "wal-dir") != 0) {
             fprintf(stderr, "Error: unknown flag: --%s\n", key);
