@@ -486,6 +486,7 @@ static int build_member(struct server *s, const char *stage, const char *walstag
             rv = join ? put_remote_members(s, ms, nms) : server_members_bootstrap(s, ids);
         if (rv == 0)
             rv = backend_meta_put(be, "consistent_index", join ? 0 : 1);
+
         if (rv == 0)
             rv = backend_batch_commit(be);
         else
@@ -523,6 +524,17 @@ static int build_member(struct server *s, const char *stage, const char *walstag
     }
     wal_close(w);
     return rv;
+}
+
+/* store_had_log: the store in <member>/db has been started with its log
+ * (server.c marks it once the log exists; a store restored by quorumctl
+ * is not marked) */
+static bool store_had_log(const char *member)
+{
+    char path[1200];
+    uint64_t v = 0;
+    snprintf(path, sizeof(path), "%s/db/data.mdb", member);
+    return backend_file_meta(path, SERVER_META_HAS_LOG, &v) == 0 && v != 0;
 }
 
 /* has_snap_files: <member>/snap holds a quorum .snap file */
@@ -611,12 +623,12 @@ int server_bootstrap(struct server *s, char *err, size_t cap)
     snprintf(member, sizeof(member), "%s/member", c->data_dir);
     fs_remove_tree(stage); /* what a start that died while building left */
     bool restored = access(member, F_OK) == 0; /* a store, no log */
-    if (restored && has_snap_files(member)) {
-        /* a member that took snapshots had a log: somewhere else */
+    if (restored && (has_snap_files(member) || store_had_log(member))) {
+        /* a member that ran (or took snapshots) had a log: somewhere else */
         snprintf(err, cap,
-                 "%s has snapshots but %s holds no log (was this member started with%s "
+                 "%s is a member's store but %s holds no log (was this member started with%s "
                  "--wal-dir%s?); nothing was changed",
-                 member, c->wal_dir[0] ? c->wal_dir : "member/wal",
+                 member, c->wal_dir[0] ? c->wal_dir : path,
                  c->wal_dir[0] ? " another" : "", c->wal_dir[0] ? ", or without it" : "");
         return -ENOENT;
     }

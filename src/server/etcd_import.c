@@ -504,6 +504,7 @@ static int fill_members(struct conv *c, const char *dbdir, char *err, size_t cap
         }
         if (rv == 0)
             rv = backend_meta_put(be, "consistent_index", c->ci);
+
         if (rv == 0)
             rv = backend_batch_commit(be);
         else

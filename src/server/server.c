@@ -409,6 +409,23 @@ static void serve(struct server *s)
         log_info("server", "ready to serve client requests on %s", s->cfg.listen_client[i].text);
 }
 
+/* mark_has_log: this store has its log now (SERVER_META_HAS_LOG); once,
+ * before anything else is written */
+static int mark_has_log(backend *be)
+{
+    uint64_t v = 0;
+    if (backend_meta_get(be, NULL, SERVER_META_HAS_LOG, &v) == 0 && v == 1)
+        return 0;
+    int rv = backend_batch_begin(be);
+    if (rv != 0)
+        return rv;
+    if ((rv = backend_meta_put(be, SERVER_META_HAS_LOG, 1)) != 0) {
+        backend_batch_abort(be);
+        return rv;
+    }
+    return backend_batch_commit(be);
+}
+
 int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
 {
     struct server *s = calloc(1, sizeof(*s));
@@ -455,7 +472,8 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
     /* the WAL is the durability point: one sync per LMDB commit is enough */
     struct backend_options bo = {
         .dir = dir, .map_size = (size_t)map, .no_sync = cfg->unsafe_no_fsync, .no_meta_sync = true};
-    if ((rv = backend_open(&bo, &s->be)) != 0 || (rv = mvcc_open(s->be, &s->kv)) != 0)
+    if ((rv = backend_open(&bo, &s->be)) != 0 || (rv = mark_has_log(s->be)) != 0 ||
+        (rv = mvcc_open(s->be, &s->kv)) != 0)
         goto fail;
     s->env.kv = s->kv;
     what = "open the watch hub";

@@ -561,6 +561,12 @@ int server_members_pack(struct server *s, struct buf *out);
  * conversion of an etcd data dir (etcd_import.c; its log in |wal_dir|
  * when that is not empty: --wal-dir). */
 int server_check_data_dir(const char *dir, const char *wal_dir, char *err, size_t cap);
+/* The store's meta record saying it has been started with its log (1,
+ * written by server.c at a start once the log exists): a later start that
+ * finds the store but no log refuses instead of building a new log over it
+ * (a store restored by quorumctl has no such record: the backup format
+ * leaves quorum's own meta records behind). */
+#define SERVER_META_HAS_LOG "quorumHasLog"
 /* server_pick_data_dir: without --data-dir the data dir is etcd's
  * default, ${name}.etcd (an operator who swaps etcd's binary keeps its
  * data); a ${name}.quorum made by an earlier quorum release (whose default

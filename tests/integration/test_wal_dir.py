@@ -163,6 +163,15 @@ class WalDir(unittest.TestCase):
         finally:
             s.cleanup()
         self.assertTrue(any(f.endswith(".wal") for f in os.listdir(waldir)))
+        # no snapshot yet, started without its --wal-dir: the store knows it
+        # had a log, so this is refused too (not a new member over it)
+        before = tree_digest(data)
+        s.extra_args = []
+        rc, log = refused(s, "nowaldir")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("is a member's store but %s/member/wal holds no log" % data, log)
+        self.assertEqual(tree_digest(data), before)
+        self.assertEqual(sorted(os.listdir(os.path.join(data, "member"))), ["db"])
 
 
 if __name__ == "__main__":
