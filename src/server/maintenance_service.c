@@ -142,7 +142,7 @@ static bool hash_ignored(enum backend_db db, const MDB_val *k)
 {
     if (db != BACKEND_DB_META)
         return false;
-    static const char *const names[] = {"consistent_index", "term"};
+    static const char *const names[] = {"consistent_index", "term", SERVER_META_HAS_LOG};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (k->mv_size == strlen(names[i]) && memcmp(k->mv_data, names[i], k->mv_size) == 0)
             return true;
