@@ -28,14 +28,15 @@
  *      is built in <wal-dir>.tmp (etcd's wal.Create does the same) and
  *      renamed to <wal-dir> last, after the member directory: the log's
  *      appearance is what makes the member (an empty <wal-dir> an operator
- *      made is replaced; a mount point cannot be, as in etcd: give a
- *      directory on it).
+ *      made is replaced, one holding files is refused; a mount point
+ *      cannot be renamed over: give a directory on it).
  *
  * The member's identity is its log (member/wal, or --wal-dir): a member
  * with a log restarts from it and ignores the --initial-cluster flags, as
- * etcd's. A log left in member/wal when --wal-dir names another place is
- * refused rather than started beside (etcd would bootstrap a new member
- * over it). */
+ * etcd's. A log left in member/wal when --wal-dir names another place,
+ * and a store that has run with a log (SERVER_META_HAS_LOG, or .snap
+ * files) when there is none where the flags say, are refused rather than
+ * bootstrapped over. */
 #include "server/server_int.h"
 
 #include <arpa/inet.h>
