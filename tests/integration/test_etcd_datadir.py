@@ -5,7 +5,8 @@ write is there at its revision, a watch from before the switch resumes
 without a gap, etcd's original is kept beside as member.etcd. A corrupted
 etcd WAL is refused and nothing changes; the states a kill -9 in the middle
 of a conversion leaves are finished or redone; a dir made by `etcdctl
-snapshot restore` converts too. A stopped three-member etcd
+snapshot restore` converts too; so does an etcd member run with --wal-dir
+when quorum gets the same --wal-dir. A stopped three-member etcd
 cluster converts member by member into one quorum cluster: the same
 members, keys and revisions, and writes work."""
 import hashlib

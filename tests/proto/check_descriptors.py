@@ -3,7 +3,7 @@
 
 Usage: check_descriptors.py PROTO_DIR PROTOC [ETCD]
 
-Compiles our six .proto files with PROTOC (protoc-c or protoc; both take
+Compiles our .proto files (OUR_FILES) with PROTOC (protoc-c or protoc; both take
 --descriptor_set_out) into a FileDescriptorSet, then:
 
   1. kv.proto, auth.proto, rpc.proto: everything in the descriptors that
