@@ -26,6 +26,44 @@
  * memory from the last commit (a failed mvcc_batch_commit does that
  * itself). Requests are validated (apply/) before they write, so semantic
  * errors never happen half-way through a transaction.
+ *
+ * Big revisions in steps (mvcc_set_step). One write txn (one revision) may
+ * change millions of keys: a DeleteRange over a prefix, a Txn, a lease
+ * revocation. LMDB holds a write transaction's dirty pages in memory, up
+ * to a limit (MDB_TXN_FULL past it), and an entry that cannot be applied
+ * would be applied again by every restart: a crash loop. So a write txn
+ * commits the batch every |limit| changes ("a step") and goes on in a
+ * new LMDB transaction:
+ *   - before each step's commit the step hook runs (the server records
+ *     the consistent index of the entries applied before this one, so the
+ *     restart applies this entry again and not the ones before), and
+ *     meta "quorumStepRev" = R, the revision under way, goes into the
+ *     same transaction;
+ *   - the revision is not visible until its last change commits: during
+ *     the txn the owner holds the index's write lock (shared readers hand
+ *     their reads to the owner, who is busy with the txn), and
+ *     committed_rev, the revision a shared read or a fresh read txn
+ *     reads at, stays R-1 through the steps; reads pick, per key, the
+ *     latest revision at or below the revision they read at, so the
+ *     records of R already in LMDB are invisible to them;
+ *   - mvcc_txn_end deletes quorumStepRev in the batch that holds the
+ *     revision's last changes, so it commits with them;
+ *   - at open, quorumStepRev = R with records of R in LMDB means R is
+ *     partial: the index holds its records but the store's revision is
+ *     R-1 (reads, HashKV, history and watches stop at R-1) until the
+ *     next write txn, which must be the same entry applied again (the
+ *     consistent index is the one before it), resumes R: it continues the
+ *     sub-revisions where LMDB's stop, reads in it see the changes already
+ *     made, a put of a key already written at R is not written again (a
+ *     txn writes a key at most once: apply/'s duplicate checks), and a
+ *     delete finds only the keys still live. The result is the records an
+ *     uninterrupted txn writes: the same HashKV. A Txn's compares must be
+ *     evaluated at R-1 (mvcc_txn_resumed says so; etcd evaluates them all
+ *     before the first write).
+ * The limit is a count of changes (--experimental-apply-step-limit,
+ * default 100000: every request etcd's limits allow is one step except
+ * ranges over that many keys). The loop is still held for the whole
+ * revision: stepping bounds LMDB's transaction, not the time.
  */
 #ifndef QUORUM_MVCC_MVCC_H
 #define QUORUM_MVCC_MVCC_H
@@ -148,6 +186,28 @@ int mvcc_txn_put(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_t 
  * storage errors. */
 int mvcc_txn_delete_range(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_t *end,
                           size_t end_len, mvcc_kv_fn fn, void *arg, int64_t *deleted);
+
+/* mvcc_set_step: from now on a write txn commits the batch every |limit|
+ * changes (0: never), calling |fn| (may be NULL) first inside the batch;
+ * a non-zero return from |fn| fails the change with that value. See
+ * "Big revisions in steps" above. Owner only. */
+typedef int (*mvcc_step_fn)(void *arg);
+void mvcc_set_step(mvcc_store *s, size_t limit, mvcc_step_fn fn, void *arg);
+
+/* mvcc_partial_rev is the revision a restart left partial (its first steps
+ * committed, not its last), 0 if none; mvcc_partial_changes is how many of
+ * its changes LMDB holds. */
+int64_t mvcc_partial_rev(const mvcc_store *s);
+uint32_t mvcc_partial_changes(const mvcc_store *s);
+
+/* mvcc_txn_resumed: |t| goes on with a partial revision (mvcc_partial_rev):
+ * its reads see the changes already made; what the txn decided before its
+ * first write (a Txn's compares) must be read at mvcc_txn_begin_rev. */
+bool mvcc_txn_resumed(const mvcc_txn *t);
+int64_t mvcc_txn_begin_rev(const mvcc_txn *t);
+
+/* mvcc_txn_steps is the number of step commits |t| made so far. */
+uint32_t mvcc_txn_steps(const mvcc_txn *t);
 
 /* mvcc_txn_end closes the txn and returns the store's revision after it:
  * a new main revision if anything changed, else the current one. */
