@@ -30,6 +30,8 @@
 /* quorum only: where an unfinished compaction's removal from LMDB goes on */
 #define META_PROGRESS "quorumCompactNextRev"
 #define META_PROGRESS_SUB "quorumCompactNextSub"
+/* quorum only: a revision whose first steps are committed, not its last */
+#define META_STEP_REV "quorumStepRev"
 
 #define READ_SPARES 8
 
@@ -37,7 +39,10 @@ struct mvcc_txn {
     mvcc_store *s;
     int64_t begin_rev;
     uint32_t changes;
+    uint32_t since_step; /* changes since the last step's commit */
+    uint32_t steps;      /* step commits */
     bool open;
+    bool resumed; /* goes on with the partial revision left by a restart */
 };
 
 /* Bytes a read txn must keep until it ends that LMDB does not hold for it
@@ -77,6 +82,13 @@ struct mvcc_store {
     struct buf compact_next;
     struct mvcc_compact_stats cstats;
     struct mvcc_txn txn; /* one write txn at a time: no allocation per txn */
+    /* Big revisions in steps (mvcc.h): a commit every step_limit changes */
+    size_t step_limit;
+    mvcc_step_fn step_fn;
+    void *step_arg;
+    int64_t partial_rev;    /* left partial by a restart: resumed by the next txn */
+    uint32_t partial_sub;   /* its changes in LMDB */
+    int sticky_err;         /* a failure mvcc_txn_end could not return */
     mvcc_observer_fn obs;
     void *obs_arg;
     struct buf enc;  /* the kv being written */
@@ -488,6 +500,25 @@ static int load(mvcc_store *s)
         rv = backend_meta_get(s->be, txn, META_PROGRESS, &pos);
     if (rv == 0 || rv == -ENOENT)
         rv = backend_meta_get(s->be, txn, META_PROGRESS_SUB, &pos_sub);
+    uint64_t step_rev = 0;
+    int64_t last_main = 0, last_sub = -1;
+    if (rv == 0 || rv == -ENOENT)
+        rv = backend_meta_get(s->be, txn, META_STEP_REV, &step_rev);
+    if (rv == 0 && step_rev != 0) {
+        /* where LMDB's records of the partial revision stop */
+        MDB_cursor *cur;
+        MDB_val k, d;
+        bool tomb;
+        int rc = mdb_cursor_open(txn, s->kdb, &cur);
+        if (rc == 0) {
+            rc = mdb_cursor_get(cur, &k, &d, MDB_LAST);
+            if (rc == 0)
+                rv = mvcc_revkey_parse(k.mv_data, k.mv_size, &last_main, &last_sub, &tomb);
+            mdb_cursor_close(cur);
+        }
+        if (rc != 0 && rc != MDB_NOTFOUND)
+            rv = backend_err(rc);
+    }
     backend_read_end(txn);
     if (rv == -ENOENT)
         rv = 0;
@@ -512,6 +543,24 @@ static int load(mvcc_store *s)
         log_info("mvcc", "resuming the compaction at revision %llu from revision %lld "
                  "(finished: %llu)",
                  (unsigned long long)sched, (long long)s->compact_pos, (unsigned long long)fin);
+    }
+    /* A revision written in steps whose last step did not commit: the
+     * index holds its records, but the store is at the revision before it
+     * until the same entry, applied again, resumes it (mvcc.h). */
+    s->partial_rev = 0;
+    s->partial_sub = 0;
+    if (step_rev != 0 && (int64_t)step_rev == last_main && s->rev == last_main &&
+        last_sub >= 0 && last_sub < UINT32_MAX) {
+        s->partial_rev = (int64_t)step_rev;
+        s->partial_sub = (uint32_t)last_sub + 1;
+        s->rev = s->partial_rev - 1;
+        log_info("mvcc", "revision %lld is partial (%u changes committed in steps): "
+                 "the store is at revision %lld until its entry is applied again",
+                 (long long)s->partial_rev, s->partial_sub, (long long)s->rev);
+    } else if (step_rev != 0) {
+        log_warn("mvcc", "ignoring the mark of a revision in steps (%llu): the last record "
+                 "is of revision %lld",
+                 (unsigned long long)step_rev, (long long)last_main);
     }
     /* Everything up to a compaction may have been deleted (etcd restore). */
     if (s->rev < s->compact_rev)
@@ -609,6 +658,7 @@ int mvcc_batch_abort(mvcc_store *s)
         wunlock(s); /* the txn's */
     s->txn.open = false;
     s->txn.changes = 0;
+    s->sticky_err = 0;
     /* The index has no undo log: rebuild it from what LMDB has. */
     wlock(s);
     kindex_free(&s->ix);
@@ -623,7 +673,12 @@ int mvcc_batch_commit(mvcc_store *s)
 {
     if (s->txn.open)
         return -EBUSY;
-    int rv = backend_batch_commit(s->be);
+    int rv = s->sticky_err;
+    s->sticky_err = 0;
+    if (rv != 0)
+        backend_batch_abort(s->be);
+    else
+        rv = backend_batch_commit(s->be);
     if (rv == 0) {
         s->committed_rev = s->rev;
         __atomic_store_n(&s->pub_committed, s->committed_rev, __ATOMIC_RELEASE);
@@ -746,6 +801,15 @@ int mvcc_txn_begin(mvcc_store *s, mvcc_txn **out)
     wlock(s); /* until mvcc_txn_end: the txn changes the index */
     s->txn.begin_rev = s->rev;
     s->txn.changes = 0;
+    s->txn.since_step = 0;
+    s->txn.steps = 0;
+    s->txn.resumed = false;
+    if (s->partial_rev != 0) {
+        /* the entry that wrote it, applied again: go on where LMDB stops */
+        s->txn.begin_rev = s->partial_rev - 1;
+        s->txn.changes = s->partial_sub;
+        s->txn.resumed = true;
+    }
     s->txn.open = true;
     *out = &s->txn;
     return 0;
@@ -796,6 +860,64 @@ static int write_rev(mvcc_store *s, MDB_txn *lt, int64_t main, uint32_t sub, boo
     return backend_err(rc);
 }
 
+void mvcc_set_step(mvcc_store *s, size_t limit, mvcc_step_fn fn, void *arg)
+{
+    s->step_limit = limit;
+    s->step_fn = fn;
+    s->step_arg = arg;
+}
+
+int64_t mvcc_partial_rev(const mvcc_store *s)
+{
+    return s->partial_rev;
+}
+
+uint32_t mvcc_partial_changes(const mvcc_store *s)
+{
+    return s->partial_sub;
+}
+
+bool mvcc_txn_resumed(const mvcc_txn *t)
+{
+    return t->resumed;
+}
+
+int64_t mvcc_txn_begin_rev(const mvcc_txn *t)
+{
+    return t->begin_rev;
+}
+
+uint32_t mvcc_txn_steps(const mvcc_txn *t)
+{
+    return t->steps;
+}
+
+/* txn_step commits what the batch holds, this txn's changes so far
+ * included, with the mark of the revision under way, and opens the next
+ * LMDB transaction, when the txn has made step_limit changes since the last
+ * step: called before each change. The revision stays invisible (mvcc.h).
+ * A failed commit loses the batch: the caller must stop (the restart
+ * resumes from the last committed step). */
+static int txn_step(mvcc_txn *t)
+{
+    mvcc_store *s = t->s;
+    if (s->step_limit == 0 || t->since_step < s->step_limit)
+        return 0;
+    int rv = s->step_fn != NULL ? s->step_fn(s->step_arg) : 0;
+    if (rv == 0)
+        rv = backend_meta_put(s->be, META_STEP_REV, (uint64_t)(t->begin_rev + 1));
+    if (rv == 0)
+        rv = backend_batch_commit(s->be);
+    if (rv != 0)
+        return rv;
+    rv = backend_batch_begin(s->be);
+    if (rv != 0)
+        return rv;
+    t->since_step = 0;
+    t->steps++;
+    return 0;
+}
+
 int mvcc_txn_put(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_t *value,
                  size_t value_len, int64_t lease, mvcc_kv_fn prev_fn, void *arg)
 {
@@ -807,6 +929,10 @@ int mvcc_txn_put(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_t 
         return QERR_EMPTY_KEY;
     if (t->changes == UINT32_MAX)
         return QERR_TOO_MANY_OPS;
+    int rv = txn_step(t);
+    if (rv != 0)
+        return rv;
+    lt = backend_batch_txn(s->be);
     int64_t rev = t->begin_rev + 1;
     uint32_t sub = t->changes;
     struct mvcc_kv prev, kv = {
@@ -826,8 +952,12 @@ int mvcc_txn_put(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_t 
     struct kindex_entry *e = kindex_lookup(&s->ix, key, key_len, &slot);
     if (e != NULL) {
         const struct kindex_rev *last = &kentry_revs(e)[e->nrev - 1];
+        /* resumed: this put was made before the restart (a txn writes a
+         * key once) */
+        if (t->resumed && last->main == rev)
+            return 0;
         if (!last->tomb) {
-            int rv = load_prev(s, lt, last, &prev);
+            rv = load_prev(s, lt, last, &prev);
             if (rv != 0)
                 return rv;
             have_prev = true;
@@ -838,7 +968,7 @@ int mvcc_txn_put(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_t 
         }
     }
     buf_reset(&s->enc);
-    int rv = mvcc_kv_encode(&s->enc, &kv);
+    rv = mvcc_kv_encode(&s->enc, &kv);
     if (rv == 0)
         rv = write_rev(s, lt, rev, sub, false, &s->enc);
     if (rv == 0)
@@ -846,6 +976,7 @@ int mvcc_txn_put(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_t 
     if (rv != 0)
         return rv;
     t->changes++;
+    t->since_step++;
     if (s->obs != NULL) {
         kv.raw = s->enc.data;
         kv.raw_len = s->enc.len;
@@ -885,6 +1016,9 @@ int mvcc_txn_delete_range(mvcc_txn *t, const uint8_t *key, size_t key_len, const
             rv = QERR_TOO_MANY_OPS;
             break;
         }
+        if ((rv = txn_step(t)) != 0)
+            break;
+        lt = backend_batch_txn(s->be);
         struct mvcc_kv prev;
         rv = load_prev(s, lt, r, &prev);
         if (rv != 0)
@@ -903,6 +1037,7 @@ int mvcc_txn_delete_range(mvcc_txn *t, const uint8_t *key, size_t key_len, const
         if (rv != 0)
             break;
         t->changes++;
+        t->since_step++;
         n++;
         if (s->obs != NULL) {
             /* The event's kv carries the deleting revision, as etcd's. */
@@ -926,6 +1061,16 @@ int mvcc_txn_delete_range(mvcc_txn *t, const uint8_t *key, size_t key_len, const
 int64_t mvcc_txn_end(mvcc_txn *t)
 {
     mvcc_store *s = t->s;
+    if (t->open && (t->steps > 0 || t->resumed)) {
+        /* the revision's last changes are in this batch: its mark goes
+         * with them (a failure fails the batch's commit) */
+        MDB_val k = {strlen(META_STEP_REV), (void *)META_STEP_REV};
+        int rc = backend_del(s->be, backend_batch_txn(s->be), BACKEND_DB_META, &k);
+        if (rc != 0 && rc != MDB_NOTFOUND && s->sticky_err == 0)
+            s->sticky_err = backend_err(rc);
+        s->partial_rev = 0;
+        s->partial_sub = 0;
+    }
     if (t->open && t->changes > 0) {
         s->rev = t->begin_rev + 1;
         __atomic_store_n(&s->pub_rev, s->rev, __ATOMIC_RELEASE);
@@ -1124,7 +1269,10 @@ int mvcc_live_leases(mvcc_store *s, mvcc_lease_fn fn, void *arg)
             continue;
         /* bound to a lease: is this the key's current revision? */
         struct kindex_entry *e = kindex_get(&s->ix, kv.key, kv.key_len);
-        const struct kindex_rev *at = e != NULL ? kentry_at(e, s->committed_rev) : NULL;
+        /* a partial revision's keys too: its entry resumes it, and a put
+         * it made is not made again (mvcc.h) */
+        const struct kindex_rev *at =
+            e != NULL ? kentry_at(e, s->partial_rev ? s->partial_rev : s->committed_rev) : NULL;
         if (at != NULL && !at->tomb && at->main == main && (int64_t)at->sub == sub)
             fn(kv.key, kv.key_len, kv.lease, arg);
     }

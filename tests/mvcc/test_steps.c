@@ -1,0 +1,321 @@
+/* Tests for big revisions written in steps (mvcc_set_step, mvcc.h "Big
+ * revisions in steps"): a write txn that commits every few changes gives
+ * the records an uninterrupted one gives, never shows a partial revision,
+ * and a restart between steps resumes the same revision to the same end. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "base/err.h"
+#include "mvcc/mvcc.h"
+#include "tmpdir.h"
+
+#define S(x) (const uint8_t *)(x), strlen(x)
+#define FROM_KEY (const uint8_t *)"", 1
+
+struct store {
+    char dir[64];
+    backend *be;
+    mvcc_store *s;
+};
+
+static void st_open(struct store *st)
+{
+    struct backend_options o = {.dir = st->dir, .map_size = 256 << 20, .no_sync = true};
+    cr_assert_eq(backend_open(&o, &st->be), 0);
+    cr_assert_eq(mvcc_open(st->be, &st->s), 0);
+}
+
+static void st_make(struct store *st)
+{
+    const char *d = tmpdir_make();
+    cr_assert_not_null(d);
+    snprintf(st->dir, sizeof(st->dir), "%s", d);
+    st_open(st);
+}
+
+static void st_close(struct store *st)
+{
+    mvcc_close(st->s);
+    backend_close(st->be);
+    st->s = NULL;
+    st->be = NULL;
+}
+
+static void st_free(struct store *st)
+{
+    if (st->s != NULL)
+        st_close(st);
+    tmpdir_remove(st->dir);
+}
+
+static uint64_t meta(struct store *st, const char *name)
+{
+    uint64_t v = 0;
+    return backend_meta_get(st->be, NULL, name, &v) == 0 ? v : (uint64_t)-1;
+}
+
+static uint32_t hash(struct store *st)
+{
+    uint32_t h;
+    int64_t c;
+    cr_assert_eq(mvcc_hash_kv(st->s, 0, &h, &c), 0);
+    return h;
+}
+
+static int64_t count_live(struct store *st, int64_t rev)
+{
+    mvcc_read *r;
+    struct mvcc_range_opts o = {.rev = rev, .count_only = true};
+    struct mvcc_range_result res;
+    cr_assert_eq(mvcc_read_begin(st->s, &r), 0);
+    cr_assert_eq(mvcc_read_range(r, FROM_KEY, FROM_KEY, &o, NULL, NULL, &res), 0);
+    mvcc_read_end(r);
+    return res.count;
+}
+
+/* seed: |n| keys p/00000.. and a few others, with two keys on lease 5, one
+ * revision each */
+static void seed(struct store *st, int n)
+{
+    char k[32], v[32];
+    cr_assert_eq(mvcc_batch_begin(st->s), 0);
+    for (int i = 0; i < n; i++) {
+        mvcc_txn *t;
+        snprintf(k, sizeof(k), "p/%05d", i);
+        snprintf(v, sizeof(v), "v%d", i);
+        cr_assert_eq(mvcc_txn_begin(st->s, &t), 0);
+        cr_assert_eq(mvcc_txn_put(t, S(k), S(v), i % 50 == 0 ? 5 : 0, NULL, NULL), 0);
+        mvcc_txn_end(t);
+    }
+    mvcc_txn *t;
+    cr_assert_eq(mvcc_txn_begin(st->s, &t), 0);
+    cr_assert_eq(mvcc_txn_put(t, S("a"), S("x"), 0, NULL, NULL), 0);
+    cr_assert_eq(mvcc_txn_put(t, S("q"), S("x"), 0, NULL, NULL), 0);
+    mvcc_txn_end(t);
+    cr_assert_eq(mvcc_batch_commit(st->s), 0);
+}
+
+/* The big revision: a put, a delete of the prefix, a few more puts (one
+ * with a lease), all in one txn. |stop_after| > 0: the step hook refuses
+ * the step after that many, as a kill between steps would stop it. */
+struct hook {
+    struct store *st;
+    int steps;
+    int stop_after;
+    int64_t seen_during; /* a shared reader's result while a step commits */
+    int64_t visible_rev; /* what a fresh read txn saw at a step */
+};
+
+static void *shared_reader(void *arg)
+{
+    struct hook *h = arg;
+    mvcc_read *r;
+    int rv = mvcc_read_begin_shared(h->st->s, 0, &r);
+    h->seen_during = rv;
+    if (rv == 0)
+        mvcc_read_end(r);
+    return NULL;
+}
+
+static int on_step(void *arg)
+{
+    struct hook *h = arg;
+    if (h->stop_after > 0 && h->steps >= h->stop_after)
+        return -EINTR;
+    h->steps++;
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, shared_reader, h), 0);
+    pthread_join(th, NULL);
+    return 0;
+}
+
+static int big_txn(struct store *st, int64_t *deleted)
+{
+    mvcc_txn *t;
+    int rv;
+    cr_assert_eq(mvcc_txn_begin(st->s, &t), 0);
+    rv = mvcc_txn_put(t, S("b"), S("1"), 0, NULL, NULL);
+    if (rv == 0)
+        rv = mvcc_txn_delete_range(t, S("p/"), S("p0"), NULL, NULL, deleted);
+    char k[32];
+    for (int i = 0; i < 10 && rv == 0; i++) {
+        snprintf(k, sizeof(k), "z%02d", i);
+        rv = mvcc_txn_put(t, S(k), S("2"), i == 3 ? 6 : 0, NULL, NULL);
+    }
+    mvcc_txn_end(t);
+    return rv;
+}
+
+/* A twin store applies the same history without steps. */
+static void twin_result(int n, uint32_t *before, uint32_t *after, int64_t *rev_after)
+{
+    struct store tw;
+    st_make(&tw);
+    seed(&tw, n);
+    *before = hash(&tw);
+    int64_t d = 0;
+    cr_assert_eq(mvcc_batch_begin(tw.s), 0);
+    cr_assert_eq(big_txn(&tw, &d), 0);
+    cr_assert_eq(d, n);
+    cr_assert_eq(mvcc_batch_commit(tw.s), 0);
+    *after = hash(&tw);
+    *rev_after = mvcc_rev(tw.s);
+    st_free(&tw);
+}
+
+TestSuite(steps);
+
+/* Uninterrupted in steps: the records (HashKV) of one LMDB transaction,
+ * the revision invisible to other threads while the steps commit, and no
+ * mark left behind. */
+Test(steps, stepped_revision_equals_one_transaction)
+{
+    const int n = 500;
+    uint32_t h_before, h_after;
+    int64_t rev_after;
+    twin_result(n, &h_before, &h_after, &rev_after);
+
+    struct store st;
+    st_make(&st);
+    seed(&st, n);
+    cr_assert_eq(hash(&st), h_before);
+    cr_assert_eq(mvcc_share(st.s), 0);
+    struct hook h = {.st = &st};
+    mvcc_set_step(st.s, 7, on_step, &h);
+    int64_t rev0 = mvcc_rev(st.s), d = 0;
+    cr_assert_eq(mvcc_batch_begin(st.s), 0);
+    cr_assert_eq(big_txn(&st, &d), 0);
+    cr_assert_eq(d, n);
+    /* 511 changes, a step before every 7th past the first 7 */
+    cr_assert_eq(h.steps, (1 + n + 10 - 1) / 7, "steps: %d", h.steps);
+    cr_assert_eq(h.seen_during, -EAGAIN, "a shared read waits for the revision");
+    cr_assert_eq(mvcc_batch_commit(st.s), 0);
+    cr_assert_eq(mvcc_rev(st.s), rev0 + 1);
+    cr_assert_eq(mvcc_rev(st.s), rev_after);
+    cr_assert_eq(hash(&st), h_after);
+    cr_assert_eq(meta(&st, "quorumStepRev"), (uint64_t)-1, "the mark went with the last step");
+    cr_assert_eq(mvcc_partial_rev(st.s), 0);
+    st_close(&st);
+    st_open(&st);
+    cr_assert_eq(mvcc_partial_rev(st.s), 0);
+    cr_assert_eq(mvcc_rev(st.s), rev_after);
+    cr_assert_eq(hash(&st), h_after);
+    st_free(&st);
+}
+
+/* Stopped between steps (the batch after the last committed step lost, as
+ * a kill loses it): the restart opens at the revision before, shows
+ * nothing of the partial one (reads, HashKV), reports it partial; the same
+ * txn applied again resumes it and ends with the uninterrupted records. */
+Test(steps, restart_between_steps_resumes_the_revision)
+{
+    const int n = 500;
+    uint32_t h_before, h_after;
+    int64_t rev_after;
+    twin_result(n, &h_before, &h_after, &rev_after);
+
+    for (int stop = 1; stop <= 70; stop += 23) {
+        struct store st;
+        st_make(&st);
+        seed(&st, n);
+        int64_t rev0 = mvcc_rev(st.s), d = 0;
+        struct hook h = {.st = &st, .stop_after = stop};
+        mvcc_set_step(st.s, 7, on_step, &h);
+        cr_assert_eq(mvcc_batch_begin(st.s), 0);
+        cr_assert_eq(big_txn(&st, &d), -EINTR);
+        st_close(&st); /* the open batch is lost with the process */
+        st_open(&st);
+        cr_assert_eq(meta(&st, "quorumStepRev"), (uint64_t)(rev0 + 1));
+        cr_assert_eq(mvcc_partial_rev(st.s), rev0 + 1);
+        cr_assert_eq(mvcc_partial_changes(st.s), (uint32_t)(7 * stop), "stop %d", stop);
+        cr_assert_eq(mvcc_rev(st.s), rev0, "the store is at the revision before");
+        cr_assert_eq(hash(&st), h_before, "nothing of the partial revision is hashed");
+        cr_assert_eq(count_live(&st, 0), n + 2, "nothing of it is read");
+        struct mvcc_range_opts o = {.rev = rev0 + 1};
+        mvcc_read *r;
+        cr_assert_eq(mvcc_read_begin(st.s, &r), 0);
+        cr_assert_eq(mvcc_read_range(r, FROM_KEY, FROM_KEY, &o, NULL, NULL, NULL), QERR_FUTURE_REV);
+        mvcc_read_end(r);
+
+        /* resumed in steps again, not stopped */
+        h = (struct hook){.st = &st};
+        mvcc_set_step(st.s, 7, on_step, &h);
+        cr_assert_eq(mvcc_batch_begin(st.s), 0);
+        cr_assert_eq(big_txn(&st, &d), 0);
+        cr_assert_eq(d, n - (7 * stop - 1), "only the keys still live are deleted");
+        cr_assert_eq(mvcc_batch_commit(st.s), 0);
+        cr_assert_eq(mvcc_rev(st.s), rev_after);
+        cr_assert_eq(hash(&st), h_after, "stop %d", stop);
+        cr_assert_eq(meta(&st, "quorumStepRev"), (uint64_t)-1);
+        cr_assert_eq(count_live(&st, 0), 2 + 1 + 10);
+        st_close(&st);
+        st_open(&st);
+        cr_assert_eq(hash(&st), h_after);
+        cr_assert_eq(mvcc_partial_rev(st.s), 0);
+        st_free(&st);
+    }
+}
+
+struct lease_seen {
+    int n;
+    int lease6;
+};
+
+static void seen_lease(const uint8_t *key, size_t len, int64_t lease, void *arg)
+{
+    (void)key;
+    (void)len;
+    struct lease_seen *ls = arg;
+    ls->n++;
+    if (lease == 6)
+        ls->lease6++;
+}
+
+/* The lessor learns a partial revision's bindings: a put with a lease made
+ * before the stop is not made again, so the restart must know it. */
+Test(steps, live_leases_include_the_partial_revision)
+{
+    struct store st;
+    st_make(&st);
+    seed(&st, 100);
+    /* 111 changes, z03's put the 105th: 21 steps of 5 commit it */
+    struct hook h = {.st = &st, .stop_after = 21};
+    mvcc_set_step(st.s, 5, on_step, &h);
+    int64_t d;
+    cr_assert_eq(mvcc_batch_begin(st.s), 0);
+    cr_assert_eq(big_txn(&st, &d), -EINTR);
+    st_close(&st);
+    st_open(&st);
+    cr_assert_neq(mvcc_partial_rev(st.s), 0);
+    struct lease_seen ls = {0};
+    cr_assert_eq(mvcc_live_leases(st.s, seen_lease, &ls), 0);
+    cr_assert_eq(ls.lease6, 1, "z03's binding, made in the partial revision");
+    cr_assert_eq(ls.n, 1, "the p/ keys on lease 5 are deleted in it");
+    st_free(&st);
+}
+
+/* A limit that a txn does not reach takes no step and leaves no mark. */
+Test(steps, small_txn_is_one_step)
+{
+    struct store st;
+    st_make(&st);
+    struct hook h = {.st = &st};
+    mvcc_set_step(st.s, 1000, on_step, &h);
+    seed(&st, 999);
+    int64_t d;
+    mvcc_txn *t;
+    cr_assert_eq(mvcc_batch_begin(st.s), 0);
+    cr_assert_eq(mvcc_txn_begin(st.s, &t), 0);
+    cr_assert_eq(mvcc_txn_delete_range(t, S("p/"), S("p0"), NULL, NULL, &d), 0);
+    mvcc_txn_end(t);
+    cr_assert_eq(mvcc_batch_commit(st.s), 0);
+    cr_assert_eq(d, 999);
+    cr_assert_eq(h.steps, 0);
+    cr_assert_eq(meta(&st, "quorumStepRev"), (uint64_t)-1);
+    st_free(&st);
+}
