@@ -58,6 +58,7 @@ struct view {
     mvcc_read *rd;
     mvcc_txn *tx;
     int64_t begin_rev;
+    int64_t cmp_rev; /* compares read here (0: the view's revision) */
     bool changed;
     unsigned ranges, puts, deletes;
     uint64_t put_size;
@@ -475,7 +476,7 @@ static bool compare_kv(const Etcdserverpb__Compare *c, const Mvccpb__KeyValue *k
  * is no way to name a missing value). A read error fails the compare. */
 static int compare_one(struct view *v, const Etcdserverpb__Compare *c, struct arena *a, bool *ok)
 {
-    struct mvcc_range_opts o = {0};
+    struct mvcc_range_opts o = {.rev = v->cmp_rev};
     struct mvcc_range_result res;
     struct kvlist l = {.a = a};
     int rv = view_range(v, &c->key, &c->range_end, &o, collect, &l, &res);
@@ -661,6 +662,11 @@ int apply_txn(const struct apply_env *env, const Etcdserverpb__TxnRequest *r, st
     int rv = mvcc_txn_begin(env->kv, &v.tx);
     if (rv != 0)
         return rv;
+    /* a revision resumed after a restart (mvcc.h, "Big revisions in
+     * steps"): the compares were read before its first write, so they
+     * are read at the revision before it, whatever it has written */
+    if (mvcc_txn_resumed(v.tx))
+        v.cmp_rev = mvcc_txn_begin_rev(v.tx);
     rv = txn_view(&v, r, !apply_txn_is_read_only(r), a, out);
     int64_t rev = mvcc_txn_end(v.tx);
     view_done(&v);
