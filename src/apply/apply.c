@@ -83,9 +83,9 @@ static int64_t view_rev(const struct view *v)
     return v->begin_rev + (v->changed ? 1 : 0);
 }
 
-static int view_range(struct view *v, const ProtobufCBinaryData *key, const ProtobufCBinaryData *end,
-                      const struct mvcc_range_opts *o, mvcc_kv_fn fn, void *arg,
-                      struct mvcc_range_result *res)
+static int view_range(struct view *v, const ProtobufCBinaryData *key,
+                      const ProtobufCBinaryData *end, const struct mvcc_range_opts *o,
+                      mvcc_kv_fn fn, void *arg, struct mvcc_range_result *res)
 {
     v->ranges++;
     if (v->tx != NULL)
@@ -542,7 +542,8 @@ static int check_op(struct view *v, const Etcdserverpb__RequestOp *op, enum chec
         if (r->lease != 0 && !lease_exists(v->env, r->lease))
             return QERR_LEASE_NOT_FOUND;
     }
-    if (kind == CHECK_RANGE && op->request_case == ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE) {
+    if (kind == CHECK_RANGE &&
+        op->request_case == ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE) {
         int64_t rev = op->request_range->revision;
         if (rev == 0)
             return 0;
@@ -1016,8 +1017,8 @@ int apply_lease_checkpoint(const struct apply_env *env,
     if (env->leases == NULL)
         return -ENOTSUP;
     for (size_t i = 0; i < r->n_checkpoints; i++) {
-        int rv = lessor_checkpoint(env->leases, r->checkpoints[i]->id,
-                                   r->checkpoints[i]->remaining_ttl);
+        int rv =
+            lessor_checkpoint(env->leases, r->checkpoints[i]->id, r->checkpoints[i]->remaining_ttl);
         if (rv != 0)
             return rv;
     }

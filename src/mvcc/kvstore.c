@@ -78,7 +78,7 @@ struct mvcc_store {
     int64_t compact_target;
     int64_t compact_pos; /* first pass: the revision (main, sub) it goes on from */
     int64_t compact_pos_sub;
-    bool compact_index;  /* in the second pass (the in-memory index) */
+    bool compact_index; /* in the second pass (the in-memory index) */
     struct buf compact_next;
     struct mvcc_compact_stats cstats;
     struct mvcc_txn txn; /* one write txn at a time: no allocation per txn */
@@ -86,9 +86,9 @@ struct mvcc_store {
     size_t step_limit;
     mvcc_step_fn step_fn;
     void *step_arg;
-    int64_t partial_rev;    /* left partial by a restart: resumed by the next txn */
-    uint32_t partial_sub;   /* its changes in LMDB */
-    int sticky_err;         /* a failure mvcc_txn_end could not return */
+    int64_t partial_rev;  /* left partial by a restart: resumed by the next txn */
+    uint32_t partial_sub; /* its changes in LMDB */
+    int sticky_err;       /* a failure mvcc_txn_end could not return */
     mvcc_observer_fn obs;
     void *obs_arg;
     struct buf enc;  /* the kv being written */
@@ -239,7 +239,6 @@ int mvcc_read_begin_shared(mvcc_store *s, int64_t min_rev, mvcc_read **out)
     *out = r;
     return 0;
 }
-
 
 static uint64_t now_ns(void)
 {
@@ -540,7 +539,8 @@ static int load(mvcc_store *s)
         s->compact_pos = valid ? (int64_t)pos : 1;
         s->compact_pos_sub = valid ? (int64_t)pos_sub : 0;
         s->cstats.start_ns = now_ns();
-        log_info("mvcc", "resuming the compaction at revision %llu from revision %lld "
+        log_info("mvcc",
+                 "resuming the compaction at revision %llu from revision %lld "
                  "(finished: %llu)",
                  (unsigned long long)sched, (long long)s->compact_pos, (unsigned long long)fin);
     }
@@ -549,16 +549,18 @@ static int load(mvcc_store *s)
      * until the same entry, applied again, resumes it (mvcc.h). */
     s->partial_rev = 0;
     s->partial_sub = 0;
-    if (step_rev != 0 && (int64_t)step_rev == last_main && s->rev == last_main &&
-        last_sub >= 0 && last_sub < UINT32_MAX) {
+    if (step_rev != 0 && (int64_t)step_rev == last_main && s->rev == last_main && last_sub >= 0 &&
+        last_sub < UINT32_MAX) {
         s->partial_rev = (int64_t)step_rev;
         s->partial_sub = (uint32_t)last_sub + 1;
         s->rev = s->partial_rev - 1;
-        log_info("mvcc", "revision %lld is partial (%u changes committed in steps): "
+        log_info("mvcc",
+                 "revision %lld is partial (%u changes committed in steps): "
                  "the store is at revision %lld until its entry is applied again",
                  (long long)s->partial_rev, s->partial_sub, (long long)s->rev);
     } else if (step_rev != 0) {
-        log_warn("mvcc", "ignoring the mark of a revision in steps (%llu): the last record "
+        log_warn("mvcc",
+                 "ignoring the mark of a revision in steps (%llu): the last record "
                  "is of revision %lld",
                  (unsigned long long)step_rev, (long long)last_main);
     }
@@ -1335,9 +1337,8 @@ static bool dropped_at(mvcc_store *s, const uint8_t *key, size_t klen, int64_t r
 static int compact_disk_step(mvcc_store *s, MDB_txn *lt, size_t limit, bool *finished)
 {
     int64_t rev = s->compact_target;
-    size_t max_visits = limit > SIZE_MAX / COMPACT_VISITS_PER_REV
-                            ? SIZE_MAX
-                            : limit * COMPACT_VISITS_PER_REV;
+    size_t max_visits =
+        limit > SIZE_MAX / COMPACT_VISITS_PER_REV ? SIZE_MAX : limit * COMPACT_VISITS_PER_REV;
     MDB_cursor *mc;
     int rc = mdb_cursor_open(lt, s->kdb, &mc);
     if (rc != 0)
@@ -1359,7 +1360,7 @@ static int compact_disk_step(mvcc_store *s, MDB_txn *lt, size_t limit, bool *fin
             break;
         }
         if (deleted >= limit || visited >= max_visits) {
-            s->compact_pos = main; /* exactly here: a revision may hold */
+            s->compact_pos = main;    /* exactly here: a revision may hold */
             s->compact_pos_sub = sub; /* more kept records than a step visits */
             break;
         }
@@ -1485,8 +1486,8 @@ static int compact_step(mvcc_store *s, MDB_txn *lt, size_t limit, bool *done)
     const struct kindex_entry *stop = NULL;
     size_t max_keys =
         limit > SIZE_MAX / COMPACT_KEYS_PER_REV ? SIZE_MAX : limit * COMPACT_KEYS_PER_REV;
-    rv = kindex_compact_step(&s->ix, s->compact_target, s->compact_next.data,
-                             s->compact_next.len, SIZE_MAX, max_keys, NULL, NULL, &stop);
+    rv = kindex_compact_step(&s->ix, s->compact_target, s->compact_next.data, s->compact_next.len,
+                             SIZE_MAX, max_keys, NULL, NULL, &stop);
     if (rv != 0)
         return rv;
     if (stop != NULL) {

@@ -550,6 +550,7 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
              0},
             {"experimental-corrupt-check-time", F_DURATION_MS, &c->corrupt_check_ms, 0},
             {"experimental-compaction-batch-limit", F_U64, &c->compaction_batch_limit, 0},
+            {"experimental-apply-step-limit", F_U64, &c->apply_step_limit, 0},
             {"experimental-compaction-sleep-interval", F_DURATION_MS, &c->compaction_sleep_ms,
              0},
             {"front-loops", F_STR, fronts, sizeof(fronts)},

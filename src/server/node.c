@@ -35,6 +35,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,7 +55,7 @@
 #define ENTRY_FLAG_AUTH 2u
 #define ENTRY_AUTH_FIXED 10
 #define SWEEP_MS 100
-#define BATCH_INTERVAL_MS 100  /* etcd's --backend-batch-interval */
+#define BATCH_INTERVAL_MS 100   /* etcd's --backend-batch-interval */
 #define BATCH_MAX_ENTRIES 10000 /* etcd's --backend-batch-limit */
 /* The Raft core keeps applied entries in memory for followers that lag
  * (raft_trim_log): LOG_KEEP_ENTRIES behind the applied index (etcd keeps
@@ -265,8 +266,8 @@ static int queue_write(struct server *s, qcall *call, enum entry_kind kind,
     if (msg->n_unknown_fields > 0) {
         /* a request with fields we do not know is passed on as it came;
          * make sure every member will be able to read it back */
-        ProtobufCMessage *back = protobuf_c_message_unpack(msg->descriptor, NULL,
-                                                           e->data.len - hdr, e->data.data + hdr);
+        ProtobufCMessage *back =
+            protobuf_c_message_unpack(msg->descriptor, NULL, e->data.len - hdr, e->data.data + hdr);
         if (back == NULL) {
             free_entry(e);
             return QERR_UNDECODABLE;
@@ -737,7 +738,8 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
             log_error("raft", "syncing the database failed: %s", q_strerror(srv));
             abort();
         }
-        log_info("raft", "snapshot at index %llu: the received database (index %llu) is behind "
+        log_info("raft",
+                 "snapshot at index %llu: the received database (index %llu) is behind "
                  "ours (index %llu); keeping ours",
                  (unsigned long long)snap->index, (unsigned long long)recv_ci,
                  (unsigned long long)s->applied_index);
@@ -773,8 +775,8 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
     s->recv_path[0] = '\0';
     metrics_gauge_add(server_metrics.snapshot_applying, -1);
     s->applied_index = ci;
-    s->peers_dirty = true; /* members' addresses came with the database */
-    server_compact_kick(s);  /* the copy may hold a compaction under way */
+    s->peers_dirty = true;  /* members' addresses came with the database */
+    server_compact_kick(s); /* the copy may hold a compaction under way */
     watch_hub_restored(s->watches);
     server_watch_kick(s);
     log_info("raft", "applied snapshot at index %llu (database at index %llu, revision %lld)",
@@ -862,7 +864,12 @@ void server_flush(struct server *s)
     uint64_t t0 = uv_hrtime();
     int rv = mvcc_batch_commit(s->kv);
     if (rv != 0) {
-        log_error("server", "committing applied entries failed: %s; stopping", q_strerror(rv));
+        int lrc = backend_last_rc();
+        log_error("server",
+                  "committing applied entries (a batch of %llu, up to entry %llu) "
+                  "failed: %s (LMDB: %s); stopping",
+                  (unsigned long long)s->batch_entries, (unsigned long long)s->applied_index,
+                  q_strerror(rv), lrc ? mdb_strerror(lrc) : "none");
         abort(); /* memory is ahead of the disk; the restart replays the WAL */
     }
     uint64_t ms = (uv_hrtime() - t0) / 1000000;
@@ -870,7 +877,6 @@ void server_flush(struct server *s)
         log_warn("server", "committing the batch (%llu entries) took %llu ms",
                  (unsigned long long)s->batch_entries, (unsigned long long)ms);
 }
-
 
 /* ---- compaction in steps ----
  *
@@ -1004,6 +1010,49 @@ void server_compact_kick(struct server *s)
         uv_idle_start(&s->compact_idle, on_compact_idle);
 }
 
+/* ---- big revisions in steps ----
+ *
+ * A revision that changes more than --experimental-apply-step-limit keys
+ * commits the batch every that many changes (mvcc.h, "Big revisions in
+ * steps"). The open batch also holds the entries applied before this one
+ * (answered already): on_apply_step records their consistent index in
+ * each step's commit, so that a restart applies this entry again (it
+ * resumes the partial revision) and none of those twice. The loop is held
+ * for the whole entry. */
+
+#define APPLY_STEP_DEFAULT 100000
+
+/* QUORUM_FAILPOINT_APPLY_STEP_KILL=N (tests): SIGKILL when the (N+1)th
+ * step of an entry is about to commit, i.e. after N steps committed: a
+ * kill -9 between steps that lands there every time. */
+static long failpoint_step_kill(void)
+{
+    static long n = -2;
+    if (n == -2) {
+        const char *e = getenv("QUORUM_FAILPOINT_APPLY_STEP_KILL");
+        n = e != NULL && *e ? strtol(e, NULL, 10) : -1;
+    }
+    return n;
+}
+
+static int on_apply_step(void *arg)
+{
+    struct server *s = arg;
+    s->applying_steps++;
+    if (s->applying_steps == 1)
+        log_info("server", "applying entry %llu (%s) in steps of %llu changes",
+                 (unsigned long long)s->applying_index, s->applying_kind,
+                 (unsigned long long)(s->cfg.apply_step_limit ? s->cfg.apply_step_limit
+                                                              : APPLY_STEP_DEFAULT));
+    long kill_after = failpoint_step_kill();
+    if (kill_after >= 0 && s->applying_steps > (uint64_t)kill_after) {
+        log_warn("server", "failpoint: killed before step %llu of entry %llu commits",
+                 (unsigned long long)s->applying_steps, (unsigned long long)s->applying_index);
+        raise(SIGKILL);
+    }
+    return backend_meta_put(s->be, "consistent_index", s->applied_index);
+}
+
 static struct entry *find_waiting(struct server *s, uint64_t seq)
 {
     for (struct entry *e = s->waiting.head; e != NULL; e = e->next)
@@ -1056,8 +1105,34 @@ static int apply_normal(struct server *s, const struct raft_entry *le, struct en
     e->index = le->index;
     e->req = req;
     e->err = 0;
+    s->applying_index = le->index;
+    s->applying_kind = desc->short_name;
+    s->applying_steps = 0;
+    int64_t partial = mvcc_partial_rev(s->kv);
+    uint64_t db_size = s->db_size;
+    if (partial != 0) {
+        log_info("server",
+                 "resuming entry %llu (%s): revision %lld has %u changes committed "
+                 "in steps",
+                 (unsigned long long)le->index, desc->short_name, (long long)partial,
+                 mvcc_partial_changes(s->kv));
+        /* it passed the quota check the first time (a refused entry writes
+         * nothing), at a smaller file than its own steps have left */
+        s->db_size = 0;
+    }
     uint64_t t0 = uv_hrtime();
     int rv = server_apply_entry(s, e);
+    if (partial != 0)
+        s->db_size = db_size;
+    if (rv == 0 && s->applying_steps > 0)
+        log_info("server", "applied entry %llu (%s) at revision %lld in %llu steps",
+                 (unsigned long long)le->index, desc->short_name, (long long)mvcc_rev(s->kv),
+                 (unsigned long long)s->applying_steps + 1);
+    if (rv == 0 && partial != 0 && mvcc_partial_rev(s->kv) != 0) {
+        log_error("server", "entry %llu (%s) did not resume the partial revision %lld",
+                  (unsigned long long)le->index, desc->short_name, (long long)partial);
+        rv = QERR_CORRUPT;
+    }
     /* etcd's ID: the proposer's low 16 bits over its proposal number */
     server_log_apply(s, e, get_le64(d + 2) << 48 | (get_le64(d + 10) & 0xffffffffffffull),
                      uv_hrtime() - t0);
@@ -1066,8 +1141,11 @@ static int apply_normal(struct server *s, const struct raft_entry *le, struct en
         w->physical = true;
     if (rv != 0) {
         int lrc = backend_last_rc();
-        log_error("server", "applying entry %llu (%s) failed: %s (LMDB: %s)",
-                  (unsigned long long)le->index, desc->short_name, q_strerror(rv),
+        log_error("server",
+                  "applying entry %llu (%s) failed after %llu committed steps: %s "
+                  "(LMDB: %s)",
+                  (unsigned long long)le->index, desc->short_name,
+                  (unsigned long long)s->applying_steps, q_strerror(rv),
                   lrc ? mdb_strerror(lrc) : "none");
     }
     protobuf_c_message_free_unpacked(req, NULL);
@@ -1093,6 +1171,9 @@ static void apply_committed(struct server *s, const struct raft_entry *ents, siz
     s->db_size = backend_size(s->be); /* the file grows only at commit */
     struct raft_membership cur = *raft_get_membership(s->raft);
     int rv = 0;
+    mvcc_set_step(s->kv, s->cfg.apply_step_limit ? s->cfg.apply_step_limit : APPLY_STEP_DEFAULT,
+                  on_apply_step, s);
+    const struct raft_entry *failed = NULL;
     if (backend_batch_txn(s->be) == NULL) {
         rv = mvcc_batch_begin(s->kv);
         s->batch_opened_ms = uv_now(s->loop);
@@ -1115,6 +1196,8 @@ static void apply_committed(struct server *s, const struct raft_entry *ents, siz
         if (rv == 0) {
             s->applied_index = le->index;
             s->batch_entries++;
+        } else {
+            failed = le;
         }
     }
     if (rv == 0)
@@ -1123,7 +1206,24 @@ static void apply_committed(struct server *s, const struct raft_entry *ents, siz
         /* The index in memory is ahead of the disk and nothing of this
          * batch was answered: stop, and let the restart replay the WAL
          * from what LMDB holds (as etcd panics on a backend failure). */
-        log_error("server", "applying a batch failed: %s; stopping", q_strerror(rv));
+        int lrc = backend_last_rc();
+        if (failed != NULL)
+            log_error("server",
+                      "applying a batch failed at entry %llu (%s): %s (LMDB: %s); "
+                      "stopping: the restart applies it again from the log",
+                      (unsigned long long)failed->index,
+                      failed->type == RAFT_ENTRY_CONF ? "membership change"
+                      : failed->len >= ENTRY_HDR &&
+                              entry_desc(((const uint8_t *)failed->data)[0]) != NULL
+                          ? entry_desc(((const uint8_t *)failed->data)[0])->short_name
+                          : "unknown",
+                      q_strerror(rv), lrc ? mdb_strerror(lrc) : "none");
+        else
+            log_error("server",
+                      "applying a batch failed recording the consistent index %llu: "
+                      "%s (LMDB: %s); stopping",
+                      (unsigned long long)s->applied_index, q_strerror(rv),
+                      lrc ? mdb_strerror(lrc) : "none");
         abort();
     }
     server_compact_kick(s);
@@ -1170,8 +1270,7 @@ static void check_leader(struct server *s)
         lessor_promote(s->leases, (int64_t)uv_now(s->loop));
         for (size_t k = 0; k < s->n_peers; k++) /* heartbeat_sent starts over */
             s->peers[k].last_heartbeat_ms = 0;
-    }
-    else if (!leader && s->was_leader)
+    } else if (!leader && s->was_leader)
         lessor_demote(s->leases);
     s->was_leader = leader;
     if (lead != RAFT_NONE && !s->published)
@@ -1198,8 +1297,9 @@ static void heartbeat_sent(struct server *s, uint64_t to)
         s->peers[k].last_heartbeat_ms = now;
         if (last != 0 && now - last > 2 * hb) {
             metrics_inc(server_metrics.heartbeat_failures);
-            log_warn("raft", "leader failed to send out heartbeat on time to %016llx; took %llu "
-                             "ms (heartbeat interval %llu ms), likely held up by a slow disk",
+            log_warn("raft",
+                     "leader failed to send out heartbeat on time to %016llx; took %llu "
+                     "ms (heartbeat interval %llu ms), likely held up by a slow disk",
                      (unsigned long long)to, (unsigned long long)(now - last),
                      (unsigned long long)hb);
         }
