@@ -55,7 +55,7 @@
 #define ENTRY_FLAG_AUTH 2u
 #define ENTRY_AUTH_FIXED 10
 #define SWEEP_MS 100
-#define BATCH_INTERVAL_MS 100   /* etcd's --backend-batch-interval */
+#define BATCH_INTERVAL_MS 100  /* etcd's --backend-batch-interval */
 #define BATCH_MAX_ENTRIES 10000 /* etcd's --backend-batch-limit */
 /* The Raft core keeps applied entries in memory for followers that lag
  * (raft_trim_log): LOG_KEEP_ENTRIES behind the applied index (etcd keeps
@@ -266,8 +266,8 @@ static int queue_write(struct server *s, qcall *call, enum entry_kind kind,
     if (msg->n_unknown_fields > 0) {
         /* a request with fields we do not know is passed on as it came;
          * make sure every member will be able to read it back */
-        ProtobufCMessage *back =
-            protobuf_c_message_unpack(msg->descriptor, NULL, e->data.len - hdr, e->data.data + hdr);
+        ProtobufCMessage *back = protobuf_c_message_unpack(msg->descriptor, NULL,
+                                                           e->data.len - hdr, e->data.data + hdr);
         if (back == NULL) {
             free_entry(e);
             return QERR_UNDECODABLE;
@@ -738,8 +738,7 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
             log_error("raft", "syncing the database failed: %s", q_strerror(srv));
             abort();
         }
-        log_info("raft",
-                 "snapshot at index %llu: the received database (index %llu) is behind "
+        log_info("raft", "snapshot at index %llu: the received database (index %llu) is behind "
                  "ours (index %llu); keeping ours",
                  (unsigned long long)snap->index, (unsigned long long)recv_ci,
                  (unsigned long long)s->applied_index);
@@ -775,8 +774,8 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
     s->recv_path[0] = '\0';
     metrics_gauge_add(server_metrics.snapshot_applying, -1);
     s->applied_index = ci;
-    s->peers_dirty = true;  /* members' addresses came with the database */
-    server_compact_kick(s); /* the copy may hold a compaction under way */
+    s->peers_dirty = true; /* members' addresses came with the database */
+    server_compact_kick(s);  /* the copy may hold a compaction under way */
     watch_hub_restored(s->watches);
     server_watch_kick(s);
     log_info("raft", "applied snapshot at index %llu (database at index %llu, revision %lld)",
@@ -866,8 +865,8 @@ void server_flush(struct server *s)
     if (rv != 0) {
         int lrc = backend_last_rc();
         log_error("server",
-                  "committing applied entries (a batch of %llu, up to entry %llu) "
-                  "failed: %s (LMDB: %s); stopping",
+                  "committing applied entries (a batch of %llu, up to entry %llu) failed: %s "
+                  "(LMDB: %s); stopping",
                   (unsigned long long)s->batch_entries, (unsigned long long)s->applied_index,
                   q_strerror(rv), lrc ? mdb_strerror(lrc) : "none");
         abort(); /* memory is ahead of the disk; the restart replays the WAL */
@@ -877,6 +876,7 @@ void server_flush(struct server *s)
         log_warn("server", "committing the batch (%llu entries) took %llu ms",
                  (unsigned long long)s->batch_entries, (unsigned long long)ms);
 }
+
 
 /* ---- compaction in steps ----
  *
@@ -1112,8 +1112,7 @@ static int apply_normal(struct server *s, const struct raft_entry *le, struct en
     uint64_t db_size = s->db_size;
     if (partial != 0) {
         log_info("server",
-                 "resuming entry %llu (%s): revision %lld has %u changes committed "
-                 "in steps",
+                 "resuming entry %llu (%s): revision %lld has %u changes committed in steps",
                  (unsigned long long)le->index, desc->short_name, (long long)partial,
                  mvcc_partial_changes(s->kv));
         /* it passed the quota check the first time (a refused entry writes
@@ -1142,8 +1141,7 @@ static int apply_normal(struct server *s, const struct raft_entry *le, struct en
     if (rv != 0) {
         int lrc = backend_last_rc();
         log_error("server",
-                  "applying entry %llu (%s) failed after %llu committed steps: %s "
-                  "(LMDB: %s)",
+                  "applying entry %llu (%s) failed after %llu committed steps: %s (LMDB: %s)",
                   (unsigned long long)le->index, desc->short_name,
                   (unsigned long long)s->applying_steps, q_strerror(rv),
                   lrc ? mdb_strerror(lrc) : "none");
@@ -1207,21 +1205,24 @@ static void apply_committed(struct server *s, const struct raft_entry *ents, siz
          * batch was answered: stop, and let the restart replay the WAL
          * from what LMDB holds (as etcd panics on a backend failure). */
         int lrc = backend_last_rc();
+        const uint8_t *d = failed != NULL ? failed->data : NULL;
+        const ProtobufCMessageDescriptor *desc =
+            failed != NULL && failed->type != RAFT_ENTRY_CONF && failed->len >= ENTRY_HDR
+                ? entry_desc(d[0])
+                : NULL;
         if (failed != NULL)
             log_error("server",
-                      "applying a batch failed at entry %llu (%s): %s (LMDB: %s); "
-                      "stopping: the restart applies it again from the log",
+                      "applying a batch failed at entry %llu (%s): %s (LMDB: %s); stopping: "
+                      "the restart applies it again from the log",
                       (unsigned long long)failed->index,
                       failed->type == RAFT_ENTRY_CONF ? "membership change"
-                      : failed->len >= ENTRY_HDR &&
-                              entry_desc(((const uint8_t *)failed->data)[0]) != NULL
-                          ? entry_desc(((const uint8_t *)failed->data)[0])->short_name
-                          : "unknown",
+                      : desc != NULL                  ? desc->short_name
+                                                      : "unknown",
                       q_strerror(rv), lrc ? mdb_strerror(lrc) : "none");
         else
             log_error("server",
-                      "applying a batch failed recording the consistent index %llu: "
-                      "%s (LMDB: %s); stopping",
+                      "applying a batch failed recording the consistent index %llu: %s "
+                      "(LMDB: %s); stopping",
                       (unsigned long long)s->applied_index, q_strerror(rv),
                       lrc ? mdb_strerror(lrc) : "none");
         abort();
@@ -1270,7 +1271,8 @@ static void check_leader(struct server *s)
         lessor_promote(s->leases, (int64_t)uv_now(s->loop));
         for (size_t k = 0; k < s->n_peers; k++) /* heartbeat_sent starts over */
             s->peers[k].last_heartbeat_ms = 0;
-    } else if (!leader && s->was_leader)
+    }
+    else if (!leader && s->was_leader)
         lessor_demote(s->leases);
     s->was_leader = leader;
     if (lead != RAFT_NONE && !s->published)
@@ -1297,9 +1299,8 @@ static void heartbeat_sent(struct server *s, uint64_t to)
         s->peers[k].last_heartbeat_ms = now;
         if (last != 0 && now - last > 2 * hb) {
             metrics_inc(server_metrics.heartbeat_failures);
-            log_warn("raft",
-                     "leader failed to send out heartbeat on time to %016llx; took %llu "
-                     "ms (heartbeat interval %llu ms), likely held up by a slow disk",
+            log_warn("raft", "leader failed to send out heartbeat on time to %016llx; took %llu "
+                             "ms (heartbeat interval %llu ms), likely held up by a slow disk",
                      (unsigned long long)to, (unsigned long long)(now - last),
                      (unsigned long long)hb);
         }
