@@ -150,6 +150,17 @@ static int collect(const struct mvcc_kv *kv, void *arg)
     return kvlist_push(l, kv_copy(l->a, kv));
 }
 
+/* collect_keys is collect without the value: a keys_only Range over many
+ * keys copies no value into the response's memory. */
+static int collect_keys(const struct mvcc_kv *kv, void *arg)
+{
+    struct kvlist *l = arg;
+    struct mvcc_kv k = *kv;
+    k.value = NULL;
+    k.value_len = 0;
+    return kvlist_push(l, kv_copy(l->a, &k));
+}
+
 static Etcdserverpb__ResponseHeader *new_header(struct arena *a, int64_t rev)
 {
     Etcdserverpb__ResponseHeader *h = arena_alloc(a, sizeof(*h));
@@ -237,7 +248,10 @@ static int range_view(struct view *v, const Etcdserverpb__RangeRequest *r, struc
     struct mvcc_range_opts o = {.rev = r->revision, .limit = limit, .count_only = r->count_only};
     struct mvcc_range_result res = {0};
     struct kvlist l = {.a = a};
-    int rv = view_range(v, &r->key, &r->range_end, &o, collect, &l, &res);
+    /* count_only fetches nothing (mvcc); keys_only leaves the values in
+     * the store unless they are sorted on */
+    bool values = !r->keys_only || r->sort_target == ETCDSERVERPB__RANGE_REQUEST__SORT_TARGET__VALUE;
+    int rv = view_range(v, &r->key, &r->range_end, &o, values ? collect : collect_keys, &l, &res);
     if (rv != 0)
         return rv;
 

@@ -4,6 +4,7 @@
  * the rules down one by one. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -492,4 +493,50 @@ Test(apply, resumed_txn_takes_the_branch_it_took)
     cr_assert_eq(count("c", NULL), 1);
     cr_assert_eq(count("p/", "p0"), 0);
     cr_assert_eq(mvcc_rev(kv), 102);
+}
+
+/* keys_only and count_only over big values: the values are not copied into
+ * the response's memory (a Range over millions of keys would hold them
+ * all); sorted on the value, keys_only still sorts by it. */
+Test(apply, keys_only_and_count_only_copy_no_values)
+{
+    static char big[64 * 1024];
+    memset(big, 'v', sizeof(big) - 1);
+    char k[16];
+    for (int i = 0; i < 200; i++) {
+        snprintf(k, sizeof(k), "big/%03d", i);
+        big[0] = (char)('a' + i % 26);
+        put(k, big);
+    }
+    Etcdserverpb__RangeRequest r = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    r.key = B("big/");
+    r.range_end = B("big0");
+    int err;
+    for (int mode = 0; mode < 3; mode++) {
+        r.keys_only = mode == 0;
+        r.count_only = mode == 1;
+        arena_free(&ar);
+        struct mallinfo2 m0 = mallinfo2();
+        Etcdserverpb__RangeResponse *resp = range(&r, &err);
+        struct mallinfo2 m1 = mallinfo2();
+        cr_assert_eq(err, 0);
+        cr_assert_eq(resp->count, 200);
+        size_t grew = m1.uordblks + m1.hblkhd - m0.uordblks - m0.hblkhd;
+        if (mode < 2) {
+            cr_assert_eq(resp->n_kvs, mode == 0 ? 200u : 0u);
+            cr_assert_lt(grew, 1u << 20, "mode %d: %zu bytes for 200 keys", mode, grew);
+        } else {
+            cr_assert_gt(grew, 200u * sizeof(big) - 200, "with values: %zu bytes", grew);
+        }
+    }
+    r.keys_only = true;
+    r.count_only = false;
+    r.sort_target = ETCDSERVERPB__RANGE_REQUEST__SORT_TARGET__VALUE;
+    r.sort_order = ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__DESCEND;
+    Etcdserverpb__RangeResponse *resp = range(&r, &err);
+    cr_assert_eq(err, 0);
+    cr_assert_eq(resp->n_kvs, 200);
+    cr_assert(resp->kvs[0]->key.len == 7 && memcmp(resp->kvs[0]->key.data, "big/025", 7) == 0,
+              "z sorts first");
+    cr_assert_eq(resp->kvs[0]->value.len, 0);
 }
