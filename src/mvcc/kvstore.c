@@ -273,7 +273,8 @@ static int record_key(const MDB_val *d, const uint8_t **key, size_t *klen)
 /* One stretch of the key database, [from, to) in main revisions, loaded
  * by one thread. */
 struct scan_part {
-    mvcc_store *s;
+    MDB_env *env;
+    MDB_dbi kdb;
     int64_t from, to;
     struct kindex_loader ld;
     int64_t last;
@@ -285,17 +286,17 @@ struct scan_part {
 static void *scan_part_run(void *arg)
 {
     struct scan_part *p = arg;
-    mvcc_store *s = p->s;
     MDB_txn *txn;
-    int rv = backend_read_begin(s->be, &txn);
-    if (rv != 0) {
-        p->rv = rv;
+    int rv = 0;
+    int rc = mdb_txn_begin(p->env, NULL, MDB_RDONLY, &txn);
+    if (rc != 0) {
+        p->rv = backend_err(rc);
         return NULL;
     }
     MDB_cursor *cur;
-    int rc = mdb_cursor_open(txn, s->kdb, &cur);
+    rc = mdb_cursor_open(txn, p->kdb, &cur);
     if (rc != 0) {
-        backend_read_end(txn);
+        mdb_txn_abort(txn);
         p->rv = backend_err(rc);
         return NULL;
     }
@@ -347,7 +348,7 @@ static void *scan_part_run(void *arg)
     if (rv == 0 && rc != MDB_NOTFOUND)
         rv = backend_err(rc);
     mdb_cursor_close(cur);
-    backend_read_end(txn);
+    mdb_txn_abort(txn);
     p->rv = rv;
     return NULL;
 }
@@ -377,31 +378,34 @@ static int rebuild_threads(size_t records)
     return n < 1 ? 1 : n;
 }
 
-/* rebuild_index makes the key index from every record: the key database is
- * cut into stretches of revisions, each loaded by a thread in one
- * sequential pass (kindex_load_*), and the loaders merged in order. */
-static int rebuild_index(mvcc_store *s)
+/* rebuild_index makes the key index |ix| from every record of the key
+ * database |kdb| of |env|: the key database is cut into stretches of
+ * revisions, each loaded by a thread in one sequential pass (kindex_load_*),
+ * and the loaders merged in order. *|top| gets the last main revision (left
+ * alone when there is no record). Any thread may run it. */
+static int rebuild_index(MDB_env *env, MDB_dbi kdb, struct kindex *ix, int64_t *top_out)
 {
     uint64_t t0 = now_ns();
     MDB_txn *txn;
-    int rv = backend_read_begin(s->be, &txn);
-    if (rv != 0)
-        return rv;
+    int rv = 0;
+    int rc0 = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn);
+    if (rc0 != 0)
+        return backend_err(rc0);
     MDB_stat st;
     MDB_cursor *cur = NULL;
     MDB_val k, d;
     int64_t first = 0, last = 0, sub;
     bool tomb;
-    int rc = mdb_stat(txn, s->kdb, &st);
+    int rc = mdb_stat(txn, kdb, &st);
     if (rc == 0)
-        rc = mdb_cursor_open(txn, s->kdb, &cur);
+        rc = mdb_cursor_open(txn, kdb, &cur);
     if (rc == 0 && (rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST)) == 0)
         rv = mvcc_revkey_parse(k.mv_data, k.mv_size, &first, &sub, &tomb);
     if (rc == 0 && rv == 0 && (rc = mdb_cursor_get(cur, &k, &d, MDB_LAST)) == 0)
         rv = mvcc_revkey_parse(k.mv_data, k.mv_size, &last, &sub, &tomb);
     if (cur != NULL)
         mdb_cursor_close(cur);
-    backend_read_end(txn);
+    mdb_txn_abort(txn);
     if (rc == MDB_NOTFOUND)
         return 0; /* no record: an empty index */
     if (rc != 0)
@@ -415,7 +419,8 @@ static int rebuild_index(mvcc_store *s)
     struct scan_part parts[REBUILD_MAX_THREADS];
     memset(parts, 0, sizeof(parts));
     for (int i = 0; i < n; i++) {
-        parts[i].s = s;
+        parts[i].env = env;
+        parts[i].kdb = kdb;
         parts[i].from = first + (last - first + 1) * i / n;
         parts[i].to = i + 1 < n ? first + (last - first + 1) * (i + 1) / n : INT64_MAX;
         kindex_load_begin(&parts[i].ld);
@@ -448,7 +453,7 @@ static int rebuild_index(mvcc_store *s)
     }
     size_t nkeys = parts[0].ld.n;
     if (rv == 0)
-        rv = kindex_load_finish(&parts[0].ld, &s->ix);
+        rv = kindex_load_finish(&parts[0].ld, ix);
     for (int i = 0; i < n; i++)
         kindex_load_abort(&parts[i].ld); /* what a failure left; nothing otherwise */
     if (rv != 0)
@@ -459,8 +464,7 @@ static int rebuild_index(mvcc_store *s)
              "merge, sort and build %.2f s)",
              nkeys, nrecords, (double)(t_end - t0) / 1e9, n, n == 1 ? "" : "s",
              (double)(t_scan - t0) / 1e9, (double)(t_end - t_scan) / 1e9);
-    if (top > s->rev)
-        s->rev = top;
+    *top_out = top;
 #ifdef __GLIBC__
     /* the loaders' tables and the entries' trimmed tails are free now: hand
      * the memory back (without this the member keeps ~2x the index) */
@@ -470,7 +474,17 @@ static int rebuild_index(mvcc_store *s)
 }
 
 /* load builds the in-memory state (index, revisions) from the last commit. */
-static int load(mvcc_store *s)
+/* An index built off the loop from a database file before it replaces the
+ * store's (mvcc_prepare_file). */
+struct mvcc_prepared {
+    struct kindex ix;
+    int64_t top;
+};
+
+/* load_from builds the in-memory state (index, revisions) from the last
+ * commit, taking the index from |prep| instead of rebuilding it when given
+ * (then |prep| is consumed). */
+static int load_from(mvcc_store *s, mvcc_prepared *prep)
 {
     s->rev = 1;
     s->compact_rev = -1; /* never compacted, as etcd's compactMainRev */
@@ -480,9 +494,13 @@ static int load(mvcc_store *s)
     s->compact_pos_sub = 0;
     buf_reset(&s->compact_next);
     memset(&s->cstats, 0, sizeof(s->cstats));
-    int rv = kindex_init(&s->ix);
-    if (rv != 0)
+    int rv = 0;
+    if (prep != NULL) {
+        s->ix = prep->ix;
+        memset(&prep->ix, 0, sizeof(prep->ix));
+    } else if ((rv = kindex_init(&s->ix)) != 0) {
         return rv;
+    }
     uint64_t fin = 0, sched = 0;
     MDB_txn *txn;
     rv = backend_read_begin(s->be, &txn);
@@ -500,7 +518,7 @@ static int load(mvcc_store *s)
     if (rv == 0 || rv == -ENOENT)
         rv = backend_meta_get(s->be, txn, META_PROGRESS_SUB, &pos_sub);
     uint64_t step_rev = 0;
-    int64_t last_main = 0, last_sub = -1;
+    int64_t last_main = 0, last_sub = -1, top = 0;
     if (rv == 0 || rv == -ENOENT)
         rv = backend_meta_get(s->be, txn, META_STEP_REV, &step_rev);
     if (rv == 0 && step_rev != 0) {
@@ -522,7 +540,11 @@ static int load(mvcc_store *s)
     if (rv == -ENOENT)
         rv = 0;
     if (rv == 0)
-        rv = rebuild_index(s);
+        rv = prep != NULL ? 0 : rebuild_index(backend_env(s->be), s->kdb, &s->ix, &top);
+    if (prep != NULL)
+        top = prep->top;
+    if (top > s->rev)
+        s->rev = top;
     if (rv != 0)
         return rv;
     if (compacted)
@@ -570,6 +592,76 @@ static int load(mvcc_store *s)
     s->committed_rev = s->rev;
     publish(s);
     return 0;
+}
+
+static int load(mvcc_store *s)
+{
+    return load_from(s, NULL);
+}
+
+int mvcc_prepare_file(const char *path, mvcc_prepared **out)
+{
+    *out = NULL;
+    mvcc_prepared *p = calloc(1, sizeof(*p));
+    if (p == NULL)
+        return -ENOMEM;
+    MDB_env *env = NULL;
+    MDB_txn *txn = NULL;
+    MDB_dbi kdb = 0;
+    int rc = mdb_env_create(&env);
+    if (rc == 0)
+        rc = mdb_env_set_maxdbs(env, 16);
+    if (rc == 0)
+        rc = mdb_env_open(env, path, MDB_NOSUBDIR | MDB_RDONLY | MDB_NOLOCK, 0644);
+    if (rc == 0)
+        rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn);
+    bool nokey = false;
+    if (rc == 0) {
+        rc = mdb_dbi_open(txn, "key", 0, &kdb);
+        nokey = rc == MDB_NOTFOUND; /* a store without a key database yet */
+        if (nokey)
+            rc = 0;
+    }
+    if (txn != NULL) {
+        /* committed, not aborted: an aborted txn closes the handle */
+        int rc2 = mdb_txn_commit(txn);
+        if (rc == 0)
+            rc = rc2;
+    }
+    int rv = rc == 0 ? kindex_init(&p->ix) : backend_err(rc);
+    if (rv == 0 && !nokey)
+        rv = rebuild_index(env, kdb, &p->ix, &p->top);
+    if (env != NULL)
+        mdb_env_close(env);
+    if (rv != 0) {
+        int lrc = rc != 0 ? rc : backend_last_rc();
+        log_error("mvcc", "cannot index the database %s: %s (LMDB: %s)", path, q_strerror(rv),
+                  lrc != 0 ? mdb_strerror(lrc) : "none");
+        mvcc_prepared_free(p);
+        return rv;
+    }
+    *out = p;
+    return 0;
+}
+
+void mvcc_prepared_free(mvcc_prepared *p)
+{
+    if (p == NULL)
+        return;
+    kindex_free(&p->ix);
+    free(p);
+}
+
+int mvcc_reload_prepared(mvcc_store *s, mvcc_prepared *p)
+{
+    wlock(s);
+    mvcc_release_reads(s);
+    kindex_free(&s->ix);
+    memset(&s->ix, 0, sizeof(s->ix));
+    int rv = load_from(s, p);
+    wunlock(s);
+    mvcc_prepared_free(p);
+    return rv;
 }
 
 int mvcc_open(backend *be, mvcc_store **out)

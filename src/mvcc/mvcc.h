@@ -132,6 +132,20 @@ void mvcc_close(mvcc_store *s);
  * was replaced by another member's snapshot. No batch or read may be open.
  * Errors: as mvcc_open (then the store is unusable: close it). */
 int mvcc_reload(mvcc_store *s);
+
+/* Installing another member's database without rebuilding the index on the
+ * owner's thread: mvcc_prepare_file builds, on any thread, the key index of
+ * the database file |path| (opened read-only, not by any backend; nothing
+ * may write it meanwhile), while the store keeps serving from its own
+ * file. Once the backend's file was replaced by that one,
+ * mvcc_reload_prepared is mvcc_reload with that index (it only reads the
+ * meta marks): the owner's part takes no time in proportion to the store.
+ * |p| is consumed either way; mvcc_prepared_free drops one not used.
+ * Errors: -ENOMEM, QERR_STORAGE, QERR_CORRUPT (as mvcc_open). */
+typedef struct mvcc_prepared mvcc_prepared;
+int mvcc_prepare_file(const char *path, mvcc_prepared **out);
+int mvcc_reload_prepared(mvcc_store *s, mvcc_prepared *p);
+void mvcc_prepared_free(mvcc_prepared *p);
 /* mvcc_release_reads frees the ended read txns the store keeps for reuse,
  * its own and other threads', before the backend's environment is
  * replaced (backend_replace_file). No read may be open. */

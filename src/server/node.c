@@ -687,31 +687,109 @@ static void on_snapshot_sent(uint64_t to, bool ok, void *arg)
     log_info("raft", "snapshot to %016llx %s", (unsigned long long)to, ok ? "sent" : "failed");
 }
 
+/* A received database is indexed on a worker (mvcc_prepare_file) before
+ * the core hears of the snapshot: the member keeps serving from its own
+ * store meanwhile, and installing it (install_snapshot) only swaps the file
+ * and the index. The leader waits for the follower's answer to the
+ * snapshot as long as it takes; one arriving while another is indexed is
+ * dropped (the leader sends again). */
+struct recv_job {
+    uv_work_t w;
+    struct server *s;
+    char path[1100];
+    struct raft_msg m;
+    struct raft_snapshot snap;
+    mvcc_prepared *prep;
+    int rv;
+    uint64_t t0;
+};
+
+static void recv_job_work(uv_work_t *w)
+{
+    struct recv_job *j = w->data;
+    j->rv = mvcc_prepare_file(j->path, &j->prep);
+}
+
+static void recv_job_done(uv_work_t *w, int status)
+{
+    (void)status;
+    struct recv_job *j = w->data;
+    struct server *s = j->s;
+    s->snap_jobs--;
+    s->recv_preparing = false;
+    if (s->node_closing != NULL || s->raft == NULL || s->removed) {
+        mvcc_prepared_free(j->prep);
+        struct node_close *nc = s->node_closing;
+        free(j);
+        if (nc != NULL)
+            node_closed_step(nc);
+        return;
+    }
+    if (j->rv != 0) {
+        log_error("raft", "cannot index the snapshot received at index %llu: %s; dropped",
+                  (unsigned long long)j->snap.index, q_strerror(j->rv));
+        unlink(j->path);
+        s->recv_path[0] = '\0';
+        free(j);
+        return;
+    }
+    log_info("raft", "indexed the snapshot received at index %llu in %.3f s",
+             (unsigned long long)j->snap.index, (double)(uv_hrtime() - j->t0) / 1e9);
+    mvcc_prepared_free(s->recv_prepared);
+    s->recv_prepared = j->prep;
+    j->m.snapshot = &j->snap;
+    if (s->persisting)
+        defer_msg(s, &j->m);
+    else
+        raft_step(s->raft, &j->m);
+    free(j);
+}
+
 static void on_snapshot(const struct raft_msg *m, const char *path, void *arg)
 {
     struct server *s = arg;
     char dir[1100], target[1100];
-    db_dir(s, dir, sizeof(dir));
-    snprintf(target, sizeof(target), "%.1000s/recv.mdb", dir);
-    if (s->raft == NULL || rename(path, target) != 0) {
-        log_error("raft", "cannot keep a received snapshot: %s", strerror(errno));
+    if (s->recv_preparing) {
+        log_warn("raft", "dropping the snapshot at index %llu from %016llx: the one before is "
+                 "still being indexed",
+                 (unsigned long long)m->snapshot->index, (unsigned long long)m->from);
         unlink(path);
         return;
     }
+    db_dir(s, dir, sizeof(dir));
+    snprintf(target, sizeof(target), "%.1000s/recv.mdb", dir);
+    struct recv_job *j = calloc(1, sizeof(*j));
+    if (s->raft == NULL || j == NULL || rename(path, target) != 0) {
+        log_error("raft", "cannot keep a received snapshot: %s", strerror(errno));
+        unlink(path);
+        free(j);
+        return;
+    }
+    mvcc_prepared_free(s->recv_prepared); /* of a file just replaced */
+    s->recv_prepared = NULL;
     snprintf(s->recv_path, sizeof(s->recv_path), "%s", target);
     s->recv_index = m->snapshot->index;
     s->recv_term = m->snapshot->term;
     log_info("raft", "received a snapshot at index %llu from %016llx",
              (unsigned long long)m->snapshot->index, (unsigned long long)m->from);
-    struct raft_snapshot snap = *m->snapshot;
-    snap.data = NULL;
-    snap.len = 0;
-    struct raft_msg mm = *m;
-    mm.snapshot = &snap;
-    if (s->persisting)
-        defer_msg(s, &mm);
-    else
-        raft_step(s->raft, &mm);
+    j->s = s;
+    snprintf(j->path, sizeof(j->path), "%s", target);
+    j->snap = *m->snapshot;
+    j->snap.data = NULL;
+    j->snap.len = 0;
+    j->m = *m;
+    j->m.snapshot = NULL;
+    j->t0 = uv_hrtime();
+    j->w.data = j;
+    if (uv_queue_work(s->loop, &j->w, recv_job_work, recv_job_done) != 0) {
+        log_error("raft", "cannot index a received snapshot; dropped");
+        unlink(target);
+        s->recv_path[0] = '\0';
+        free(j);
+        return;
+    }
+    s->recv_preparing = true;
+    s->snap_jobs++;
 }
 
 /* install_snapshot swaps the database for the received copy and reloads
@@ -744,6 +822,8 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
                  (unsigned long long)s->applied_index);
         unlink(s->recv_path);
         s->recv_path[0] = '\0';
+        mvcc_prepared_free(s->recv_prepared);
+        s->recv_prepared = NULL;
         return;
     }
     server_snapshot_copies_wait();
@@ -754,7 +834,10 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
     int rv = backend_replace_file(s->be, s->recv_path);
     if (rv == 0) {
         server_close_retired(s);
-        rv = mvcc_reload(s->kv);
+        /* the index was built from this file on a worker (on_snapshot) */
+        rv = s->recv_prepared != NULL ? mvcc_reload_prepared(s->kv, s->recv_prepared)
+                                      : mvcc_reload(s->kv);
+        s->recv_prepared = NULL;
     }
     mvcc_exclusive_end(s->kv);
     if (rv == 0)
@@ -1777,6 +1860,8 @@ static void node_closed_step(struct node_close *nc)
         return;
     struct server *s = nc->s;
     buf_free(&s->deferred);
+    mvcc_prepared_free(s->recv_prepared);
+    s->recv_prepared = NULL;
     raft_free(s->raft);
     s->raft = NULL;
     wal_close(s->wal);

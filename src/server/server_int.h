@@ -237,6 +237,10 @@ struct server {
     /* a received snapshot's database file, until the core hands it back */
     char recv_path[1100];
     uint64_t recv_index, recv_term;
+    /* the received database's key index, built on a worker before the
+     * core is told of the snapshot (node.c: on_snapshot) */
+    mvcc_prepared *recv_prepared;
+    bool recv_preparing;
     /* snapshot database copies being sent, by peer */
     struct {
         uint64_t to;

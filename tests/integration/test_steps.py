@@ -7,6 +7,9 @@ many LMDB transactions.
   interest is etcd's (the steps write the records one transaction would).
 - Clients reading meanwhile (serializable and linearizable, counts of the
   prefixes a big revision changes) never see part of a revision.
+- A follower that catches up by a snapshot indexes the received database
+  on a worker before installing it (mvcc_prepare_file), and ends with the
+  leader's HashKV.
 - kill -9 between steps (a failpoint kills the member when the next step
   is about to commit, so the kill lands between steps every time), once in
   each of the three: the meta database holds quorumStepRev and a
@@ -25,6 +28,8 @@ import grpc
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import Server  # noqa: E402
 from test_compaction import meta_values  # noqa: E402
+from cluster import Cluster  # noqa: E402
+import test_cluster  # noqa: E402
 
 from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc  # noqa: E402
 
@@ -246,6 +251,34 @@ class Steps(unittest.TestCase):
             ch.close()
         finally:
             s.cleanup()
+
+    def test_snapshot_indexed_on_a_worker(self):
+        with Cluster("quorum", extra_args=QFLAGS + ["--snapshot-count", "100"]) as c:
+            lead = c.wait_leader()
+            victim, via = [i for i in range(3) if i != lead]
+            ch, kv, _, lease = stubs(c.endpoint(via))
+            load(kv, lease)  # a lease and its keys travel in the snapshot too
+            ch.close()
+            rev, hashes = test_cluster.write_while_down(c, victim, via, "s/", 2100)
+            self.assertEqual(len({h[:2] for h in hashes.values()}), 1, hashes)
+            log = test_cluster.log_since_last_start(c.members[victim])
+            got = re.search(r"indexed the snapshot received at index (\d+) in [\d.]+ s", log)
+            self.assertIsNotNone(got, "the follower did not index the snapshot aside")
+            inst = re.search(r"applied snapshot at index (\d+)", log)
+            self.assertIsNotNone(inst)
+            self.assertEqual(got.group(1), inst.group(1))
+            self.assertLess(got.start(), inst.start())
+            # the follower's lessor learnt the keys: revoking deletes them there
+            ch, kv, _, lease = stubs(c.endpoint(via))
+            revoke(lease)
+            ch.close()
+            ch, kv, _, _ = stubs(c.endpoint(victim))
+            deadline = time.monotonic() + 30
+            while count(kv, b"lease/", serializable=True)[0] != 0 and \
+                    time.monotonic() < deadline:
+                time.sleep(0.1)
+            self.assertEqual(count(kv, b"lease/", serializable=True)[0], 0)
+            ch.close()
 
 
 def wait_log(s, pattern, timeout):

@@ -319,3 +319,71 @@ Test(steps, small_txn_is_one_step)
     cr_assert_eq(meta(&st, "quorumStepRev"), (uint64_t)-1);
     st_free(&st);
 }
+
+/* A database file indexed aside (mvcc_prepare_file, as a follower does with
+ * a received snapshot while it keeps serving) and swapped in gives the
+ * store the state mvcc_reload gives: revision, reads, HashKV, compaction
+ * and a partial revision's marks. */
+Test(steps, prepared_index_equals_reload)
+{
+    struct store a, b;
+    st_make(&a);
+    st_make(&b);
+    seed(&a, 300);
+    /* a compaction under way and a partial revision travel with the file */
+    cr_assert_eq(mvcc_batch_begin(a.s), 0);
+    cr_assert_eq(mvcc_compact(a.s, 200), 0);
+    bool done;
+    cr_assert_eq(mvcc_compact_step(a.s, 10, &done), 0);
+    cr_assert_eq(mvcc_batch_commit(a.s), 0);
+    struct hook h = {.st = &a, .stop_after = 3};
+    mvcc_set_step(a.s, 7, on_step, &h);
+    int64_t d;
+    cr_assert_eq(mvcc_batch_begin(a.s), 0);
+    cr_assert_eq(big_txn(&a, &d), -EINTR);
+    st_close(&a);
+    st_open(&a);
+    uint32_t want = hash(&a);
+    int64_t want_rev = mvcc_rev(a.s), want_partial = mvcc_partial_rev(a.s);
+    cr_assert_neq(want_partial, 0);
+    cr_assert(mvcc_compacting(a.s));
+    st_close(&a);
+
+    seed(&b, 10);
+    char copy[128], src[128];
+    snprintf(src, sizeof(src), "%s/data.mdb", a.dir);
+    snprintf(copy, sizeof(copy), "%s/recv.mdb", b.dir);
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "cp %s %s", src, copy);
+    cr_assert_eq(system(cmd), 0);
+    mvcc_prepared *p;
+    cr_assert_eq(mvcc_prepare_file(copy, &p), 0);
+    /* b serves its own data meanwhile */
+    cr_assert_eq(count_live(&b, 0), 12);
+    mvcc_release_reads(b.s);
+    cr_assert_eq(backend_replace_file(b.be, copy), 0);
+    cr_assert_eq(mvcc_reload_prepared(b.s, p), 0);
+    cr_assert_eq(mvcc_rev(b.s), want_rev);
+    cr_assert_eq(mvcc_partial_rev(b.s), want_partial);
+    cr_assert(mvcc_compacting(b.s));
+    cr_assert_eq(mvcc_compact_rev(b.s), 200);
+    cr_assert_eq(hash(&b), want);
+    cr_assert_eq(count_live(&b, 0), 302);
+    /* and it goes on as the original would: the compaction, the revision */
+    cr_assert_eq(mvcc_batch_begin(b.s), 0);
+    while (mvcc_compacting(b.s))
+        cr_assert_eq(mvcc_compact_step(b.s, 50, &done), 0);
+    cr_assert_eq(big_txn(&b, &d), 0);
+    cr_assert_eq(mvcc_batch_commit(b.s), 0);
+    cr_assert_eq(count_live(&b, 0), 13);
+
+    /* a file that is not a database is refused, not crashed on */
+    snprintf(copy, sizeof(copy), "%s/junk.mdb", b.dir);
+    FILE *f = fopen(copy, "w");
+    cr_assert_not_null(f);
+    fputs("not an LMDB file, only some bytes of text", f);
+    fclose(f);
+    cr_assert_neq(mvcc_prepare_file(copy, &p), 0);
+    st_free(&a);
+    st_free(&b);
+}
