@@ -89,6 +89,10 @@ struct mvcc_store {
     int64_t partial_rev;  /* left partial by a restart: resumed by the next txn */
     uint32_t partial_sub; /* its changes in LMDB */
     int sticky_err;       /* a failure mvcc_txn_end could not return */
+    /* lease bindings gathered by mvcc_prepare_file, for the next
+     * mvcc_live_leases after mvcc_reload_prepared */
+    struct buf prep_leases;
+    bool prep_leases_valid;
     mvcc_observer_fn obs;
     void *obs_arg;
     struct buf enc;  /* the kv being written */
@@ -474,11 +478,19 @@ static int rebuild_index(MDB_env *env, MDB_dbi kdb, struct kindex *ix, int64_t *
 }
 
 /* load builds the in-memory state (index, revisions) from the last commit. */
+static int scan_live_leases(MDB_txn *txn, MDB_dbi kdb, const struct kindex *ix, int64_t at_rev,
+                            mvcc_lease_fn fn, void *arg);
+
 /* An index built off the loop from a database file before it replaces the
  * store's (mvcc_prepare_file). */
 struct mvcc_prepared {
     struct kindex ix;
     int64_t top;
+    /* the live keys bound to leases (mvcc_live_leases), when the file has
+     * a lease: records of lease (8), key length (4), key */
+    struct buf leases;
+    bool leases_valid;
+    int err;
 };
 
 /* load_from builds the in-memory state (index, revisions) from the last
@@ -599,6 +611,18 @@ static int load(mvcc_store *s)
     return load_from(s, NULL);
 }
 
+static void gather_lease(const uint8_t *key, size_t key_len, int64_t lease, void *arg)
+{
+    mvcc_prepared *p = arg;
+    uint32_t klen = (uint32_t)key_len;
+    if (p->err == 0)
+        p->err = buf_append(&p->leases, &lease, 8);
+    if (p->err == 0)
+        p->err = buf_append(&p->leases, &klen, 4);
+    if (p->err == 0)
+        p->err = buf_append(&p->leases, key, key_len);
+}
+
 int mvcc_prepare_file(const char *path, mvcc_prepared **out)
 {
     *out = NULL;
@@ -631,6 +655,22 @@ int mvcc_prepare_file(const char *path, mvcc_prepared **out)
     int rv = rc == 0 ? kindex_init(&p->ix) : backend_err(rc);
     if (rv == 0 && !nokey)
         rv = rebuild_index(env, kdb, &p->ix, &p->top);
+    /* the lessor's pass over the file too, when a lease exists */
+    MDB_dbi ldb;
+    MDB_stat lst;
+    if (rv == 0 && !nokey && (rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn)) == 0) {
+        /* (without a lease the server asks for no binding: no pass) */
+        if (mdb_dbi_open(txn, "lease", 0, &ldb) == 0 && mdb_stat(txn, ldb, &lst) == 0 &&
+            lst.ms_entries > 0) {
+            rv = scan_live_leases(txn, kdb, &p->ix, INT64_MAX, gather_lease, p);
+            if (rv == 0)
+                rv = p->err;
+            p->leases_valid = rv == 0;
+        }
+        mdb_txn_abort(txn);
+    } else if (rv == 0 && !nokey) {
+        rv = backend_err(rc);
+    }
     if (env != NULL)
         mdb_env_close(env);
     if (rv != 0) {
@@ -649,6 +689,7 @@ void mvcc_prepared_free(mvcc_prepared *p)
     if (p == NULL)
         return;
     kindex_free(&p->ix);
+    buf_free(&p->leases);
     free(p);
 }
 
@@ -659,6 +700,10 @@ int mvcc_reload_prepared(mvcc_store *s, mvcc_prepared *p)
     kindex_free(&s->ix);
     memset(&s->ix, 0, sizeof(s->ix));
     int rv = load_from(s, p);
+    buf_free(&s->prep_leases);
+    s->prep_leases = p->leases;
+    s->prep_leases_valid = rv == 0 && p->leases_valid;
+    memset(&p->leases, 0, sizeof(p->leases));
     wunlock(s);
     mvcc_prepared_free(p);
     return rv;
@@ -684,6 +729,8 @@ int mvcc_open(backend *be, mvcc_store **out)
 
 int mvcc_reload(mvcc_store *s)
 {
+    buf_free(&s->prep_leases);
+    s->prep_leases_valid = false;
     wlock(s);
     mvcc_release_reads(s);
     kindex_free(&s->ix);
@@ -719,6 +766,7 @@ void mvcc_close(mvcc_store *s)
     buf_free(&s->prev);
     buf_free(&s->aux);
     buf_free(&s->compact_next);
+    buf_free(&s->prep_leases);
     free(s);
 }
 
@@ -892,6 +940,10 @@ int mvcc_txn_begin(mvcc_store *s, mvcc_txn **out)
     *out = NULL;
     if (backend_batch_txn(s->be) == NULL || s->txn.open)
         return -EBUSY;
+    if (s->prep_leases_valid) { /* a write makes them stale */
+        buf_free(&s->prep_leases);
+        s->prep_leases_valid = false;
+    }
     wlock(s); /* until mvcc_txn_end: the txn changes the index */
     s->txn.begin_rev = s->rev;
     s->txn.changes = 0;
@@ -1338,18 +1390,16 @@ int mvcc_read_history(mvcc_read *r, int64_t from, int64_t to, mvcc_history_fn fn
     return rv;
 }
 
-int mvcc_live_leases(mvcc_store *s, mvcc_lease_fn fn, void *arg)
+/* scan_live_leases is mvcc_live_leases's pass over the key database |kdb|
+ * in |txn|, with the index |ix| read at |at|. */
+static int scan_live_leases(MDB_txn *txn, MDB_dbi kdb, const struct kindex *ix, int64_t at_rev,
+                            mvcc_lease_fn fn, void *arg)
 {
-    MDB_txn *txn;
-    int rv = backend_read_begin(s->be, &txn);
-    if (rv != 0)
-        return rv;
+    int rv = 0;
     MDB_cursor *cur;
-    int rc = mdb_cursor_open(txn, s->kdb, &cur);
-    if (rc != 0) {
-        backend_read_end(txn);
+    int rc = mdb_cursor_open(txn, kdb, &cur);
+    if (rc != 0)
         return backend_err(rc);
-    }
     MDB_val k, d;
     for (rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST); rc == 0;
          rc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
@@ -1362,17 +1412,44 @@ int mvcc_live_leases(mvcc_store *s, mvcc_lease_fn fn, void *arg)
         if (tomb || kv.lease == 0)
             continue;
         /* bound to a lease: is this the key's current revision? */
-        struct kindex_entry *e = kindex_get(&s->ix, kv.key, kv.key_len);
-        /* a partial revision's keys too: its entry resumes it, and a put
-         * it made is not made again (mvcc.h) */
-        const struct kindex_rev *at =
-            e != NULL ? kentry_at(e, s->partial_rev ? s->partial_rev : s->committed_rev) : NULL;
+        struct kindex_entry *e = kindex_get(ix, kv.key, kv.key_len);
+        const struct kindex_rev *at = e != NULL ? kentry_at(e, at_rev) : NULL;
         if (at != NULL && !at->tomb && at->main == main && (int64_t)at->sub == sub)
             fn(kv.key, kv.key_len, kv.lease, arg);
     }
     if (rv == 0 && rc != MDB_NOTFOUND)
         rv = backend_err(rc);
     mdb_cursor_close(cur);
+    return rv;
+}
+
+int mvcc_live_leases(mvcc_store *s, mvcc_lease_fn fn, void *arg)
+{
+    if (s->prep_leases_valid) {
+        /* gathered on the worker that indexed the file (mvcc_prepare_file) */
+        const uint8_t *p = s->prep_leases.data, *end = p + s->prep_leases.len;
+        while (p + 12 <= end) {
+            int64_t lease;
+            uint32_t klen;
+            memcpy(&lease, p, 8);
+            memcpy(&klen, p + 8, 4);
+            if (klen > (size_t)(end - p) - 12)
+                break; /* never: the records are ours */
+            fn(p + 12, klen, lease, arg);
+            p += 12 + klen;
+        }
+        buf_free(&s->prep_leases);
+        s->prep_leases_valid = false;
+        return 0;
+    }
+    MDB_txn *txn;
+    int rv = backend_read_begin(s->be, &txn);
+    if (rv != 0)
+        return rv;
+    /* a partial revision's keys too: its entry resumes it, and a put it
+     * made is not made again (mvcc.h) */
+    rv = scan_live_leases(txn, s->kdb, &s->ix, s->partial_rev ? s->partial_rev : s->committed_rev,
+                          fn, arg);
     backend_read_end(txn);
     return rv;
 }

@@ -336,6 +336,11 @@ Test(steps, prepared_index_equals_reload)
     bool done;
     cr_assert_eq(mvcc_compact_step(a.s, 10, &done), 0);
     cr_assert_eq(mvcc_batch_commit(a.s), 0);
+    /* a lease record, so the worker gathers the bindings too */
+    cr_assert_eq(mvcc_batch_begin(a.s), 0);
+    MDB_val lk = {8, "lease005"}, lv = {3, "rec"};
+    cr_assert_eq(backend_put(a.be, backend_batch_txn(a.be), BACKEND_DB_LEASE, &lk, &lv, 0), 0);
+    cr_assert_eq(mvcc_batch_commit(a.s), 0);
     struct hook h = {.st = &a, .stop_after = 3};
     mvcc_set_step(a.s, 7, on_step, &h);
     int64_t d;
@@ -343,6 +348,9 @@ Test(steps, prepared_index_equals_reload)
     cr_assert_eq(big_txn(&a, &d), -EINTR);
     st_close(&a);
     st_open(&a);
+    struct lease_seen want_ls = {0};
+    cr_assert_eq(mvcc_live_leases(a.s, seen_lease, &want_ls), 0);
+    cr_assert_eq(want_ls.n, 5, "p/00050 .. p/00250: p/00000 went in the partial revision");
     uint32_t want = hash(&a);
     int64_t want_rev = mvcc_rev(a.s), want_partial = mvcc_partial_rev(a.s);
     cr_assert_neq(want_partial, 0);
@@ -369,6 +377,12 @@ Test(steps, prepared_index_equals_reload)
     cr_assert_eq(mvcc_compact_rev(b.s), 200);
     cr_assert_eq(hash(&b), want);
     cr_assert_eq(count_live(&b, 0), 302);
+    struct lease_seen ls = {0};
+    cr_assert_eq(mvcc_live_leases(b.s, seen_lease, &ls), 0);
+    cr_assert_eq(ls.n, want_ls.n, "the bindings gathered aside");
+    memset(&ls, 0, sizeof(ls));
+    cr_assert_eq(mvcc_live_leases(b.s, seen_lease, &ls), 0);
+    cr_assert_eq(ls.n, want_ls.n, "and again from the file");
     /* and it goes on as the original would: the compaction, the revision */
     cr_assert_eq(mvcc_batch_begin(b.s), 0);
     while (mvcc_compacting(b.s))
