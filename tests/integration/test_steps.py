@@ -17,6 +17,7 @@ many LMDB transactions.
   entry, finishes it, and HashKV is still etcd's.
 """
 import os
+import queue
 import re
 import sys
 import threading
@@ -31,7 +32,7 @@ from test_compaction import meta_values  # noqa: E402
 from cluster import Cluster  # noqa: E402
 import test_cluster  # noqa: E402
 
-from etcd3.etcdrpc import rpc_pb2, rpc_pb2_grpc  # noqa: E402
+from etcd3.etcdrpc import kv_pb2, rpc_pb2, rpc_pb2_grpc  # noqa: E402
 
 BIG = 3000     # keys under big/, deleted by one DeleteRange
 TXN = 1000     # puts in one Txn under txn/
@@ -121,6 +122,51 @@ def run_reference():
         return out
 
 
+class Watcher:
+    """A watch on |prefix| from |start| (0: from now) in a thread of its
+    own, collecting (type, key, mod_revision) until |want| events came."""
+
+    def __init__(self, endpoint, prefix, start, want):
+        self.events = []
+        self.want = want
+        self.ch = grpc.insecure_channel(endpoint)
+        self.created = threading.Event()
+        self.done = threading.Event()
+        self.reqs = queue.Queue()
+        self.reqs.put(rpc_pb2.WatchRequest(create_request=rpc_pb2.WatchCreateRequest(
+            key=prefix, range_end=prefix_end(prefix), start_revision=start)))
+        self.t = threading.Thread(target=self.run)
+        self.t.start()
+        self.created.wait(30)
+
+    def requests(self):
+        while True:
+            r = self.reqs.get()
+            if r is None:
+                return
+            yield r
+
+    def run(self):
+        try:
+            for resp in rpc_pb2_grpc.WatchStub(self.ch).Watch(self.requests(), timeout=120):
+                if resp.created:
+                    self.created.set()
+                for e in resp.events:
+                    self.events.append((e.type, e.kv.key, e.kv.mod_revision))
+                if len(self.events) >= self.want:
+                    break
+        except grpc.RpcError:
+            pass
+        self.done.set()
+
+    def wait(self, timeout=60):
+        self.done.wait(timeout)
+        self.reqs.put(None)
+        self.ch.close()
+        self.t.join(30)
+        return self.events
+
+
 class Readers:
     """Threads reading the counts of the prefixes the big revisions change,
     each count checked against the whole-revision values: a read sees a
@@ -168,6 +214,7 @@ class Steps(unittest.TestCase):
         with Server("quorum", extra_args=QFLAGS) as s:
             ch, kv, mt, lease = stubs(s.endpoint)
             load(kv, lease)
+            w = Watcher(s.endpoint, b"big/", 0, BIG)
             with Readers(s.endpoint) as rd:
                 r = big_txn(kv)
                 self.assertTrue(r.succeeded)
@@ -194,6 +241,11 @@ class Steps(unittest.TestCase):
             self.assertEqual(count(kv, b"big/", revs[3])[0], 0)
             self.assertEqual(count(kv, b"failed")[0], 0)
             self.assertEqual(hashes(mt, revs + [0]), self.want["hashes"])
+            # the watcher got the DeleteRange's events, all of its revision
+            ev = w.wait()
+            self.assertEqual(len(ev), BIG)
+            self.assertEqual({(t, r) for t, _, r in ev}, {(kv_pb2.Event.DELETE, revs[3])})
+            self.assertEqual([k for _, k, _ in ev], [b"big/%05d" % j for j in range(BIG)])
             ch.close()
 
     def test_kill_between_steps_resumes(self):
@@ -236,6 +288,10 @@ class Steps(unittest.TestCase):
                 self.assertEqual(current(kv), rev)
                 self.assertEqual(hashes(mt, [rev]), [h for h in self.want["hashes"]
                                                      if h[0] == rev])
+                if kind == "DeleteRangeRequest":  # its events, from the history
+                    ev = Watcher(s.endpoint, b"big/", rev, BIG).wait()
+                    self.assertEqual(len(ev), BIG)
+                    self.assertEqual({r for _, _, r in ev}, {rev})
                 ch.close()
                 s.stop()
                 self.assertNotIn("quorumStepRev", meta_values(s.data_dir))
