@@ -12,6 +12,7 @@
 #include "backend/backend.h"
 #include "base/err.h"
 #include "mvcc/mvcc.h"
+#include "mvcc/mvcc_int.h"
 #include "tmpdir.h"
 
 #define S(x) (const uint8_t *)(x), strlen(x)
@@ -365,7 +366,9 @@ Test(steps, prepared_index_equals_reload)
     snprintf(cmd, sizeof(cmd), "cp %s %s", src, copy);
     cr_assert_eq(system(cmd), 0);
     mvcc_prepared *p;
+    mvcc_set_rebuild_threads(3); /* the worker's rebuild is threaded too */
     cr_assert_eq(mvcc_prepare_file(copy, &p), 0);
+    mvcc_set_rebuild_threads(0);
     /* b serves its own data meanwhile */
     cr_assert_eq(count_live(&b, 0), 12);
     mvcc_release_reads(b.s);
