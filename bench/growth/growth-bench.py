@@ -284,29 +284,31 @@ def run_kind(kind, a):
         r["disk after defrag (MB)"] = disk_bytes(srv.data_dir) / 1e6
 
         if not a.skip_big:
-            print("[%s] compacting to the current revision, killed a second in" % kind,
+            print("[%s] compacting to the current revision, killed %.2f s in" % (kind, a.kill_after),
                   flush=True)
             top = current_rev(srv)
             kill_during(srv, lambda: kv.Compact(rpc_pb2.CompactionRequest(
-                revision=top, physical=True), timeout=7200), 1.0)
+                revision=top, physical=True), timeout=7200), a.kill_after)
             t0 = time.monotonic()
             start_until_read(srv, 1800)
-            done = (r"compacted at revision %d" % top if kind == "quorum"
-                    else r"finished scheduled compaction.*%d" % top)
+            # both log etcd's line (quorum's fields: compact-revision,
+            # removed-revisions, steps, longest-step)
+            done = r"finished scheduled compaction.*%d" % top
             wait_log(srv, done, 3600)
             r["full compact, restart to finished (s)"] = time.monotonic() - t0
             if kind == "quorum":
-                m = re.search(r"compacted at revision %d: (\d+) revisions dropped in (\d+) steps"
+                m = re.search(r"finished scheduled compaction .*\"compact-revision\": %d, .*"
+                              r"\"removed-revisions\": (\d+), \"steps\": (\d+)"
                               % top, srv.log_tail(200000))
                 if m:
                     r["full compact: revisions dropped"] = int(m.group(1))
                     r["full compact: steps"] = int(m.group(2))
-            print("[%s] deleting every key, killed a second in" % kind, flush=True)
+            print("[%s] deleting every key, killed %.2f s in" % (kind, a.kill_after), flush=True)
             kv = kv_stub(srv)
             before = len(srv.log_tail(10 ** 9))
             r["delete every key: finished before the kill"] = int(kill_during(
                 srv, lambda: kv.DeleteRange(rpc_pb2.DeleteRangeRequest(
-                    key=b"\0", range_end=b"\0"), timeout=7200), 1.0))
+                    key=b"\0", range_end=b"\0"), timeout=7200), a.kill_after))
             t0 = time.monotonic()
             r["delete every key, restart to answered (s)"] = start_until_read(srv, 1800)
             if kind == "quorum":
@@ -397,6 +399,9 @@ def main():
     ap.add_argument("--reads", type=int, default=200000)
     ap.add_argument("--kinds", default="quorum,etcd")
     ap.add_argument("--skip-big", action="store_true", help="leave out the kill -9 cases")
+    ap.add_argument("--kill-after", type=float, default=1.0,
+                    help="seconds into the big requests when the member is killed (less at "
+                    "reduced sizes, so that the kill lands in the middle)")
     ap.add_argument("--apply-step-limit", type=int, default=0,
                     help="quorum's --experimental-apply-step-limit (default: its own, 100000)")
     ap.add_argument("--cluster", action="store_true",
