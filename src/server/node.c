@@ -813,7 +813,11 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
         recv_ci < s->applied_index && s->applied_index >= snap->index) {
         int srv = backend_sync(s->be);
         if (srv != 0) {
-            log_error("raft", "syncing the database failed: %s", q_strerror(srv));
+            int lrc = backend_last_rc();
+            log_error("raft", "syncing the database before the snapshot at %llu failed: %s "
+                      "(LMDB: %s)",
+                      (unsigned long long)snap->index, q_strerror(srv),
+                      lrc ? mdb_strerror(lrc) : "none");
             abort();
         }
         log_info("raft", "snapshot at index %llu: the received database (index %llu) is behind "
@@ -850,8 +854,10 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
     if (rv == 0)
         rv = backend_meta_get(s->be, NULL, "consistent_index", &ci);
     if (rv != 0) {
-        log_error("raft", "installing the snapshot at %llu failed: %s",
-                  (unsigned long long)snap->index, q_strerror(rv));
+        int lrc = backend_last_rc();
+        log_error("raft", "installing the snapshot at %llu failed: %s (LMDB: %s)",
+                  (unsigned long long)snap->index, q_strerror(rv),
+                  lrc ? mdb_strerror(lrc) : "none");
         abort();
     }
     s->recv_path[0] = '\0';
@@ -896,8 +902,9 @@ static void maybe_compact(struct server *s)
     if (rv == 0)
         rv = wal_sync(s->wal);
     if (rv != 0) {
-        log_error("raft", "taking a snapshot at %llu failed: %s", (unsigned long long)applied,
-                  q_strerror(rv));
+        int lrc = backend_last_rc();
+        log_error("raft", "taking a snapshot at %llu failed: %s (LMDB's last error: %s)",
+                  (unsigned long long)applied, q_strerror(rv), lrc ? mdb_strerror(lrc) : "none");
         abort();
     }
     s->snap_index = applied;
