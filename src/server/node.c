@@ -737,11 +737,24 @@ static void recv_job_done(uv_work_t *w, int status)
              (unsigned long long)j->snap.index, (double)(uv_hrtime() - j->t0) / 1e9);
     mvcc_prepared_free(s->recv_prepared);
     s->recv_prepared = j->prep;
+    /* one the core has committed past (a leader that sent again while
+     * this member was indexing the first) only gets an answer: its file
+     * and index go now, not with the next snapshot */
+    bool stale = j->snap.index <= raft_get_commit(s->raft);
     j->m.snapshot = &j->snap;
     if (s->persisting)
         defer_msg(s, &j->m);
     else
         raft_step(s->raft, &j->m);
+    if (stale) {
+        log_info("raft", "the snapshot at index %llu is behind the commit index %llu; dropped",
+                 (unsigned long long)j->snap.index,
+                 (unsigned long long)raft_get_commit(s->raft));
+        mvcc_prepared_free(s->recv_prepared);
+        s->recv_prepared = NULL;
+        unlink(j->path);
+        s->recv_path[0] = '\0';
+    }
     free(j);
 }
 
