@@ -284,8 +284,8 @@ def run_kind(kind, a):
         r["disk after defrag (MB)"] = disk_bytes(srv.data_dir) / 1e6
 
         if not a.skip_big:
-            print("[%s] compacting to the current revision, killed %.2f s in" % (kind, a.kill_after),
-                  flush=True)
+            print("[%s] compacting to the current revision, killed %.2f s in"
+                  % (kind, a.kill_after), flush=True)
             top = current_rev(srv)
             kill_during(srv, lambda: kv.Compact(rpc_pb2.CompactionRequest(
                 revision=top, physical=True), timeout=7200), a.kill_after)
