@@ -188,7 +188,10 @@ int mvcc_txn_range(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_
 /* mvcc_txn_put writes |key| = |value| with |lease| (0 = none). If the key
  * exists, |prev_fn| (may be NULL) is called first with its current kv; a
  * non-zero return from it cancels the put (nothing written) and is returned.
- * Errors: -EBUSY (txn ended), QERR_EMPTY_KEY, QERR_NO_SPACE, storage errors. */
+ * Errors: -EBUSY (txn ended), QERR_EMPTY_KEY, QERR_NO_SPACE, storage errors
+ * (also of a step's commit, mvcc_set_step: the batch is then lost and the
+ * caller must stop; a restart resumes from the last committed step), the
+ * step hook's value. */
 int mvcc_txn_put(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_t *value,
                  size_t value_len, int64_t lease, mvcc_kv_fn prev_fn, void *arg);
 
@@ -197,7 +200,7 @@ int mvcc_txn_put(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_t 
  * number deleted. Deleting nothing is not an error and takes no revision.
  * A non-zero return from |fn| stops there (that key stays) and is returned;
  * keys deleted before it stay deleted. Errors: -EBUSY, QERR_NO_SPACE,
- * storage errors. */
+ * storage errors, a step's (as mvcc_txn_put). */
 int mvcc_txn_delete_range(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_t *end,
                           size_t end_len, mvcc_kv_fn fn, void *arg, int64_t *deleted);
 
