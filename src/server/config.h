@@ -68,6 +68,10 @@ struct config {
      * between compaction steps, to spread its disk writes; 0 = none, a
      * step each loop iteration */
     uint64_t compaction_sleep_ms;
+    /* --experimental-apply-step-limit (quorum only): changes one revision
+     * writes per LMDB transaction before it commits a step (mvcc.h, "Big
+     * revisions in steps"); 0 = the default, 100000 */
+    uint64_t apply_step_limit;
     /* --auto-compaction-mode (periodic | revision) and -retention, parsed as
      * etcd 3.4: a bare integer is hours (periodic) or revisions (revision),
      * else a Go duration (periodic only); 0 = off. */

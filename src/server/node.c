@@ -35,6 +35,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -700,31 +701,122 @@ static void on_snapshot_sent(uint64_t to, bool ok, void *arg)
     log_info("raft", "snapshot to %016llx %s", (unsigned long long)to, ok ? "sent" : "failed");
 }
 
+/* A received database is indexed on a worker (mvcc_prepare_file) before
+ * the core hears of the snapshot: the member keeps serving from its own
+ * store meanwhile, and installing it (install_snapshot) only swaps the file
+ * and the index. The leader waits for the follower's answer to the
+ * snapshot as long as it takes; one arriving while another is indexed is
+ * dropped (the leader sends again). */
+struct recv_job {
+    uv_work_t w;
+    struct server *s;
+    char path[1100];
+    struct raft_msg m;
+    struct raft_snapshot snap;
+    mvcc_prepared *prep;
+    int rv;
+    uint64_t t0;
+};
+
+static void recv_job_work(uv_work_t *w)
+{
+    struct recv_job *j = w->data;
+    j->rv = mvcc_prepare_file(j->path, &j->prep);
+}
+
+static void recv_job_done(uv_work_t *w, int status)
+{
+    (void)status;
+    struct recv_job *j = w->data;
+    struct server *s = j->s;
+    s->snap_jobs--;
+    s->recv_preparing = false;
+    if (s->node_closing != NULL || s->raft == NULL || s->removed) {
+        mvcc_prepared_free(j->prep);
+        struct node_close *nc = s->node_closing;
+        free(j);
+        if (nc != NULL)
+            node_closed_step(nc);
+        return;
+    }
+    if (j->rv != 0) {
+        log_error("raft", "cannot index the snapshot received at index %llu: %s; dropped",
+                  (unsigned long long)j->snap.index, q_strerror(j->rv));
+        unlink(j->path);
+        s->recv_path[0] = '\0';
+        free(j);
+        return;
+    }
+    log_info("raft", "indexed the snapshot received at index %llu in %.3f s",
+             (unsigned long long)j->snap.index, (double)(uv_hrtime() - j->t0) / 1e9);
+    mvcc_prepared_free(s->recv_prepared);
+    s->recv_prepared = j->prep;
+    /* one the core has committed past (a leader that sent again while
+     * this member was indexing the first) only gets an answer: its file
+     * and index go now, not with the next snapshot */
+    bool stale = j->snap.index <= raft_get_commit(s->raft);
+    j->m.snapshot = &j->snap;
+    if (s->persisting)
+        defer_msg(s, &j->m);
+    else
+        raft_step(s->raft, &j->m);
+    if (stale) {
+        log_info("raft", "the snapshot at index %llu is behind the commit index %llu; dropped",
+                 (unsigned long long)j->snap.index,
+                 (unsigned long long)raft_get_commit(s->raft));
+        mvcc_prepared_free(s->recv_prepared);
+        s->recv_prepared = NULL;
+        unlink(j->path);
+        s->recv_path[0] = '\0';
+    }
+    free(j);
+}
+
 static void on_snapshot(const struct raft_msg *m, const char *path, void *arg)
 {
     struct server *s = arg;
     char dir[1100], target[1100];
-    db_dir(s, dir, sizeof(dir));
-    snprintf(target, sizeof(target), "%.1000s/recv.mdb", dir);
-    if (s->raft == NULL || rename(path, target) != 0) {
-        log_error("raft", "cannot keep a received snapshot: %s", strerror(errno));
+    if (s->recv_preparing) {
+        log_warn("raft", "dropping the snapshot at index %llu from %016llx: the one before is "
+                 "still being indexed",
+                 (unsigned long long)m->snapshot->index, (unsigned long long)m->from);
         unlink(path);
         return;
     }
+    db_dir(s, dir, sizeof(dir));
+    snprintf(target, sizeof(target), "%.1000s/recv.mdb", dir);
+    struct recv_job *j = calloc(1, sizeof(*j));
+    if (s->raft == NULL || j == NULL || rename(path, target) != 0) {
+        log_error("raft", "cannot keep a received snapshot: %s", strerror(errno));
+        unlink(path);
+        free(j);
+        return;
+    }
+    mvcc_prepared_free(s->recv_prepared); /* of a file just replaced */
+    s->recv_prepared = NULL;
     snprintf(s->recv_path, sizeof(s->recv_path), "%s", target);
     s->recv_index = m->snapshot->index;
     s->recv_term = m->snapshot->term;
     log_info("raft", "received a snapshot at index %llu from %016llx",
              (unsigned long long)m->snapshot->index, (unsigned long long)m->from);
-    struct raft_snapshot snap = *m->snapshot;
-    snap.data = NULL;
-    snap.len = 0;
-    struct raft_msg mm = *m;
-    mm.snapshot = &snap;
-    if (s->persisting)
-        defer_msg(s, &mm);
-    else
-        raft_step(s->raft, &mm);
+    j->s = s;
+    snprintf(j->path, sizeof(j->path), "%s", target);
+    j->snap = *m->snapshot;
+    j->snap.data = NULL;
+    j->snap.len = 0;
+    j->m = *m;
+    j->m.snapshot = NULL;
+    j->t0 = uv_hrtime();
+    j->w.data = j;
+    if (uv_queue_work(s->loop, &j->w, recv_job_work, recv_job_done) != 0) {
+        log_error("raft", "cannot index a received snapshot; dropped");
+        unlink(target);
+        s->recv_path[0] = '\0';
+        free(j);
+        return;
+    }
+    s->recv_preparing = true;
+    s->snap_jobs++;
 }
 
 /* install_snapshot swaps the database for the received copy and reloads
@@ -748,7 +840,11 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
         recv_ci < s->applied_index && s->applied_index >= snap->index) {
         int srv = backend_sync(s->be);
         if (srv != 0) {
-            log_error("raft", "syncing the database failed: %s", q_strerror(srv));
+            int lrc = backend_last_rc();
+            log_error("raft", "syncing the database before the snapshot at %llu failed: %s "
+                      "(LMDB: %s)",
+                      (unsigned long long)snap->index, q_strerror(srv),
+                      lrc ? mdb_strerror(lrc) : "none");
             abort();
         }
         log_info("raft", "snapshot at index %llu: the received database (index %llu) is behind "
@@ -757,6 +853,8 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
                  (unsigned long long)s->applied_index);
         unlink(s->recv_path);
         s->recv_path[0] = '\0';
+        mvcc_prepared_free(s->recv_prepared);
+        s->recv_prepared = NULL;
         return;
     }
     server_snapshot_copies_wait();
@@ -767,7 +865,10 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
     int rv = backend_replace_file(s->be, s->recv_path);
     if (rv == 0) {
         server_close_retired(s);
-        rv = mvcc_reload(s->kv);
+        /* the index was built from this file on a worker (on_snapshot) */
+        rv = s->recv_prepared != NULL ? mvcc_reload_prepared(s->kv, s->recv_prepared)
+                                      : mvcc_reload(s->kv);
+        s->recv_prepared = NULL;
     }
     mvcc_exclusive_end(s->kv);
     if (rv == 0)
@@ -780,8 +881,10 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
     if (rv == 0)
         rv = backend_meta_get(s->be, NULL, "consistent_index", &ci);
     if (rv != 0) {
-        log_error("raft", "installing the snapshot at %llu failed: %s",
-                  (unsigned long long)snap->index, q_strerror(rv));
+        int lrc = backend_last_rc();
+        log_error("raft", "installing the snapshot at %llu failed: %s (LMDB: %s)",
+                  (unsigned long long)snap->index, q_strerror(rv),
+                  lrc ? mdb_strerror(lrc) : "none");
         abort();
     }
     s->recv_path[0] = '\0';
@@ -842,8 +945,9 @@ static void maybe_compact(struct server *s)
     if (rv == 0)
         rv = wal_sync(s->wal);
     if (rv != 0) {
-        log_error("raft", "taking a snapshot at %llu failed: %s", (unsigned long long)applied,
-                  q_strerror(rv));
+        int lrc = backend_last_rc();
+        log_error("raft", "taking a snapshot at %llu failed: %s (LMDB's last error: %s)",
+                  (unsigned long long)applied, q_strerror(rv), lrc ? mdb_strerror(lrc) : "none");
         abort();
     }
     s->snap_index = applied;
@@ -889,7 +993,12 @@ void server_flush(struct server *s)
     uint64_t t0 = uv_hrtime();
     int rv = mvcc_batch_commit(s->kv);
     if (rv != 0) {
-        log_error("server", "committing applied entries failed: %s; stopping", q_strerror(rv));
+        int lrc = backend_last_rc();
+        log_error("server",
+                  "committing applied entries (a batch of %llu, up to entry %llu) failed: %s "
+                  "(LMDB: %s); stopping",
+                  (unsigned long long)s->batch_entries, (unsigned long long)s->applied_index,
+                  q_strerror(rv), lrc ? mdb_strerror(lrc) : "none");
         abort(); /* memory is ahead of the disk; the restart replays the WAL */
     }
     uint64_t ms = (uv_hrtime() - t0) / 1000000;
@@ -1031,6 +1140,49 @@ void server_compact_kick(struct server *s)
         uv_idle_start(&s->compact_idle, on_compact_idle);
 }
 
+/* ---- big revisions in steps ----
+ *
+ * A revision that changes more than --experimental-apply-step-limit keys
+ * commits the batch every that many changes (mvcc.h, "Big revisions in
+ * steps"). The open batch also holds the entries applied before this one
+ * (answered already): on_apply_step records their consistent index in
+ * each step's commit, so that a restart applies this entry again (it
+ * resumes the partial revision) and none of those twice. The loop is held
+ * for the whole entry. */
+
+#define APPLY_STEP_DEFAULT 100000
+
+/* QUORUM_FAILPOINT_APPLY_STEP_KILL=N (tests): SIGKILL when the (N+1)th
+ * step of an entry is about to commit, i.e. after N steps committed: a
+ * kill -9 between steps that lands there every time. */
+static long failpoint_step_kill(void)
+{
+    static long n = -2;
+    if (n == -2) {
+        const char *e = getenv("QUORUM_FAILPOINT_APPLY_STEP_KILL");
+        n = e != NULL && *e ? strtol(e, NULL, 10) : -1;
+    }
+    return n;
+}
+
+static int on_apply_step(void *arg)
+{
+    struct server *s = arg;
+    s->applying_steps++;
+    if (s->applying_steps == 1)
+        log_info("server", "applying entry %llu (%s) in steps of %llu changes",
+                 (unsigned long long)s->applying_index, s->applying_kind,
+                 (unsigned long long)(s->cfg.apply_step_limit ? s->cfg.apply_step_limit
+                                                              : APPLY_STEP_DEFAULT));
+    long kill_after = failpoint_step_kill();
+    if (kill_after >= 0 && s->applying_steps > (uint64_t)kill_after) {
+        log_warn("server", "failpoint: killed before step %llu of entry %llu commits",
+                 (unsigned long long)s->applying_steps, (unsigned long long)s->applying_index);
+        raise(SIGKILL);
+    }
+    return backend_meta_put(s->be, "consistent_index", s->applied_index);
+}
+
 static struct entry *find_waiting(struct server *s, uint64_t seq)
 {
     for (struct entry *e = s->waiting.head; e != NULL; e = e->next)
@@ -1083,8 +1235,33 @@ static int apply_normal(struct server *s, const struct raft_entry *le, struct en
     e->index = le->index;
     e->req = req;
     e->err = 0;
+    s->applying_index = le->index;
+    s->applying_kind = desc->short_name;
+    s->applying_steps = 0;
+    int64_t partial = mvcc_partial_rev(s->kv);
+    uint64_t db_size = s->db_size;
+    if (partial != 0) {
+        log_info("server",
+                 "resuming entry %llu (%s): revision %lld has %u changes committed in steps",
+                 (unsigned long long)le->index, desc->short_name, (long long)partial,
+                 mvcc_partial_changes(s->kv));
+        /* it passed the quota check the first time (a refused entry writes
+         * nothing), at a smaller file than its own steps have left */
+        s->db_size = 0;
+    }
     uint64_t t0 = uv_hrtime();
     int rv = server_apply_entry(s, e);
+    if (partial != 0)
+        s->db_size = db_size;
+    if (rv == 0 && s->applying_steps > 0)
+        log_info("server", "applied entry %llu (%s) at revision %lld in %llu steps",
+                 (unsigned long long)le->index, desc->short_name, (long long)mvcc_rev(s->kv),
+                 (unsigned long long)s->applying_steps + 1);
+    if (rv == 0 && partial != 0 && mvcc_partial_rev(s->kv) != 0) {
+        log_error("server", "entry %llu (%s) did not resume the partial revision %lld",
+                  (unsigned long long)le->index, desc->short_name, (long long)partial);
+        rv = QERR_CORRUPT;
+    }
     /* etcd's ID: the proposer's low 16 bits over its proposal number */
     server_log_apply(s, e, get_le64(d + 2) << 48 | (get_le64(d + 10) & 0xffffffffffffull),
                      uv_hrtime() - t0);
@@ -1093,8 +1270,10 @@ static int apply_normal(struct server *s, const struct raft_entry *le, struct en
         w->physical = true;
     if (rv != 0) {
         int lrc = backend_last_rc();
-        log_error("server", "applying entry %llu (%s) failed: %s (LMDB: %s)",
-                  (unsigned long long)le->index, desc->short_name, q_strerror(rv),
+        log_error("server",
+                  "applying entry %llu (%s) failed after %llu committed steps: %s (LMDB: %s)",
+                  (unsigned long long)le->index, desc->short_name,
+                  (unsigned long long)s->applying_steps, q_strerror(rv),
                   lrc ? mdb_strerror(lrc) : "none");
     }
     protobuf_c_message_free_unpacked(req, NULL);
@@ -1120,6 +1299,9 @@ static void apply_committed(struct server *s, const struct raft_entry *ents, siz
     s->db_size = backend_size(s->be); /* the file grows only at commit */
     struct raft_membership cur = *raft_get_membership(s->raft);
     int rv = 0;
+    mvcc_set_step(s->kv, s->cfg.apply_step_limit ? s->cfg.apply_step_limit : APPLY_STEP_DEFAULT,
+                  on_apply_step, s);
+    const struct raft_entry *failed = NULL;
     if (backend_batch_txn(s->be) == NULL) {
         rv = mvcc_batch_begin(s->kv);
         s->batch_opened_ms = uv_now(s->loop);
@@ -1142,6 +1324,8 @@ static void apply_committed(struct server *s, const struct raft_entry *ents, siz
         if (rv == 0) {
             s->applied_index = le->index;
             s->batch_entries++;
+        } else {
+            failed = le;
         }
     }
     if (rv == 0)
@@ -1150,7 +1334,27 @@ static void apply_committed(struct server *s, const struct raft_entry *ents, siz
         /* The index in memory is ahead of the disk and nothing of this
          * batch was answered: stop, and let the restart replay the WAL
          * from what LMDB holds (as etcd panics on a backend failure). */
-        log_error("server", "applying a batch failed: %s; stopping", q_strerror(rv));
+        int lrc = backend_last_rc();
+        const uint8_t *d = failed != NULL ? failed->data : NULL;
+        const ProtobufCMessageDescriptor *desc =
+            failed != NULL && failed->type != RAFT_ENTRY_CONF && failed->len >= ENTRY_HDR
+                ? entry_desc(d[0])
+                : NULL;
+        if (failed != NULL)
+            log_error("server",
+                      "applying a batch failed at entry %llu (%s): %s (LMDB: %s); stopping: "
+                      "the restart applies it again from the log",
+                      (unsigned long long)failed->index,
+                      failed->type == RAFT_ENTRY_CONF ? "membership change"
+                      : desc != NULL                  ? desc->short_name
+                                                      : "unknown",
+                      q_strerror(rv), lrc ? mdb_strerror(lrc) : "none");
+        else
+            log_error("server",
+                      "applying a batch failed recording the consistent index %llu: %s "
+                      "(LMDB: %s); stopping",
+                      (unsigned long long)s->applied_index, q_strerror(rv),
+                      lrc ? mdb_strerror(lrc) : "none");
         abort();
     }
     server_compact_kick(s);
@@ -1794,6 +1998,8 @@ static void node_closed_step(struct node_close *nc)
         return;
     struct server *s = nc->s;
     buf_free(&s->deferred);
+    mvcc_prepared_free(s->recv_prepared);
+    s->recv_prepared = NULL;
     raft_free(s->raft);
     s->raft = NULL;
     wal_close(s->wal);

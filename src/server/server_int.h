@@ -248,6 +248,10 @@ struct server {
     /* a received snapshot's database file, until the core hands it back */
     char recv_path[1100];
     uint64_t recv_index, recv_term;
+    /* the received database's key index, built on a worker before the
+     * core is told of the snapshot (node.c: on_snapshot) */
+    mvcc_prepared *recv_prepared;
+    bool recv_preparing;
     /* snapshot database copies being sent, by peer */
     struct {
         uint64_t to;
@@ -274,6 +278,11 @@ struct server {
     uv_idle_t compact_idle;
     uv_timer_t compact_timer;
     uint64_t compact_t0_ns; /* when the removal under way began (metrics) */
+    /* the entry being applied, for its steps (mvcc_set_step) and its
+     * errors: index, request type, steps committed (node.c) */
+    uint64_t applying_index;
+    const char *applying_kind;
+    uint64_t applying_steps;
     struct entry_list compact_waits;
     struct lease_fwd *lease_fwds;   /* lease requests forwarded to the leader */
     uint64_t next_lease_ctx;
