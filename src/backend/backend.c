@@ -33,6 +33,10 @@ struct backend {
     int retired_fd; /* the replaced file, kept open (backend_take_retired) */
     struct backend_defrag *defrag; /* recording writes for it, or NULL */
     size_t mark;                   /* defrag->log.len when the batch began */
+    int failed; /* a commit or sync failed (its error): the file may not hold
+                   what LMDB believes it wrote, so no write is tried again
+                   (a failed fdatasync is never retried: its dirty pages may
+                   be gone); backend_close and a reopen are the way back */
 };
 
 /* An online defragmentation (see backend.h). Its write log is records of
@@ -66,10 +70,10 @@ int backend_err(int rc)
     last_rc = rc;
     if (rc == MDB_MAP_FULL)
         return QERR_NO_SPACE;
-    if (rc == ENOMEM)
-        return -ENOMEM;
-    if (rc == EBUSY)
-        return -EBUSY;
+    if (rc > 0) /* a system error (LMDB's own codes are negative): keep the
+                 * cause, so a full or failing disk (-ENOSPC, -EIO from a
+                 * commit's write or fdatasync) is logged as what it is */
+        return -rc;
     return QERR_STORAGE;
 }
 
@@ -279,6 +283,8 @@ int backend_batch_begin(backend *be)
 {
     if (be->batch != NULL)
         return -EBUSY;
+    if (be->failed != 0)
+        return be->failed;
     int rc = mdb_txn_begin(be->env, NULL, 0, &be->batch);
     if (rc != 0) {
         be->batch = NULL;
@@ -314,7 +320,10 @@ int backend_batch_commit(backend *be)
     be->batch = NULL;
     if (rc != 0) {
         log_error("backend", "batch commit: %s", mdb_strerror(rc));
-        return backend_err(rc);
+        int rv = backend_err(rc);
+        if (rc > 0) /* the disk's error, not LMDB's (a full map is not final) */
+            be->failed = rv;
+        return rv;
     }
     metrics_observe_since(commit_seconds, t0);
     return 0;
@@ -457,8 +466,13 @@ uint64_t backend_size_in_use(backend *be)
 
 int backend_sync(backend *be)
 {
+    if (be->failed != 0)
+        return be->failed;
     int rc = mdb_env_sync(be->env, 1);
-    return rc == 0 ? 0 : backend_err(rc);
+    int rv = backend_err(rc);
+    if (rc > 0)
+        be->failed = rv;
+    return rv;
 }
 
 /* ---- writes ---- */

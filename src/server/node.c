@@ -733,10 +733,8 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
     if (backend_file_meta(s->recv_path, "consistent_index", &recv_ci) == 0 &&
         recv_ci < s->applied_index && s->applied_index >= snap->index) {
         int srv = backend_sync(s->be);
-        if (srv != 0) {
-            log_error("raft", "syncing the database failed: %s", q_strerror(srv));
-            abort();
-        }
+        if (srv != 0)
+            server_storage_fatal("raft", "syncing the database", srv);
         log_info("raft", "snapshot at index %llu: the received database (index %llu) is behind "
                  "ours (index %llu); keeping ours",
                  (unsigned long long)snap->index, (unsigned long long)recv_ci,
@@ -768,7 +766,7 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
     if (rv != 0) {
         log_error("raft", "installing the snapshot at %llu failed: %s",
                   (unsigned long long)snap->index, q_strerror(rv));
-        abort();
+        server_storage_fatal("raft", "installing a snapshot", rv);
     }
     s->recv_path[0] = '\0';
     metrics_gauge_add(server_metrics.snapshot_applying, -1);
@@ -814,7 +812,7 @@ static void maybe_compact(struct server *s)
     if (rv != 0) {
         log_error("raft", "taking a snapshot at %llu failed: %s", (unsigned long long)applied,
                   q_strerror(rv));
-        abort();
+        server_storage_fatal("raft", "taking a snapshot", rv);
     }
     s->snap_index = applied;
     if ((rv = wal_release_to(s->wal, applied)) != 0 ||
@@ -855,16 +853,26 @@ static void trim_log(struct server *s)
  * reads the store from another thread or replaces it flushes first
  * (server_flush). */
 
+_Noreturn void server_storage_fatal(const char *module, const char *what, int rv)
+{
+    const char *why = rv == -ENOSPC || rv == -EDQUOT
+                          ? "the disk is full: free space and restart the member"
+                      : rv == -EIO ? "the disk failed to store it: check the device, then restart"
+                                   : "restart the member once the cause is fixed";
+    log_error(module, "%s failed: %s; stopping (%s; the restart replays the log from what the "
+              "database holds, and a failed sync is never retried)",
+              what, q_strerror(rv), why);
+    _exit(1); /* no atexit handlers: nothing may be written or answered any more */
+}
+
 void server_flush(struct server *s)
 {
     if (backend_batch_txn(s->be) == NULL)
         return;
     uint64_t t0 = uv_hrtime();
     int rv = mvcc_batch_commit(s->kv);
-    if (rv != 0) {
-        log_error("server", "committing applied entries failed: %s; stopping", q_strerror(rv));
-        abort(); /* memory is ahead of the disk; the restart replays the WAL */
-    }
+    if (rv != 0) /* memory is ahead of the disk; the restart replays the WAL */
+        server_storage_fatal("server", "committing applied entries to the database", rv);
     uint64_t ms = (uv_hrtime() - t0) / 1000000;
     if (ms >= SLOW_COMMIT_MS)
         log_warn("server", "committing the batch (%llu entries) took %llu ms",
@@ -970,10 +978,10 @@ static void compact_step(struct server *s)
         /* entries applied in this batch were answered: stop, as for an
          * apply failure; the restart resumes the removal */
         int lrc = backend_last_rc();
-        log_error("server", "compaction at revision %lld: a step failed: %s (LMDB: %s); stopping",
+        log_error("server", "compaction at revision %lld: a step failed: %s (LMDB: %s)",
                   (long long)mvcc_compact_rev(s->kv), q_strerror(rv),
                   lrc ? mdb_strerror(lrc) : "none");
-        abort();
+        server_storage_fatal("server", "a compaction step", rv);
     }
     s->batch_entries += limit;
     if (done || s->batch_entries >= BATCH_MAX_ENTRIES ||
@@ -1123,8 +1131,7 @@ static void apply_committed(struct server *s, const struct raft_entry *ents, siz
         /* The index in memory is ahead of the disk and nothing of this
          * batch was answered: stop, and let the restart replay the WAL
          * from what LMDB holds (as etcd panics on a backend failure). */
-        log_error("server", "applying a batch failed: %s; stopping", q_strerror(rv));
-        abort();
+        server_storage_fatal("server", "applying a batch", rv);
     }
     server_compact_kick(s);
     /* durable in the WAL: watchers may see it (the store commits later) */
@@ -1276,10 +1283,11 @@ static void persist_work(uv_work_t *w)
     struct server *s = w->data;
     struct raft_ready *rd = &s->rd;
     int rv = 0;
+    s->work_sync_failed = false;
     if (rd->n_entries > 0 || rd->hs_changed)
         rv = wal_save(s->wal, rd->hs_changed ? &rd->hs : NULL, rd->entries, rd->n_entries);
-    if (rv == 0)
-        rv = wal_sync(s->wal);
+    if (rv == 0 && (rv = wal_sync(s->wal)) != 0)
+        s->work_sync_failed = true;
     s->work_rv = rv;
 }
 
@@ -1291,12 +1299,10 @@ static void persist_done(uv_work_t *w, int status)
     (void)status;
     struct server *s = w->data;
     s->persisting = false;
-    if (s->work_rv != 0) {
-        /* nothing of this Ready may be sent or applied: the disk did not
-         * take it (etcd panics here too) */
-        log_error("wal", "writing the log failed: %s; stopping", q_strerror(s->work_rv));
-        abort();
-    }
+    if (s->work_rv != 0) /* nothing of this Ready may be sent or applied: the
+                          * disk did not take it (etcd's lg.Fatal here too) */
+        server_storage_fatal("wal", s->work_sync_failed ? "fdatasync of the log" : "writing the log",
+                             s->work_rv);
     if (s->node_closing != NULL) {
         node_closed_step(s->node_closing);
         return;
@@ -1352,10 +1358,8 @@ static void run_ready(struct server *s)
         } else if (rv == 0 && rd->hs_changed) {
             rv = wal_save(s->wal, &rd->hs, NULL, 0);
         }
-        if (rv != 0) {
-            log_error("wal", "writing the log failed: %s; stopping", q_strerror(rv));
-            abort();
-        }
+        if (rv != 0)
+            server_storage_fatal("wal", "writing the log", rv);
         finish_round(s);
     }
 }

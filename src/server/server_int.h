@@ -249,6 +249,7 @@ struct server {
     bool rd_sent; /* its messages went out already (leader) */
     uv_work_t work;
     int work_rv;
+    bool work_sync_failed; /* work_rv came from the fdatasync, not the write */
     uint64_t synced_term, synced_vote;
     struct buf deferred; /* encoded messages: u32 length, bytes */
     unsigned deferred_ticks;
@@ -485,6 +486,15 @@ void server_serve_read(struct server *s, qcall *call, enum entry_kind kind,
 /* server_apply_entry applies one decoded log entry inside the open batch
  * (server.c): |e| is the waiter (or a temporary). */
 int server_apply_entry(struct server *s, struct entry *e);
+/* server_storage_fatal stops the member on a failed disk write or sync of
+ * the log or the store (node.c): logs "<what> failed: <error>; stopping"
+ * with the reason and exits with status 1, as etcd's lg.Fatal does. It
+ * never returns: the state in memory may be ahead of what the disk holds
+ * (a failed fdatasync may have dropped dirty pages, and is never retried),
+ * so nothing more is answered; the restart replays the WAL from what the
+ * store committed (docs/faults.md). */
+_Noreturn void server_storage_fatal(const char *module, const char *what, int rv);
+
 /* server_flush commits the open batch of applied entries (node.c): before
  * anything reads the store from another thread, copies or replaces it. */
 void server_flush(struct server *s);

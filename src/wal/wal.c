@@ -68,6 +68,7 @@ struct wal {
     struct segment *segs; /* every segment file, in sequence order */
     size_t n_segs, cap_segs;
     struct buf wb; /* records of one save, reused */
+    int failed;    /* a write or sync failed (its error): see wal_failed */
 };
 
 const char *wal_record_type_name(int type)
@@ -519,13 +520,16 @@ static int cut(struct wal *w)
  * does not fit (unless the segment holds nothing but its header). */
 static int flush(struct wal *w)
 {
-    int rv;
-    if (w->off + w->wb.len > w->seg_size && w->off > w->hdr_end && (rv = cut(w)) != 0)
-        return rv;
-    rv = wal__write_all(w->fd, w->wb.data, w->wb.len, w->off);
+    int rv = w->failed;
+    if (rv == 0 && w->off + w->wb.len > w->seg_size && w->off > w->hdr_end)
+        rv = cut(w);
+    if (rv == 0)
+        rv = wal__write_all(w->fd, w->wb.data, w->wb.len, w->off);
     if (rv == 0) {
         w->off += w->wb.len;
         metrics_add(write_bytes, w->wb.len);
+    } else if (w->failed == 0) {
+        w->failed = rv;
     }
     buf_reset(&w->wb);
     return rv;
@@ -635,8 +639,12 @@ uint64_t wal_warn_sync_ns = 1000000000; /* etcd's warnSyncDuration */
 
 int wal_sync(struct wal *w)
 {
+    if (w->failed != 0)
+        return w->failed; /* never sync again after a failure and go on */
     uint64_t t0 = metrics_now_ns();
     int rv = fdatasync(w->fd) != 0 ? -errno : 0;
+    if (rv != 0)
+        w->failed = rv;
     uint64_t took = metrics_now_ns() - t0;
     metrics_observe(fsync_seconds, (double)took / 1e9);
     if (took > wal_warn_sync_ns)
@@ -664,6 +672,11 @@ int wal_release_to(struct wal *w, uint64_t index)
     w->n_segs -= k;
     int sr = wal__fsync_dir(w->dir);
     return rv ? rv : sr;
+}
+
+int wal_failed(const struct wal *w)
+{
+    return w->failed;
 }
 
 uint64_t wal_last_index(const struct wal *w)
