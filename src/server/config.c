@@ -351,6 +351,14 @@ static void usage(FILE *f)
            "  --experimental-compaction-sleep-interval\n"
            "                                  pause between compaction steps (default 0: "
            "none)\n"
+           "  --max-client-connections        client connections open at once, more are\n"
+           "                                  closed on accept (default 0: unlimited)\n"
+           "  --client-handshake-timeout      close a connection that sent no full preface "
+           "(default 2m)\n"
+           "  --client-idle-timeout           close an HTTP/2 connection idle without streams\n"
+           "                                  (default 0: never)\n"
+           "  --max-watch-buffer-bytes        bytes queued for slow watch streams in all\n"
+           "                                  (default 64 MiB; at most 4 MiB a stream)\n"
            "  --front-loops                   threads owning client connections: auto (the\n"
            "                                  CPUs allowed, less one for the core; 0 on one\n"
            "                                  CPU) or a number, 0 = the core serves clients\n"
@@ -487,6 +495,8 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
     c->snapshot_count = 100000;
     c->watch_progress_ms = 10 * 60 * 1000;
     c->compaction_batch_limit = 1000;
+    c->client_handshake_ms = 120000;
+    c->max_watch_buffer_bytes = 64u << 20;
     snprintf(c->auth_token, sizeof(c->auth_token), "simple");
     c->auth_token_ttl_s = 300;
     c->bcrypt_cost = 10;
@@ -552,6 +562,10 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
             {"experimental-compaction-batch-limit", F_U64, &c->compaction_batch_limit, 0},
             {"experimental-compaction-sleep-interval", F_DURATION_MS, &c->compaction_sleep_ms,
              0},
+            {"max-client-connections", F_U64, &c->max_client_conns, 0},
+            {"client-handshake-timeout", F_DURATION_MS, &c->client_handshake_ms, 0},
+            {"client-idle-timeout", F_DURATION_MS, &c->client_idle_ms, 0},
+            {"max-watch-buffer-bytes", F_U64, &c->max_watch_buffer_bytes, 0},
             {"front-loops", F_STR, fronts, sizeof(fronts)},
             {"pin-threads", F_BOOL, &c->pin_threads, 0},
             {"auth-token", F_STR, c->auth_token, sizeof(c->auth_token)},

@@ -67,6 +67,16 @@ struct config {
      * between compaction steps, to spread its disk writes; 0 = none, a
      * step each loop iteration */
     uint64_t compaction_sleep_ms;
+    /* bounds under abuse (docs/faults.md): --max-client-connections (0 =
+     * unlimited, etcd's), --client-handshake-timeout (a connection whose
+     * first bytes are not in by then is closed; grpc-go's 120 s),
+     * --client-idle-timeout (an HTTP/2 connection with no stream; 0 =
+     * never, etcd's), --max-watch-buffer-bytes (bytes queued for all watch
+     * streams together; each gets a share, at most 4 MiB) */
+    uint64_t max_client_conns;
+    uint64_t client_handshake_ms;
+    uint64_t client_idle_ms;
+    uint64_t max_watch_buffer_bytes;
     /* --auto-compaction-mode (periodic | revision) and -retention, parsed as
      * etcd 3.4: a bare integer is hours (periodic) or revisions (revision),
      * else a Go duration (periodic only); 0 = off. */

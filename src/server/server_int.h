@@ -249,6 +249,7 @@ struct server {
     bool rd_sent; /* its messages went out already (leader) */
     uv_work_t work;
     int work_rv;
+    unsigned client_conns; /* __atomic: open client connections, every loop's */
     bool work_sync_failed; /* work_rv came from the fdatasync, not the write */
     uint64_t synced_term, synced_vote;
     struct buf deferred; /* encoded messages: u32 length, bytes */
