@@ -233,6 +233,8 @@ static int queue_write(struct server *s, qcall *call, enum entry_kind kind,
 {
     struct auth_info ai = {NULL, 0};
     char user[AUTH_NAME_MAX];
+    if (s->disk_full)
+        return QERR_NO_SPACE; /* the log cannot take it: see hold_for_space */
     if (call != NULL && !internal) {
         int rv = server_call_identity(s, call, &ai, user, sizeof(user));
         if (rv != 0)
@@ -791,6 +793,8 @@ static void maybe_compact(struct server *s)
     if (e == NULL || s->applied_index < applied)
         return;
     uint64_t term = e->term;
+    if (s->snap_retry_ms != 0 && uv_now(s->loop) < s->snap_retry_ms)
+        return;
     server_flush(s);
     uint64_t t0 = uv_hrtime();
     int rv = backend_sync(s->be);
@@ -809,11 +813,21 @@ static void maybe_compact(struct server *s)
         rv = wal_save_snapshot(s->wal, applied, term, 0);
     if (rv == 0)
         rv = wal_sync(s->wal);
+    if (rv != 0 && (rv == -ENOSPC || rv == -EDQUOT) && wal_failed(s->wal) == 0) {
+        /* the snapshot file or its marker did not fit: the log keeps every
+         * entry (nothing was released), so it waits for space */
+        if (s->snap_retry_ms == 0)
+            log_warn("raft", "taking a snapshot at %llu: %s; trying again every 10 s (the log "
+                     "keeps every entry meanwhile)", (unsigned long long)applied, q_strerror(rv));
+        s->snap_retry_ms = uv_now(s->loop) + 10000;
+        return;
+    }
     if (rv != 0) {
         log_error("raft", "taking a snapshot at %llu failed: %s", (unsigned long long)applied,
                   q_strerror(rv));
         server_storage_fatal("raft", "taking a snapshot", rv);
     }
+    s->snap_retry_ms = 0;
     s->snap_index = applied;
     if ((rv = wal_release_to(s->wal, applied)) != 0 ||
         (rv = wal_snap_purge(s->cfg.data_dir, 3)) != 0)
@@ -1284,8 +1298,11 @@ static void persist_work(uv_work_t *w)
     struct raft_ready *rd = &s->rd;
     int rv = 0;
     s->work_sync_failed = false;
+    s->work_space = false;
     if (rd->n_entries > 0 || rd->hs_changed)
         rv = wal_save(s->wal, rd->hs_changed ? &rd->hs : NULL, rd->entries, rd->n_entries);
+    if (rv == -ENOSPC || rv == -EDQUOT)
+        s->work_space = wal_failed(s->wal) == 0; /* the same save can be tried again */
     if (rv == 0 && (rv = wal_sync(s->wal)) != 0)
         s->work_sync_failed = true;
     s->work_rv = rv;
@@ -1294,15 +1311,66 @@ static void persist_work(uv_work_t *w)
 static void replay_deferred(struct server *s);
 static void node_closed_step(struct node_close *nc);
 
+/* hold_for_space keeps the Ready whose write the disk refused for space
+ * (ENOSPC, EDQUOT: nothing it had taken is in doubt, unlike a failed
+ * sync) and has on_tick write it again every DISK_RETRY_MS. Meanwhile the
+ * core stays as it is (inputs are deferred as during any write), new
+ * writes are refused with etcd's "database space exceeded", and reads of
+ * the store are served. Once the write goes through the member carries on
+ * where it was; nothing was sent or answered for what was not durable. */
+#define DISK_RETRY_MS 1000
+
+static void persist_done(uv_work_t *w, int status);
+
+static void hold_for_space(struct server *s)
+{
+    uint64_t now = uv_now(s->loop);
+    s->persisting = true;
+    s->persist_waiting = true;
+    s->disk_retry_ms = now + DISK_RETRY_MS;
+    if (s->disk_full)
+        return;
+    s->disk_full = true;
+    s->disk_full_since_ms = now;
+    log_error("wal", "writing the log failed: %s; refusing writes until the disk has space "
+              "(trying again every %d ms; reads are served)",
+              q_strerror(s->work_rv), DISK_RETRY_MS);
+    struct entry *e;
+    while ((e = s->queued.head) != NULL) {
+        list_remove(&s->queued, e);
+        fail(s, e, QERR_NO_SPACE);
+    }
+}
+
+static void persist_retry(struct server *s)
+{
+    s->persist_waiting = false;
+    s->work.data = s;
+    if (uv_queue_work(s->loop, &s->work, persist_work, persist_done) != 0) {
+        s->persist_waiting = true;
+        s->disk_retry_ms = uv_now(s->loop) + DISK_RETRY_MS;
+    }
+}
+
 static void persist_done(uv_work_t *w, int status)
 {
     (void)status;
     struct server *s = w->data;
     s->persisting = false;
-    if (s->work_rv != 0) /* nothing of this Ready may be sent or applied: the
-                          * disk did not take it (etcd's lg.Fatal here too) */
+    if (s->work_rv != 0 && s->work_space && s->node_closing == NULL) {
+        hold_for_space(s);
+        return;
+    }
+    if (s->work_rv != 0 && !s->work_space) /* nothing of this Ready may be sent or
+                                             * applied: the disk did not take it
+                                             * (etcd's lg.Fatal here too) */
         server_storage_fatal("wal", s->work_sync_failed ? "fdatasync of the log" : "writing the log",
                              s->work_rv);
+    if (s->disk_full && s->work_rv == 0) {
+        s->disk_full = false;
+        log_info("wal", "the log takes writes again, after %llu ms without space",
+                 (unsigned long long)(uv_now(s->loop) - s->disk_full_since_ms));
+    }
     if (s->node_closing != NULL) {
         node_closed_step(s->node_closing);
         return;
@@ -1357,6 +1425,8 @@ static void run_ready(struct server *s)
             s->persisting = false;
         } else if (rv == 0 && rd->hs_changed) {
             rv = wal_save(s->wal, &rd->hs, NULL, 0);
+            if ((rv == -ENOSPC || rv == -EDQUOT) && wal_failed(s->wal) == 0)
+                rv = 0; /* only the commit index: learned again after a restart */
         }
         if (rv != 0)
             server_storage_fatal("wal", "writing the log", rv);
@@ -1368,10 +1438,14 @@ static void run_ready(struct server *s)
 
 /* defer_msg keeps an encoded copy of |m| (u32 length, bytes) to step once
  * the round is over. */
+#define DEFERRED_MAX_BYTES (64u << 20)
+
 static void defer_msg(struct server *s, const struct raft_msg *m)
 {
     size_t at = s->deferred.len;
     uint8_t len[4] = {0};
+    if (at > DEFERRED_MAX_BYTES)
+        return; /* a long wait for the disk: dropped, as a lossy network would */
     if (buf_append(&s->deferred, len, 4) != 0)
         return; /* dropped, as a lossy network would */
     if (transport_msg_encode(m, &s->deferred) != 0) {
@@ -1440,6 +1514,8 @@ static void on_tick(uv_timer_t *t)
         return;
     if (s->persisting) {
         s->deferred_ticks++;
+        if (s->persist_waiting && uv_now(s->loop) >= s->disk_retry_ms)
+            persist_retry(s);
         return;
     }
     raft_tick(s->raft);
@@ -1712,7 +1788,8 @@ void server_node_close(struct server *s, void (*cb)(void *), void *arg)
     nc->s = s;
     nc->cb = cb;
     nc->arg = arg;
-    nc->pending = 3 + (s->persisting ? 1 : 0) + (int)s->snap_jobs;
+    /* a Ready held for space has no write under way: it is given up */
+    nc->pending = 3 + (s->persisting && !s->persist_waiting ? 1 : 0) + (int)s->snap_jobs;
     if (nc->pending > 3)
         s->node_closing = nc; /* persist_done and snap_job_done finish it */
     s->tick.data = nc;

@@ -251,10 +251,19 @@ struct server {
     int work_rv;
     unsigned client_conns; /* __atomic: open client connections, every loop's */
     bool work_sync_failed; /* work_rv came from the fdatasync, not the write */
+    bool work_space;       /* work_rv: the write was refused for space; the WAL
+                              is intact and the same save can be tried again */
     uint64_t synced_term, synced_vote;
     struct buf deferred; /* encoded messages: u32 length, bytes */
     unsigned deferred_ticks;
     uint64_t deferred_transfer;
+    /* the disk refused the log's write for space (node.c, docs/faults.md):
+     * the Ready is held and written again every DISK_RETRY_MS from the
+     * tick; meanwhile writes are refused (QERR_NO_SPACE) */
+    bool disk_full;
+    bool persist_waiting; /* persisting, but no write queued: held */
+    uint64_t disk_retry_ms, disk_full_since_ms;
+    uint64_t snap_retry_ms; /* a snapshot refused for space: not before */
     struct node_close *node_closing;
     unsigned snap_jobs;             /* database copies for peers in flight */
     struct entry_list applied_done; /* applied writes, answered after advance */

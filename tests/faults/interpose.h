@@ -26,6 +26,9 @@ static int fault_errno[F__COUNT];
 static int fault_skip[F__COUNT];
 static int fault_hits[F__COUNT];
 static const char *fault_path;
+/* pwrite: write the first half for real before failing (what part of a
+ * refused write may leave in the file) */
+static int fault_partial;
 
 static inline void fault_reset(void)
 {
@@ -33,6 +36,7 @@ static inline void fault_reset(void)
     memset(fault_skip, 0, sizeof(fault_skip));
     memset(fault_hits, 0, sizeof(fault_hits));
     fault_path = NULL;
+    fault_partial = 0;
 }
 
 static int fault_check(enum fault_call c, int fd)
@@ -84,6 +88,8 @@ ssize_t pwrite(int fd, const void *b, size_t n, off_t off)
 {
     int e = fault_check(F_PWRITE, fd);
     if (e) {
+        if (fault_partial && n > 1)
+            (void)syscall(SYS_pwrite64, fd, b, n / 2, off);
         errno = e;
         return -1;
     }

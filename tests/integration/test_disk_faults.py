@@ -5,9 +5,13 @@ shim tests/faults/diskfault.c ($DISKFAULT_LIB, else the build's).
 Each case starts a member with the shim disarmed, runs a put load whose
 acknowledged writes are recorded, arms the fault at one call of the WAL or
 the store, and checks the member's reaction:
-- a failed fdatasync (WAL or store), or a write the disk refuses (ENOSPC,
-  EIO): the member logs the cause and exits with status 1, never answering
-  a write it could not make durable;
+- a failed fdatasync (WAL or store), a failed write (EIO), or a write of
+  the store the disk refuses (ENOSPC): the member logs the cause and exits
+  with status 1, never answering a write it could not make durable;
+- the WAL's write refused for space (ENOSPC): the member stays up, refuses
+  writes with etcd's "database space exceeded", serves reads, and takes
+  writes again once the space is back (the shim's control file); stopped
+  while it waits, it exits 0;
 - a slow fdatasync: the member stays up, logs etcd's "slow fdatasync", and
   the writes succeed.
 Then it restarts without the fault: every acknowledged write is there with
@@ -96,7 +100,7 @@ class Load:
                 r = kv.Put(rpc_pb2.PutRequest(key=key.encode(), value=val.encode()), timeout=3)
                 self.acks[key] = (val, r.header.revision)
             except grpc.RpcError as e:
-                self.errors.append(e.code())
+                self.errors.append((e.code(), e.details()))
                 time.sleep(0.05)
         ch.close()
 
@@ -193,6 +197,60 @@ def single_case(name, want_log, want_exit=1, **fault):
         s.cleanup()
 
 
+def hold_case(stop_while_held):
+    """The WAL's write refused for space: the member stays up, refuses
+    writes with etcd's NOSPACE text, serves reads, and takes writes again
+    once space is back (or, stopped meanwhile, exits 0 and restarts)."""
+    name = "wal-write-ENOSPC" + ("-stopped" if stop_while_held else "")
+    t0 = time.monotonic()
+    s = FaultServer(name=name)
+    control = os.path.join(s.tmp, "diskfault.control")
+    s.env = fault_env(control, calls="pwrite", path="/member/wal/", errno="ENOSPC", after=5)
+    try:
+        s.start()
+        with Load(s.endpoint, "/df/" + name) as load:
+            load.wait_acks(50)
+            with open(control, "w") as f:
+                f.write("on")
+            harness.wait_for(lambda: any(c == grpc.StatusCode.RESOURCE_EXHAUSTED
+                                         for c, _ in load.errors),
+                             timeout=20, what="a write refused for space")
+            refused = [d for c, d in load.errors if c == grpc.StatusCode.RESOURCE_EXHAUSTED]
+            assert refused[0] == "etcdserver: mvcc: database space exceeded", refused[0]
+            assert s.proc.poll() is None, "the member stopped:\n" + s.log_tail()
+            log = s.log_tail(20000)
+            assert ("wal: writing the log failed: No space left on device; refusing writes "
+                    "until the disk has space") in log, log[-3000:]
+            # reads are served meanwhile (serializable: from the store)
+            some = next(iter(load.acks))
+            r = s.etcdctl("get", "--consistency=s", "--print-value-only", some)
+            assert r.stdout.strip() == load.acks[some][0], r.stdout
+            held = len(load.acks)
+            if not stop_while_held:
+                with open(control, "w") as f:
+                    f.write("off")  # space is back
+                load.wait_acks(held + 50)
+                assert "the log takes writes again" in s.log_tail(20000)
+        acks = dict(load.acks)
+        s.stop()  # SIGTERM: exit 0, held or not
+        s.env = {}
+        s.start()
+        check_acks(s.endpoint, acks)
+        h1, rev = hash_kv(s.endpoint)
+        assert rev >= max(r for _, r in acks.values())
+        s.stop()
+        s.start()
+        assert hash_kv(s.endpoint, rev)[0] == h1, "HashKV changed across a restart"
+        s.stop()
+        print("ok   %-28s %4d acked, %d refused, %.1fs" % (name, len(acks), len(refused),
+                                                         time.monotonic() - t0))
+    except Exception:
+        print("---- %s log:\n%s" % (name, s.log_tail(6000)))
+        raise
+    finally:
+        s.cleanup()
+
+
 def follower_case():
     """Three members; a follower's WAL fdatasync fails: it stops, the others
     go on, and once it restarts healthy all three hold the same data."""
@@ -248,10 +306,8 @@ def main():
                 ["diskfault: fdatasync(", "wal: fdatasync of the log failed: Input/output error; "
                  "stopping"],
                 calls="fdatasync", path="/member/wal/", errno="EIO", after=5)
-    single_case("wal-write-ENOSPC",
-                ["diskfault: pwrite(", "wal: writing the log failed: No space left on device; "
-                 "stopping (the disk is full"],
-                calls="pwrite", path="/member/wal/", errno="ENOSPC", after=5)
+    hold_case(stop_while_held=False)
+    hold_case(stop_while_held=True)
     single_case("wal-write-EIO",
                 ["wal: writing the log failed: Input/output error; stopping"],
                 calls="pwrite", path="/member/wal/", errno="EIO", after=5)

@@ -95,7 +95,7 @@ Test(wal_faults, failed_fdatasync_is_never_retried)
     cr_assert(last == 5 || last == 6, "last %" PRIu64, last);
 }
 
-Test(wal_faults, enospc_on_write_is_final_and_reopen_recovers)
+Test(wal_faults, enospc_on_write_is_retried_once_space_is_back)
 {
     struct wal *w = create(0);
     for (uint64_t i = 1; i <= 4; i++)
@@ -103,11 +103,55 @@ Test(wal_faults, enospc_on_write_is_final_and_reopen_recovers)
     cr_assert_eq(wal_sync(w), 0);
     fault_errno[F_PWRITE] = ENOSPC;
     cr_assert_eq(save(w, 5), -ENOSPC);
-    cr_assert_eq(wal_failed(w), -ENOSPC);
-    fault_errno[F_PWRITE] = 0; /* space is back */
     cr_assert_eq(save(w, 5), -ENOSPC);
-    cr_assert_eq(wal_sync(w), -ENOSPC);
-    cr_assert_eq(reopen_last(w, 0), 4);
+    cr_assert_eq(wal_failed(w), 0, "out of space is not a broken WAL");
+    fault_errno[F_PWRITE] = 0; /* space is back */
+    cr_assert_eq(save(w, 5), 0);
+    cr_assert_eq(save(w, 6), 0);
+    cr_assert_eq(wal_sync(w), 0);
+    cr_assert_eq(reopen_last(w, 0), 6);
+}
+
+/* save_n saves entries [from, from + n) in one wal_save. */
+static int save_n(struct wal *w, uint64_t from, size_t n)
+{
+    static char data[8][200];
+    struct raft_entry e[8];
+    for (size_t k = 0; k < n; k++) {
+        memset(data[k], 'a' + (int)k, sizeof(data[k]));
+        e[k] = (struct raft_entry){.term = 1, .index = from + k, .data = data[k],
+                                   .len = sizeof(data[k])};
+    }
+    struct raft_hard_state hs = {.term = 1, .vote = 1, .commit = from + n - 1};
+    return wal_save(w, &hs, e, n);
+}
+
+Test(wal_faults, a_refused_write_leaves_no_stale_record_behind)
+{
+    struct wal *w = create(0);
+    for (uint64_t i = 1; i <= 4; i++)
+        cr_assert_eq(save(w, i), 0);
+    cr_assert_eq(wal_sync(w), 0);
+    /* half of entries 5..8 reach the file (two whole records), then ENOSPC */
+    fault_errno[F_PWRITE] = ENOSPC;
+    fault_partial = 1;
+    cr_assert_eq(save_n(w, 5, 4), -ENOSPC);
+    fault_errno[F_PWRITE] = 0;
+    /* a shorter save goes there now: the hard state alone */
+    struct raft_hard_state hs = {.term = 2, .vote = 1, .commit = 4};
+    cr_assert_eq(wal_save(w, &hs, NULL, 0), 0);
+    cr_assert_eq(wal_sync(w), 0);
+    wal_close(w);
+    /* without the zeroing, whole stale records 6.. would follow it: the
+     * reopen would call that corruption */
+    struct wal_options o = opts(0);
+    struct wal_state st = {0};
+    char err[WAL_ERR_LEN] = "";
+    cr_assert_eq(wal_open(&o, &w, &st, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(st.n_entries, 4);
+    cr_assert_eq(st.hs.term, 2);
+    wal_state_free(&st);
+    wal_close(w);
 }
 
 static size_t count_tmp(void)
@@ -136,8 +180,14 @@ Test(wal_faults, enospc_when_cutting_a_segment)
     cr_assert_eq(rv, -ENOSPC, "no cut failed in 200 entries");
     cr_assert_eq(fault_hits[F_FALLOCATE], 1);
     cr_assert_eq(count_tmp(), 0, "the half-made segment is left behind");
-    cr_assert_eq(wal_sync(w), -ENOSPC);
-    cr_assert_eq(reopen_last(w, seg), i - 1);
+    cr_assert_eq(wal_failed(w), 0);
+    cr_assert_eq(wal_sync(w), 0, "the synced log is intact");
+    fault_errno[F_FALLOCATE] = 0; /* space is back: the same save goes in */
+    cr_assert_eq(save(w, i), 0);
+    cr_assert_eq(save(w, i + 1), 0);
+    cr_assert_eq(wal_sync(w), 0);
+    cr_assert_geq(wal_segment_count(w), 2);
+    cr_assert_eq(reopen_last(w, seg), i + 1);
 }
 
 Test(wal_faults, failed_sync_before_a_cut_is_final)
