@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,9 @@ struct backend {
     int retired_fd; /* the replaced file, kept open (backend_take_retired) */
     struct backend_defrag *defrag; /* recording writes for it, or NULL */
     size_t mark;                   /* defrag->log.len when the batch began */
+    uint64_t reserved_to; /* backend_reserve: blocks allocated up to here */
+    uint64_t reserved_ino; /* ... in the file of this inode (a defrag swaps it) */
+    bool no_reserve;       /* the file system has no FALLOC_FL_KEEP_SIZE */
     int failed; /* a commit or sync failed (its error): the file may not hold
                    what LMDB believes it wrote, so no write is tried again
                    (a failed fdatasync is never retried: its dirty pages may
@@ -462,6 +466,33 @@ uint64_t backend_size_in_use(backend *be)
     if (free_pages > pages)
         free_pages = pages;
     return (pages - free_pages) * st.ms_psize;
+}
+
+int backend_reserve(backend *be, uint64_t bytes)
+{
+    if (be->env == NULL || be->no_reserve || bytes == 0)
+        return 0;
+    int fd;
+    struct stat st;
+    if (mdb_env_get_fd(be->env, &fd) != 0 || fstat(fd, &st) != 0)
+        return 0;
+    uint64_t end = (uint64_t)st.st_size;
+    if (be->reserved_to >= end + bytes / 2 && be->reserved_ino == st.st_ino)
+        return 0; /* still at least half the reserve ahead of the file's end */
+    /* blocks past the end, the size unchanged: the quota and Status see
+     * the same file size, and LMDB's page writes there need no allocation */
+    if (fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)end, (off_t)bytes) != 0) {
+        int e = errno;
+        if (e == EOPNOTSUPP || e == ENOSYS || e == EINVAL) {
+            be->no_reserve = true; /* this file system cannot: no reserve */
+            log_info("backend", "no space reserve for %s: %s", be->path, strerror(e));
+            return 0;
+        }
+        return -e;
+    }
+    be->reserved_to = end + bytes;
+    be->reserved_ino = st.st_ino;
+    return 0;
 }
 
 int backend_sync(backend *be)

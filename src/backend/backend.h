@@ -134,6 +134,17 @@ int backend_rewrite_copy(backend *be, const char *path);
 MDB_env *backend_env(backend *be);
 MDB_dbi backend_dbi(backend *be, enum backend_db db);
 
+/* backend_reserve keeps |bytes| of disk allocated past the end of
+ * data.mdb (fallocate with FALLOC_FL_KEEP_SIZE: the file's size, and so
+ * the quota, do not change), topping it up when less than half is left.
+ * LMDB grows the file by writing pages past its end; with the reserve
+ * those writes need no new blocks, so a full disk shows here, outside any
+ * commit, instead of failing a commit whose entries were already applied
+ * and answered. Call it after a commit. Errors: -ENOSPC, -EDQUOT (the
+ * caller stops taking writes until a later call succeeds), -errno. A file
+ * system without the flag answers 0 and has no reserve (logged once). */
+int backend_reserve(backend *be, uint64_t bytes);
+
 /* backend_sync flushes everything committed, the meta page included
  * (mdb_env_sync): before the WAL drops entries the store holds. Errors:
  * -errno (-EIO, -ENOSPC), QERR_STORAGE.

@@ -233,8 +233,8 @@ static int queue_write(struct server *s, qcall *call, enum entry_kind kind,
 {
     struct auth_info ai = {NULL, 0};
     char user[AUTH_NAME_MAX];
-    if (s->disk_full)
-        return QERR_NO_SPACE; /* the log cannot take it: see hold_for_space */
+    if (s->disk_full || s->db_full)
+        return QERR_NO_SPACE; /* the disk cannot take it: hold_for_space, db_reserve */
     if (call != NULL && !internal) {
         int rv = server_call_identity(s, call, &ai, user, sizeof(user));
         if (rv != 0)
@@ -879,6 +879,36 @@ _Noreturn void server_storage_fatal(const char *module, const char *what, int rv
     _exit(1); /* no atexit handlers: nothing may be written or answered any more */
 }
 
+/* db_reserve keeps the database's space reserve (backend_reserve) after
+ * each commit: when the disk cannot give it, the member stops taking
+ * writes (QERR_NO_SPACE, as hold_for_space does for the log) while the
+ * entries already in the log apply into what is left, and tries again
+ * every DB_RETRY_MS from the tick. */
+#define DB_RESERVE_BYTES (64u << 20)
+#define DB_RETRY_MS 1000
+
+static void db_reserve(struct server *s)
+{
+    int rv = backend_reserve(s->be, DB_RESERVE_BYTES);
+    if (rv == 0) {
+        if (s->db_full) {
+            s->db_full = false;
+            log_info("backend", "the database has its space reserve again after %llu ms; "
+                     "taking writes",
+                     (unsigned long long)(uv_now(s->loop) - s->db_full_since_ms));
+        }
+        return;
+    }
+    s->db_retry_ms = uv_now(s->loop) + DB_RETRY_MS;
+    if (s->db_full)
+        return;
+    s->db_full = true;
+    s->db_full_since_ms = uv_now(s->loop);
+    log_error("backend", "reserving %u MiB of disk for the database failed: %s; refusing writes "
+              "until the disk has space (trying again every %d ms; reads are served)",
+              DB_RESERVE_BYTES >> 20, q_strerror(rv), DB_RETRY_MS);
+}
+
 void server_flush(struct server *s)
 {
     if (backend_batch_txn(s->be) == NULL)
@@ -887,6 +917,7 @@ void server_flush(struct server *s)
     int rv = mvcc_batch_commit(s->kv);
     if (rv != 0) /* memory is ahead of the disk; the restart replays the WAL */
         server_storage_fatal("server", "committing applied entries to the database", rv);
+    db_reserve(s);
     uint64_t ms = (uv_hrtime() - t0) / 1000000;
     if (ms >= SLOW_COMMIT_MS)
         log_warn("server", "committing the batch (%llu entries) took %llu ms",
@@ -1512,6 +1543,8 @@ static void on_tick(uv_timer_t *t)
     struct server *s = t->data;
     if (s->raft == NULL)
         return;
+    if (s->db_full && uv_now(s->loop) >= s->db_retry_ms)
+        db_reserve(s);
     if (s->persisting) {
         s->deferred_ticks++;
         if (s->persist_waiting && uv_now(s->loop) >= s->disk_retry_ms)

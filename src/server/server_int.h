@@ -264,6 +264,10 @@ struct server {
     bool persist_waiting; /* persisting, but no write queued: held */
     uint64_t disk_retry_ms, disk_full_since_ms;
     uint64_t snap_retry_ms; /* a snapshot refused for space: not before */
+    /* the database's space reserve could not be kept (node.c db_reserve):
+     * writes are refused until it can, tried again from the tick */
+    bool db_full;
+    uint64_t db_retry_ms, db_full_since_ms;
     struct node_close *node_closing;
     unsigned snap_jobs;             /* database copies for peers in flight */
     struct entry_list applied_done; /* applied writes, answered after advance */

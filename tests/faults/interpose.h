@@ -1,7 +1,7 @@
 /* tests/faults/interpose.h: fault injection inside a unit test binary.
  *
  * Included by exactly one file of a test executable, it defines fdatasync,
- * fsync, pwrite (pwrite64), writev and posix_fallocate in the executable
+ * fsync, pwrite (pwrite64), writev, fallocate and posix_fallocate in the executable
  * itself: the static libraries linked into the test (wal/, backend/) and
  * shared ones the linker saw referencing them (liblmdb) reach these instead
  * of libc's. A test sets fault_errno[call] (0 = pass through) and
@@ -104,6 +104,16 @@ ssize_t writev(int fd, const struct iovec *iov, int cnt)
         return -1;
     }
     return syscall(SYS_writev, fd, iov, cnt);
+}
+
+int fallocate(int fd, int mode, off_t off, off_t len)
+{
+    int e = fault_check(F_FALLOCATE, fd);
+    if (e) {
+        errno = e;
+        return -1;
+    }
+    return (int)syscall(SYS_fallocate, fd, mode, off, len);
 }
 
 int posix_fallocate(int fd, off_t off, off_t len)

@@ -80,9 +80,10 @@ class FaultServer(harness.Server):
 class Load:
     """Puts of unique keys from one thread; acks[key] = (value, revision)."""
 
-    def __init__(self, endpoint, prefix):
+    def __init__(self, endpoint, prefix, value_size=100):
         self.endpoint = endpoint
         self.prefix = prefix
+        self.pad = "x" * value_size
         self.acks = {}
         self.errors = []
         self.stop = threading.Event()
@@ -94,7 +95,7 @@ class Load:
         i = 0
         while not self.stop.is_set():
             key = "%s/%06d" % (self.prefix, i)
-            val = "v%d-%s" % (i, "x" * 100)
+            val = "v%d-%s" % (i, self.pad)
             i += 1
             try:
                 r = kv.Put(rpc_pb2.PutRequest(key=key.encode(), value=val.encode()), timeout=3)
@@ -251,6 +252,53 @@ def hold_case(stop_while_held):
         s.cleanup()
 
 
+def db_reserve_case():
+    """The database's space reserve cannot be topped up (fallocate
+    ENOSPC): the member stays up and refuses writes while what is in the log
+    applies into the reserve; once space is back it takes writes again."""
+    name = "db-reserve-ENOSPC"
+    t0 = time.monotonic()
+    s = FaultServer(name=name)
+    control = os.path.join(s.tmp, "diskfault.control")
+    s.env = fault_env(control, calls="fallocate", path="/member/db/data.mdb", errno="ENOSPC")
+    try:
+        s.start()
+        # 100 KiB values: half the 64 MiB reserve is used in a few hundred puts
+        with Load(s.endpoint, "/df/" + name, value_size=100 << 10) as load:
+            load.wait_acks(20)
+            with open(control, "w") as f:
+                f.write("on")
+            harness.wait_for(lambda: any(c == grpc.StatusCode.RESOURCE_EXHAUSTED
+                                         for c, _ in load.errors),
+                             timeout=40, what="a write refused for the database's space")
+            refused = [d for c, d in load.errors if c == grpc.StatusCode.RESOURCE_EXHAUSTED]
+            assert refused[0] == "etcdserver: mvcc: database space exceeded", refused[0]
+            assert s.proc.poll() is None, "the member stopped:\n" + s.log_tail()
+            assert "reserving 64 MiB of disk for the database failed: No space left on device; "\
+                "refusing writes" in s.log_tail(20000), s.log_tail()
+            some = next(iter(load.acks))
+            r = s.etcdctl("get", "--consistency=s", "--print-value-only", some)
+            assert r.stdout.strip() == load.acks[some][0]
+            held = len(load.acks)
+            with open(control, "w") as f:
+                f.write("off")
+            load.wait_acks(held + 10)
+            assert "the database has its space reserve again" in s.log_tail(20000)
+        acks = dict(load.acks)
+        s.stop()
+        s.env = {}
+        s.start()
+        check_acks(s.endpoint, acks)
+        s.stop()
+        print("ok   %-28s %4d acked, %d refused, %.1fs" % (name, len(acks), len(refused),
+                                                         time.monotonic() - t0))
+    except Exception:
+        print("---- %s log:\n%s" % (name, s.log_tail(6000)))
+        raise
+    finally:
+        s.cleanup()
+
+
 def follower_case():
     """Three members; a follower's WAL fdatasync fails: it stops, the others
     go on, and once it restarts healthy all three hold the same data."""
@@ -319,6 +367,7 @@ def main():
                 ["committing applied entries to the database failed: Input/output error; "
                  "stopping"],
                 calls="fdatasync", path="/member/db/data.mdb", errno="EIO", after=0)
+    db_reserve_case()
     single_case("wal-fdatasync-slow", ["slow fdatasync"], want_exit=None,
                 calls="fdatasync", path="/member/wal/", errno="none", delay_ms=1100, count=2)
     follower_case()

@@ -102,3 +102,28 @@ Test(backend_faults, eio_on_sync)
     cr_assert_eq(backend_batch_begin(be), -EIO);
     cr_assert_eq(reopen_n(), 1);
 }
+
+Test(backend_faults, space_reserve)
+{
+    char p[512];
+    struct stat st0, st1;
+    snprintf(p, sizeof(p), "%s/data.mdb", dir);
+    cr_assert_eq(commit_n(1), 0);
+    cr_assert_eq(stat(p, &st0), 0);
+    int rv = backend_reserve(be, 8 << 20);
+    cr_assert_eq(rv, 0);
+    cr_assert_eq(stat(p, &st1), 0);
+    cr_assert_eq(st1.st_size, st0.st_size, "the reserve changed the file's size");
+    if (st1.st_blocks * 512 < st0.st_size + (4 << 20))
+        cr_skip_test("no FALLOC_FL_KEEP_SIZE here");
+    /* the disk is full: a top-up (needed once half the reserve is used)
+     * fails, commits into the reserve still work */
+    fault_path = "data.mdb";
+    fault_errno[F_FALLOCATE] = ENOSPC;
+    cr_assert_eq(backend_reserve(be, 8 << 20), 0, "half of it is still there");
+    cr_assert_eq(backend_reserve(be, 64 << 20), -ENOSPC);
+    cr_assert_eq(commit_n(2), 0);
+    fault_errno[F_FALLOCATE] = 0; /* space is back */
+    cr_assert_eq(backend_reserve(be, 64 << 20), 0);
+    cr_assert_eq(reopen_n(), 2);
+}
