@@ -18,7 +18,9 @@ Meanwhile a well-behaved client puts and reads back one key every 10 ms; per
 case the probe prints whether the member stayed up, the peak RSS sampled
 during the case, the longest single request (put or get) that client saw,
 and whether every write acknowledged before and during the case is still
-there afterwards.
+there afterwards. RSS is VmRSS (the store's mapped file pages count: both
+LMDB and bbolt are mmap'd) and, in brackets, RssAnon (the heap). The cases
+share one member, so the store grows from case to case.
 
     overload-probe.py [--targets quorum,etcd] [--full] [--puts N] ...
 
@@ -43,11 +45,11 @@ import h2raw  # noqa: E402
 import harness  # noqa: E402
 
 
-def rss_kib(pid):
+def rss_kib(pid, field="VmRSS:"):
     try:
         with open("/proc/%d/status" % pid) as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field):
                     return int(line.split()[1])
     except OSError:
         pass
@@ -155,13 +157,17 @@ def case_idle(s, kv, a, half=False):
 
 def case_range(s, kv, a):
     put_many(kv, "/probe/r/", a.range_keys)
+    # a client that takes any size (etcdctl's default is 2 GiB too)
+    ch = grpc.insecure_channel(s.endpoint, options=[("grpc.max_receive_message_length", -1)])
+    big = rpc_pb2_grpc.KVStub(ch)
     t0 = time.monotonic()
     try:
-        r = kv.Range(rpc_pb2.RangeRequest(key=b"/probe/r/", range_end=b"/probe/r0"),
-                     timeout=120)
-        got = "%d keys in %.1fs" % (r.count, time.monotonic() - t0)
+        r = big.Range(rpc_pb2.RangeRequest(key=b"/probe/r/", range_end=b"/probe/r0"),
+                      timeout=120)
+        got = "%d keys in %.1fs" % (len(r.kvs), time.monotonic() - t0)
     except grpc.RpcError as e:
         got = "refused: %s %s" % (e.code().name, (e.details() or "")[:60])
+    ch.close()
     return "%d x 1 KiB; %s" % (a.range_keys, got)
 
 
@@ -215,12 +221,13 @@ def run_target(kind, a):
         good = Good(s.endpoint)
         for name, fn in CASES:
             good.reset()
-            peak = [rss_kib(pid)]
+            peak = [rss_kib(pid), rss_kib(pid, "RssAnon:")]
             stop = threading.Event()
 
             def sample():
                 while not stop.is_set():
                     peak[0] = max(peak[0], rss_kib(pid))
+                    peak[1] = max(peak[1], rss_kib(pid, "RssAnon:"))
                     time.sleep(0.05)
             smp = threading.Thread(target=sample, daemon=True)
             smp.start()
@@ -246,10 +253,10 @@ def run_target(kind, a):
                     survived = "yes" if ok else "NO"
                 except grpc.RpcError as e:
                     survived = "? (%s)" % e.code().name
-            rows.append((kind, name, "yes" if up else "NO", peak[0] / 1024.0,
+            rows.append((kind, name, "yes" if up else "NO", peak[0] / 1024.0, peak[1] / 1024.0,
                          good.worst * 1000, good.failures, survived, took, note))
-            print("  %-7s %-18s up=%-3s peak %7.1f MiB  stall %7.1f ms  fails %d  writes %s  "
-                  "%.1fs  %s" % rows[-1], flush=True)
+            print("  %-7s %-18s up=%-3s peak %7.1f MiB (anon %7.1f)  stall %7.1f ms  fails %d  "
+                  "writes %s  %.1fs  %s" % rows[-1], flush=True)
             if not up:
                 break
         good.close()
@@ -279,14 +286,14 @@ def main():
         print("%s:" % kind, flush=True)
         rows += run_target(kind, a)
     print()
-    print("| case | target | stayed up | peak RSS MiB | longest stall ms | failed requests "
-          "| earlier writes | note |")
+    print("| case | target | stayed up | peak RSS MiB (anon) | longest stall ms "
+          "| failed requests | earlier writes | note |")
     print("|---|---|---|---|---|---|---|---|")
     for name, _ in CASES:
         for r in rows:
             if r[1] == name:
-                print("| %s | %s | %s | %.0f | %.0f | %d | %s | %s |"
-                      % (name, r[0], r[2], r[3], r[4], r[5], r[6], r[8]))
+                print("| %s | %s | %s | %.0f (%.0f) | %.0f | %d | %s | %s |"
+                      % (name, r[0], r[2], r[3], r[4], r[5], r[6], r[7], r[9]))
 
 
 if __name__ == "__main__":
