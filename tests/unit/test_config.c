@@ -269,3 +269,21 @@ Test(config, join_takes_the_cluster_ids)
                           "\"http://127.0.0.1:4\" != \"http://127.0.0.1:3\")") != NULL,
               "%s", err);
 }
+
+/* the bounds of docs/faults.md: defaults as etcd (no limit, grpc-go's
+ * 120 s handshake, no idle timeout) and their values */
+Test(config, bounds_flags)
+{
+    cr_assert_eq(parse(""), 0, "%s", err);
+    cr_assert_eq(cfg.max_client_conns, 0);
+    cr_assert_eq(cfg.client_handshake_ms, 120000);
+    cr_assert_eq(cfg.client_idle_ms, 0);
+    cr_assert_eq(cfg.max_watch_buffer_bytes, 64u << 20);
+    cr_assert_eq(parse("--max-client-connections 500 --client-handshake-timeout 5s "
+                       "--client-idle-timeout=2m --max-watch-buffer-bytes 1048576"),
+                 0, "%s", err);
+    cr_assert_eq(cfg.max_client_conns, 500);
+    cr_assert_eq(cfg.client_handshake_ms, 5000);
+    cr_assert_eq(cfg.client_idle_ms, 120000);
+    cr_assert_eq(cfg.max_watch_buffer_bytes, 1048576);
+}
