@@ -6,13 +6,14 @@ dir), the cases run one after another on the same member:
 
   watch-never-reads  a watcher (hand-driven HTTP/2, no WINDOW_UPDATE, reads
                      nothing) on a prefix while PUTS puts of 1 KiB go there
+                     (single Puts, 64 in flight)
   idle-conns         IDLE connections that finish the HTTP/2 preface and
                      SETTINGS, then stay silent
   half-open-h2       HALF connections that send half of the preface and stop
   huge-range         RANGE_KEYS keys of 1 KiB written, then one unlimited
                      Range over all of them (the reply is RANGE_KEYS KiB)
-  lease-storm        LEASES leases of TTL 3 s granted, each with a key, left
-                     to expire together
+  lease-storm        LEASES leases granted (TTL 5 s + 1 s per 4,000), each
+                     with a key, left to expire together
 
 Meanwhile a well-behaved client puts and reads back one key every 10 ms; per
 case the probe prints whether the member stayed up, the peak RSS sampled
@@ -107,6 +108,19 @@ def put_many(kv, prefix, n, size=1024, per_txn=100):
         kv.Txn(rpc_pb2.TxnRequest(success=ops), timeout=60)
 
 
+def put_singly(kv, prefix, n, size=1024, inflight=64):
+    """|n| Puts of their own (one log entry each), |inflight| at a time."""
+    val = b"v" * size
+    futs = []
+    for i in range(n):
+        futs.append(kv.Put.future(rpc_pb2.PutRequest(key=("%s%08d" % (prefix, i)).encode(),
+                                                     value=val), timeout=60))
+        if len(futs) >= inflight:
+            futs.pop(0).result()
+    for f in futs:
+        f.result()
+
+
 def watch_req(prefix):
     end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
     return rpc_pb2.WatchRequest(create_request=rpc_pb2.WatchCreateRequest(
@@ -118,7 +132,7 @@ def case_watch(s, kv, a):
     c = h2raw.Conn(host, int(port))
     c.handshake()
     c.open_stream("/etcdserverpb.Watch/Watch", watch_req("/probe/w/"))
-    put_many(kv, "/probe/w/", a.puts)
+    put_singly(kv, "/probe/w/", a.puts)
     time.sleep(1)
     c.close()
     return "%d puts" % a.puts
@@ -176,8 +190,10 @@ def case_leases(s, kv, a):
     lease = rpc_pb2_grpc.LeaseStub(ch)
     ids = []
     futs = []
+    # long enough to grant them all and attach their keys first
+    ttl = 5 + a.leases // 4000
     for i in range(a.leases):
-        futs.append(lease.LeaseGrant.future(rpc_pb2.LeaseGrantRequest(TTL=3), timeout=60))
+        futs.append(lease.LeaseGrant.future(rpc_pb2.LeaseGrantRequest(TTL=ttl), timeout=60))
         if len(futs) >= 200:
             ids += [f.result().ID for f in futs]
             futs = []
@@ -188,7 +204,7 @@ def case_leases(s, kv, a):
             for j, lid in enumerate(ids[base:base + 100])]
         kv.Txn(rpc_pb2.TxnRequest(success=ops), timeout=60)
     # wait for them to go (etcd revokes in batches per 500 ms)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + ttl + 60
     left = -1
     while time.monotonic() < deadline:
         r = kv.Range(rpc_pb2.RangeRequest(key=b"/probe/l/", range_end=b"/probe/l0",
@@ -198,7 +214,7 @@ def case_leases(s, kv, a):
             break
         time.sleep(0.5)
     ch.close()
-    return "%d leases; %d keys left after expiry" % (len(ids), left)
+    return "%d leases of TTL %d s; %d keys left after expiry" % (len(ids), ttl, left)
 
 
 CASES = [
@@ -220,6 +236,8 @@ def run_target(kind, a):
         put_many(kv, "/probe/base/", 1000, size=100)
         good = Good(s.endpoint)
         for name, fn in CASES:
+            if a.cases and name not in a.cases.split(","):
+                continue
             good.reset()
             peak = [rss_kib(pid), rss_kib(pid, "RssAnon:")]
             stop = threading.Event()
@@ -234,6 +252,8 @@ def run_target(kind, a):
             t0 = time.monotonic()
             try:
                 note = fn(s, kv, a)
+            except grpc.RpcError as e:
+                note = "error: %s %s" % (e.code().name, e.details())
             except Exception as e:  # noqa: BLE001
                 note = "error: %r" % (e,)
             took = time.monotonic() - t0
@@ -273,6 +293,7 @@ def main():
     p.add_argument("--half", type=int)
     p.add_argument("--range-keys", type=int)
     p.add_argument("--leases", type=int)
+    p.add_argument("--cases", help="comma list of the cases to run (default: all)")
     a = p.parse_args()
     full = dict(puts=200000, idle=10000, half=2000, range_keys=1000000, leases=100000)
     small = dict(puts=20000, idle=1000, half=500, range_keys=50000, leases=10000)
