@@ -21,8 +21,12 @@ Each kind gets a fresh single member (tests/integration/harness.py). On it:
   big       a physical Compact to the current revision, the member killed
             with SIGKILL a second into it and started again (the restart
             must finish it; etcd resumes a scheduled compaction too), then
-            a DeleteRange of every key, killed the same way; the member
-            must come back, finish, and answer
+            a DeleteRange of the prefix holding every key, killed the same
+            way; the member must come back, finish, and answer. quorum
+            writes that revision in steps (--apply-step-limit changes per
+            LMDB transaction, its default 100000 when not given): the
+            figures say how much the kill left committed, how many steps
+            the resumed entry took and when it finished
 
   cluster   (--cluster) three members: the same load, then the compaction of
             half the revisions while a put load on the leader and a read
@@ -225,6 +229,8 @@ def kill_during(srv, call, after):
 def run_kind(kind, a):
     r = {}
     extra = ["--quota-backend-bytes", str(16 << 30)]
+    if kind == "quorum" and a.apply_step_limit:
+        extra += ["--experimental-apply-step-limit", str(a.apply_step_limit)]
     srv = harness.Server(kind, extra_args=extra)
     try:
         srv.start()
@@ -278,32 +284,58 @@ def run_kind(kind, a):
         r["disk after defrag (MB)"] = disk_bytes(srv.data_dir) / 1e6
 
         if not a.skip_big:
-            print("[%s] compacting to the current revision, killed a second in" % kind,
-                  flush=True)
+            print("[%s] compacting to the current revision, killed %.2f s in"
+                  % (kind, a.kill_after), flush=True)
             top = current_rev(srv)
             kill_during(srv, lambda: kv.Compact(rpc_pb2.CompactionRequest(
-                revision=top, physical=True), timeout=7200), 1.0)
+                revision=top, physical=True), timeout=7200), a.kill_after)
             t0 = time.monotonic()
             start_until_read(srv, 1800)
-            done = (r"compacted at revision %d" % top if kind == "quorum"
-                    else r"finished scheduled compaction.*%d" % top)
+            # both log etcd's line (quorum's fields: compact-revision,
+            # removed-revisions, steps, longest-step)
+            done = r"finished scheduled compaction.*%d" % top
             wait_log(srv, done, 3600)
             r["full compact, restart to finished (s)"] = time.monotonic() - t0
-            print("[%s] deleting every key, killed a second in" % kind, flush=True)
+            if kind == "quorum":
+                m = re.search(r"finished scheduled compaction .*\"compact-revision\": %d, .*"
+                              r"\"removed-revisions\": (\d+), \"steps\": (\d+)"
+                              % top, srv.log_tail(200000))
+                if m:
+                    r["full compact: revisions dropped"] = int(m.group(1))
+                    r["full compact: steps"] = int(m.group(2))
+            print("[%s] deleting every key, killed %.2f s in" % (kind, a.kill_after), flush=True)
             kv = kv_stub(srv)
-            kill_during(srv, lambda: kv.DeleteRange(rpc_pb2.DeleteRangeRequest(
-                key=b"\0", range_end=b"\0"), timeout=7200), 1.0)
+            before = len(srv.log_tail(10 ** 9))
+            r["delete every key: finished before the kill"] = int(kill_during(
+                srv, lambda: kv.DeleteRange(rpc_pb2.DeleteRangeRequest(
+                    key=b"\0", range_end=b"\0"), timeout=7200), a.kill_after))
             t0 = time.monotonic()
-            start_until_read(srv, 1800)
+            r["delete every key, restart to answered (s)"] = start_until_read(srv, 1800)
+            if kind == "quorum":
+                # the entry is applied again from the log and resumes the
+                # partial revision where the last committed step left it
+                log = srv.log_tail(10 ** 9)[before:]
+                m = re.search(r"resuming entry (\d+) \(DeleteRangeRequest\): revision \d+ has "
+                              r"(\d+) changes committed", log)
+                r["delete every key: changes committed before the kill"] = \
+                    int(m.group(2)) if m else 0
+                if m:
+                    wait_log(srv, r"applied entry %s \(DeleteRangeRequest\) at revision \d+ in "
+                             r"\d+ steps" % m.group(1), 3600)
             kv = kv_stub(srv)
             left = kv.Range(rpc_pb2.RangeRequest(key=b"\0", range_end=b"\0", count_only=True),
                             timeout=600).count
+            r["delete every key: keys left after the restart"] = left
             if left:  # the kill came before the delete was committed: again
                 t1 = time.monotonic()
                 kv.DeleteRange(rpc_pb2.DeleteRangeRequest(key=b"\0", range_end=b"\0"),
                                timeout=7200)
                 r["delete every key (s)"] = time.monotonic() - t1
-            r["delete every key, restart to answered (s)"] = time.monotonic() - t0
+            r["delete every key, restart to finished (s)"] = time.monotonic() - t0
+            if kind == "quorum":
+                m = re.findall(r"applied entry \d+ \(DeleteRangeRequest\) at revision \d+ in "
+                               r"(\d+) steps", srv.log_tail(10 ** 9)[before:])
+                r["delete every key: steps after the restart"] = int(m[-1]) if m else 1
     finally:
         srv.cleanup()
     return r
@@ -367,6 +399,11 @@ def main():
     ap.add_argument("--reads", type=int, default=200000)
     ap.add_argument("--kinds", default="quorum,etcd")
     ap.add_argument("--skip-big", action="store_true", help="leave out the kill -9 cases")
+    ap.add_argument("--kill-after", type=float, default=1.0,
+                    help="seconds into the big requests when the member is killed (less at "
+                    "reduced sizes, so that the kill lands in the middle)")
+    ap.add_argument("--apply-step-limit", type=int, default=0,
+                    help="quorum's --experimental-apply-step-limit (default: its own, 100000)")
     ap.add_argument("--cluster", action="store_true",
                     help="also the compaction case on three members")
     a = ap.parse_args()
@@ -375,7 +412,9 @@ def main():
     if a.cluster:
         for k in kinds:
             res[k].update(run_cluster(k, a))
-    print("\ngrowth-bench: %d keys, %d revisions" % (a.keys, a.revisions))
+    print("\ngrowth-bench: %d keys, %d revisions%s" % (
+        a.keys, a.revisions, ", quorum's apply step limit %d" % a.apply_step_limit
+        if a.apply_step_limit else ""))
     names = list(res[kinds[0]].keys())
     print("%-44s %14s %14s %9s" % ("", kinds[0], kinds[1] if len(kinds) > 1 else "", "ratio"))
     for n in names:

@@ -58,6 +58,7 @@ struct view {
     mvcc_read *rd;
     mvcc_txn *tx;
     int64_t begin_rev;
+    int64_t cmp_rev; /* compares read here (0: the view's revision) */
     bool changed;
     unsigned ranges, puts, deletes;
     uint64_t put_size;
@@ -82,9 +83,9 @@ static int64_t view_rev(const struct view *v)
     return v->begin_rev + (v->changed ? 1 : 0);
 }
 
-static int view_range(struct view *v, const ProtobufCBinaryData *key, const ProtobufCBinaryData *end,
-                      const struct mvcc_range_opts *o, mvcc_kv_fn fn, void *arg,
-                      struct mvcc_range_result *res)
+static int view_range(struct view *v, const ProtobufCBinaryData *key,
+                      const ProtobufCBinaryData *end, const struct mvcc_range_opts *o,
+                      mvcc_kv_fn fn, void *arg, struct mvcc_range_result *res)
 {
     v->ranges++;
     if (v->tx != NULL)
@@ -147,6 +148,17 @@ static int collect(const struct mvcc_kv *kv, void *arg)
 {
     struct kvlist *l = arg;
     return kvlist_push(l, kv_copy(l->a, kv));
+}
+
+/* collect_keys is collect without the value: a keys_only Range over many
+ * keys copies no value into the response's memory. */
+static int collect_keys(const struct mvcc_kv *kv, void *arg)
+{
+    struct kvlist *l = arg;
+    struct mvcc_kv k = *kv;
+    k.value = NULL;
+    k.value_len = 0;
+    return kvlist_push(l, kv_copy(l->a, &k));
 }
 
 static Etcdserverpb__ResponseHeader *new_header(struct arena *a, int64_t rev)
@@ -236,7 +248,10 @@ static int range_view(struct view *v, const Etcdserverpb__RangeRequest *r, struc
     struct mvcc_range_opts o = {.rev = r->revision, .limit = limit, .count_only = r->count_only};
     struct mvcc_range_result res = {0};
     struct kvlist l = {.a = a};
-    int rv = view_range(v, &r->key, &r->range_end, &o, collect, &l, &res);
+    /* count_only fetches nothing (mvcc); keys_only leaves the values in
+     * the store unless they are sorted on */
+    bool values = !r->keys_only || r->sort_target == ETCDSERVERPB__RANGE_REQUEST__SORT_TARGET__VALUE;
+    int rv = view_range(v, &r->key, &r->range_end, &o, values ? collect : collect_keys, &l, &res);
     if (rv != 0)
         return rv;
 
@@ -475,7 +490,7 @@ static bool compare_kv(const Etcdserverpb__Compare *c, const Mvccpb__KeyValue *k
  * is no way to name a missing value). A read error fails the compare. */
 static int compare_one(struct view *v, const Etcdserverpb__Compare *c, struct arena *a, bool *ok)
 {
-    struct mvcc_range_opts o = {0};
+    struct mvcc_range_opts o = {.rev = v->cmp_rev};
     struct mvcc_range_result res;
     struct kvlist l = {.a = a};
     int rv = view_range(v, &c->key, &c->range_end, &o, collect, &l, &res);
@@ -541,7 +556,8 @@ static int check_op(struct view *v, const Etcdserverpb__RequestOp *op, enum chec
         if (r->lease != 0 && !lease_exists(v->env, r->lease))
             return QERR_LEASE_NOT_FOUND;
     }
-    if (kind == CHECK_RANGE && op->request_case == ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE) {
+    if (kind == CHECK_RANGE &&
+        op->request_case == ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE) {
         int64_t rev = op->request_range->revision;
         if (rev == 0)
             return 0;
@@ -661,6 +677,11 @@ int apply_txn(const struct apply_env *env, const Etcdserverpb__TxnRequest *r, st
     int rv = mvcc_txn_begin(env->kv, &v.tx);
     if (rv != 0)
         return rv;
+    /* a revision resumed after a restart (mvcc.h, "Big revisions in
+     * steps"): the compares were read before its first write, so they
+     * are read at the revision before it, whatever it has written */
+    if (mvcc_txn_resumed(v.tx))
+        v.cmp_rev = mvcc_txn_begin_rev(v.tx);
     rv = txn_view(&v, r, !apply_txn_is_read_only(r), a, out);
     int64_t rev = mvcc_txn_end(v.tx);
     view_done(&v);
@@ -1010,8 +1031,8 @@ int apply_lease_checkpoint(const struct apply_env *env,
     if (env->leases == NULL)
         return -ENOTSUP;
     for (size_t i = 0; i < r->n_checkpoints; i++) {
-        int rv = lessor_checkpoint(env->leases, r->checkpoints[i]->id,
-                                   r->checkpoints[i]->remaining_ttl);
+        int rv =
+            lessor_checkpoint(env->leases, r->checkpoints[i]->id, r->checkpoints[i]->remaining_ttl);
         if (rv != 0)
             return rv;
     }

@@ -92,7 +92,10 @@ enum grpc_status {
     X(QERR_NOT_LEADER, FAILED_PRECONDITION, "etcdserver: not leader")                              \
     X(QERR_BAD_TRANSFEREE, FAILED_PRECONDITION, "etcdserver: bad leader transferee")               \
     X(QERR_ID_REMOVED, FAILED_PRECONDITION,                                                        \
-      "etcdserver: the member ID was removed; add the member with other peer URLs")
+      "etcdserver: the member ID was removed; add the member with other peer URLs")            \
+    X(QERR_NOT_ENOUGH_STARTED, FAILED_PRECONDITION,                                                \
+      "etcdserver: re-configuration failed due to not enough started members")                    \
+    X(QERR_UNHEALTHY, UNAVAILABLE, "etcdserver: unhealthy cluster")
 
 /* Codes count downwards from QERR_BASE - 1 so that all stay negative. */
 enum {

@@ -289,8 +289,8 @@ static int push_page(bolt_cursor *c, uint64_t id)
                     BOLT_MAX_DEPTH);
     if (id < c->db->pgid && (c->seen[id / 8] & (1u << (id % 8))))
         return fail(c->err, c->errlen, "page %llu: multiple references", (unsigned long long)id);
-    const uint8_t *pg;
-    size_t span;
+    const uint8_t *pg = NULL;
+    size_t span = 0; /* set by page_at when it succeeds; gcc -O3 cannot tell */
     int rv = page_at(c->db, id, &pg, &span, c->err, c->errlen);
     if (rv == 0)
         rv = frame_set(&c->st[c->depth], pg, span, id, c->err, c->errlen);

@@ -607,7 +607,8 @@ static void recs_free(struct recs *rs)
 
 static int write_recs(bolt_writer *w, const char *bucket, struct recs *rs)
 {
-    qsort(rs->r, rs->n, sizeof(rs->r[0]), rec_cmp);
+    if (rs->n > 1) /* qsort wants a non-NULL base even for none */
+        qsort(rs->r, rs->n, sizeof(rs->r[0]), rec_cmp);
     int rv = bolt_writer_begin(w, bucket, strlen(bucket));
     for (size_t i = 0; rv == 0 && i < rs->n; i++)
         if (i == 0 || rec_cmp(&rs->r[i - 1], &rs->r[i]) != 0)

@@ -411,7 +411,8 @@ static int list_names(const char *dir, const char *suffix, struct name2 **out, s
         *n = 0;
         return rv;
     }
-    qsort(*out, *n, sizeof(**out), cmp_name);
+    if (*n > 1) /* qsort wants a non-NULL base even for none */
+        qsort(*out, *n, sizeof(**out), cmp_name);
     return 0;
 }
 

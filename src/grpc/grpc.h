@@ -44,7 +44,8 @@
  * after each DATA chunk is decoded); only a message split across chunks is
  * gathered, bounded by max_recv_msg_size per call and the limit above per
  * connection. Our SETTINGS: initial stream window 1 MiB, connection window
- * 16 MiB, max_concurrent_streams as configured.
+ * 16 MiB, max_concurrent_streams as configured. Keepalive PINGs both ways
+ * as grpc-go's server (options below).
  * An HTTP/2 connection error (bad preface, bad frame) sends GOAWAY and
  * closes that connection only. When our side of a stream has ended and the
  * client is still sending, the stream is reset with NO_ERROR (as grpc-go
@@ -118,8 +119,25 @@ struct grpc_server_options {
     size_t max_recv_msg_size;
     /* largest response message (larger sends fail with -EMSGSIZE). 0 = 2 GiB */
     size_t max_send_msg_size;
-    /* HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS; 0 = unlimited (etcd's default) */
+    /* HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS, advertised; 0 = unlimited
+     * and not advertised (server/ passes etcd's default, math.MaxUint32,
+     * which etcd advertises). A client that opens more is refused: RST_STREAM REFUSED_STREAM while
+     * our SETTINGS are unacknowledged, GOAWAY PROTOCOL_ERROR after
+     * (nghttp2; grpc-go refuses the stream in both cases). */
     uint32_t max_concurrent_streams;
+    /* keepalive, as grpc-go's server (etcd's --grpc-keepalive-* flags):
+     * keepalive_min_time_ms (EnforcementPolicy.MinTime, 0 = 5 min): a
+     *   client PING sooner than this after the previous one, while a call
+     *   is open (2 h when none is: PermitWithoutStream false), is a strike
+     *   unless the server sent HEADERS or DATA since; the third strike gets
+     *   GOAWAY ENHANCE_YOUR_CALM "too_many_pings" and the connection closes.
+     * keepalive_time_ms (ServerParameters.Time, 0 = 2 h, at least 1 s) and
+     * keepalive_timeout_ms (Timeout, 0 = 20 s): a connection that sent
+     *   nothing for Time gets a PING; nothing for Timeout more, it is closed.
+     * HTTP/2 connections only. */
+    uint64_t keepalive_min_time_ms;
+    uint64_t keepalive_time_ms;
+    uint64_t keepalive_timeout_ms;
     /* TLS for the connections of grpc_server_listen_tls and
      * grpc_server_adopt_tls (a server context of tls/, ALPN "h2"; shared,
      * not owned: it must outlive the server). NULL: no TLS. */

@@ -163,6 +163,16 @@ struct grpc_conn {
     int idle_goaway;   /* sent GOAWAY for being idle (grpc_server_options) */
     uint64_t born_ms, read_ms; /* uv_now at accept, at the last bytes read */
     uint64_t nread;            /* bytes read so far (up to the preface's) */
+    /* keepalive (grpc-go's server): */
+    uint64_t ka_deadline;     /* next check (uv_now ms) */
+    unsigned ka_activity : 1; /* read something since the last check */
+    unsigned ka_ping_sent : 1;
+    unsigned ping_seen : 1;     /* last_ping_at is set */
+    unsigned reset_strikes : 1; /* we sent HEADERS or DATA since the last PING */
+    unsigned calm : 1;          /* GOAWAY ENHANCE_YOUR_CALM queued: close once sent */
+    unsigned calm_sent : 1;
+    unsigned ping_strikes;
+    uint64_t last_ping_at;
 };
 
 struct grpc_server {
@@ -173,6 +183,8 @@ struct grpc_server {
     size_t max_recv;
     size_t max_send;
     uint32_t max_streams;
+    uint64_t ka_min_time, ka_time, ka_timeout; /* ms */
+    uv_timer_t ka_timer;
     tls_ctx *tls;
     const struct grpc_http1 *http1;
     bool http_only;
@@ -915,8 +927,40 @@ static int on_header(nghttp2_session *sess, const nghttp2_frame *frame, nghttp2_
     return 0;
 }
 
+#define MAX_PING_STRIKES 2                           /* grpc-go's maxPingStrikes */
+#define IDLE_PING_MIN_MS ((uint64_t)2 * 3600 * 1000) /* grpc-go's defaultPingTimeout */
+
+/* on_ping: grpc-go's keepalive enforcement (http2_server.go handlePing)
+ * for a PING from the client. */
+static void on_ping(grpc_conn *c)
+{
+    grpc_server *srv = c->srv;
+    uint64_t now = uv_now(srv->loop);
+    uint64_t last = c->last_ping_at;
+    bool seen = c->ping_seen;
+    c->last_ping_at = now;
+    c->ping_seen = 1;
+    if (c->reset_strikes) { /* we have written since: not abuse */
+        c->reset_strikes = 0;
+        c->ping_strikes = 0;
+        return;
+    }
+    uint64_t min = c->calls != NULL ? srv->ka_min_time : IDLE_PING_MIN_MS;
+    if (seen && last + min > now)
+        c->ping_strikes++;
+    if (c->ping_strikes > MAX_PING_STRIKES && !c->calm) {
+        static const char why[] = "too_many_pings";
+        c->calm = 1;
+        nghttp2_submit_goaway(c->sess, NGHTTP2_FLAG_NONE,
+                              nghttp2_session_get_last_proc_stream_id(c->sess),
+                              NGHTTP2_ENHANCE_YOUR_CALM, (const uint8_t *)why, sizeof(why) - 1);
+    }
+}
+
 static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *frame, void *user)
 {
+    if (frame->hd.type == NGHTTP2_PING && !(frame->hd.flags & NGHTTP2_FLAG_ACK))
+        on_ping(user);
     if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
         return 0;
     grpc_call *call = nghttp2_session_get_stream_user_data(sess, frame->hd.stream_id);
@@ -940,6 +984,11 @@ static int on_data_chunk(nghttp2_session *sess, uint8_t flags, int32_t stream_id
 
 static int on_frame_send(nghttp2_session *sess, const nghttp2_frame *frame, void *user)
 {
+    grpc_conn *c = user;
+    if (frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA)
+        c->reset_strikes = 1; /* grpc-go: a ping after our write is no strike */
+    if (frame->hd.type == NGHTTP2_GOAWAY && c->calm)
+        c->calm_sent = 1;
     /* Once our side ended, a client still sending gets RST_STREAM
      * NO_ERROR (RFC 9113 8.1, as grpc-go does) so the stream closes and
      * on_close runs without waiting for the client. */
@@ -1138,9 +1187,9 @@ static int conn_check(grpc_conn *c)
         }
         return 0;
     }
-    if (c->want_close ||
-        (!nghttp2_session_want_read(c->sess) && !nghttp2_session_want_write(c->sess) &&
-         (c->is_mem || (c->obuf.len == 0 && !c->writing)))) {
+    if (c->want_close || ((c->calm_sent || (!nghttp2_session_want_read(c->sess) &&
+                                            !nghttp2_session_want_write(c->sess))) &&
+                          (c->is_mem || (c->obuf.len == 0 && !c->writing)))) {
         conn_close(c);
         return 1;
     }
@@ -1320,6 +1369,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
             stop_reading(c); /* for good: the handler closes */
         return;
     }
+    c->ka_activity = 1;
     int rv = conn_input(c, p, n);
     release_rbuf(srv, b);
     if (c->closed)
@@ -1510,6 +1560,39 @@ static void on_lq_idle(uv_idle_t *h)
     }
 }
 
+/* on_ka_timer: grpc-go's server keepalive (http2_server.go keepalive),
+ * for every HTTP/2 connection whose check is due: read something since
+ * the last check, wait Time again; else send a PING and wait Timeout;
+ * nothing read after a PING, close. */
+static void on_ka_timer(uv_timer_t *t)
+{
+    grpc_server *srv = t->data;
+    uint64_t now = uv_now(srv->loop);
+    for (grpc_conn *c = srv->conns, *next; c != NULL; c = next) {
+        next = c->next;
+        if (c->mode != MODE_H2 || c->closed || c->is_mem)
+            continue;
+        if (c->ka_deadline == 0) { /* new since the last pass */
+            c->ka_deadline = now + srv->ka_time;
+            continue;
+        }
+        if (now < c->ka_deadline)
+            continue;
+        if (c->ka_activity) {
+            c->ka_activity = 0;
+            c->ka_ping_sent = 0;
+            c->ka_deadline = now + srv->ka_time;
+        } else if (c->ka_ping_sent) {
+            conn_close(c);
+        } else {
+            c->ka_ping_sent = 1;
+            c->ka_deadline = now + srv->ka_timeout;
+            if (nghttp2_submit_ping(c->sess, NGHTTP2_FLAG_NONE, NULL) == 0)
+                mark_dirty(c);
+        }
+    }
+}
+
 static void on_prepare(uv_prepare_t *p)
 {
     grpc_server *srv = p->data;
@@ -1590,6 +1673,13 @@ int grpc_server_new(uv_loop_t *loop, const struct grpc_method *methods, size_t n
     if (srv->max_send > GRPC_DEFAULT_MAX_SEND)
         srv->max_send = GRPC_DEFAULT_MAX_SEND;
     srv->max_streams = opts ? opts->max_concurrent_streams : 0;
+    /* grpc-go's defaults and its 1 s floor on Time */
+    srv->ka_min_time =
+        opts && opts->keepalive_min_time_ms ? opts->keepalive_min_time_ms : 5 * 60 * 1000;
+    srv->ka_time = opts && opts->keepalive_time_ms ? opts->keepalive_time_ms : 2 * 3600 * 1000;
+    if (srv->ka_time < 1000)
+        srv->ka_time = 1000;
+    srv->ka_timeout = opts && opts->keepalive_timeout_ms ? opts->keepalive_timeout_ms : 20000;
     srv->tls = opts ? opts->tls : NULL;
     srv->http1 = opts ? opts->http1 : NULL;
     srv->http_only = opts && opts->http_only && srv->http1 != NULL;
@@ -1629,7 +1719,15 @@ int grpc_server_new(uv_loop_t *loop, const struct grpc_method *methods, size_t n
     uv_unref((uv_handle_t *)&srv->prepare);
     uv_idle_init(loop, &srv->lq_idle);
     srv->lq_idle.data = srv;
-    srv->handles = 2;
+    /* keepalive checks: a tick a fraction of the shorter period (at least
+     * 50 ms, at most 10 s); deadlines are kept per connection */
+    uint64_t tick = (srv->ka_time < srv->ka_timeout ? srv->ka_time : srv->ka_timeout) / 4;
+    tick = tick < 50 ? 50 : tick > 10000 ? 10000 : tick;
+    uv_timer_init(loop, &srv->ka_timer);
+    srv->ka_timer.data = srv;
+    uv_timer_start(&srv->ka_timer, on_ka_timer, tick, tick);
+    uv_unref((uv_handle_t *)&srv->ka_timer);
+    srv->handles = 3;
     srv->max_conns = opts ? opts->max_conns : 0;
     srv->conn_count = opts && opts->conn_count ? opts->conn_count : &srv->own_count;
     srv->preface_ms = opts ? opts->preface_ms : 0;
@@ -1793,6 +1891,8 @@ void grpc_server_close(grpc_server *srv, void (*cb)(void *arg), void *arg)
     uv_close((uv_handle_t *)&srv->lq_idle, on_prepare_closed);
     uv_timer_stop(&srv->sweep);
     uv_close((uv_handle_t *)&srv->sweep, on_prepare_closed);
+    uv_timer_stop(&srv->ka_timer);
+    uv_close((uv_handle_t *)&srv->ka_timer, on_prepare_closed);
 }
 
 void *grpc_call_server_data(const grpc_call *call)

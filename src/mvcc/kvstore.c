@@ -30,6 +30,8 @@
 /* quorum only: where an unfinished compaction's removal from LMDB goes on */
 #define META_PROGRESS "quorumCompactNextRev"
 #define META_PROGRESS_SUB "quorumCompactNextSub"
+/* quorum only: a revision whose first steps are committed, not its last */
+#define META_STEP_REV "quorumStepRev"
 
 #define READ_SPARES 8
 
@@ -37,7 +39,10 @@ struct mvcc_txn {
     mvcc_store *s;
     int64_t begin_rev;
     uint32_t changes;
+    uint32_t since_step; /* changes since the last step's commit */
+    uint32_t steps;      /* step commits */
     bool open;
+    bool resumed; /* goes on with the partial revision left by a restart */
 };
 
 /* Bytes a read txn must keep until it ends that LMDB does not hold for it
@@ -73,10 +78,21 @@ struct mvcc_store {
     int64_t compact_target;
     int64_t compact_pos; /* first pass: the revision (main, sub) it goes on from */
     int64_t compact_pos_sub;
-    bool compact_index;  /* in the second pass (the in-memory index) */
+    bool compact_index; /* in the second pass (the in-memory index) */
     struct buf compact_next;
     struct mvcc_compact_stats cstats;
     struct mvcc_txn txn; /* one write txn at a time: no allocation per txn */
+    /* Big revisions in steps (mvcc.h): a commit every step_limit changes */
+    size_t step_limit;
+    mvcc_step_fn step_fn;
+    void *step_arg;
+    int64_t partial_rev;  /* left partial by a restart: resumed by the next txn */
+    uint32_t partial_sub; /* its changes in LMDB */
+    int sticky_err;       /* a failure mvcc_txn_end could not return */
+    /* lease bindings gathered by mvcc_prepare_file, for the next
+     * mvcc_live_leases after mvcc_reload_prepared */
+    struct buf prep_leases;
+    bool prep_leases_valid;
     mvcc_observer_fn obs;
     void *obs_arg;
     struct buf enc;  /* the kv being written */
@@ -228,7 +244,6 @@ int mvcc_read_begin_shared(mvcc_store *s, int64_t min_rev, mvcc_read **out)
     return 0;
 }
 
-
 static uint64_t now_ns(void)
 {
     struct timespec ts;
@@ -262,7 +277,8 @@ static int record_key(const MDB_val *d, const uint8_t **key, size_t *klen)
 /* One stretch of the key database, [from, to) in main revisions, loaded
  * by one thread. */
 struct scan_part {
-    mvcc_store *s;
+    MDB_env *env;
+    MDB_dbi kdb;
     int64_t from, to;
     struct kindex_loader ld;
     int64_t last;
@@ -274,17 +290,17 @@ struct scan_part {
 static void *scan_part_run(void *arg)
 {
     struct scan_part *p = arg;
-    mvcc_store *s = p->s;
     MDB_txn *txn;
-    int rv = backend_read_begin(s->be, &txn);
-    if (rv != 0) {
-        p->rv = rv;
+    int rv = 0;
+    int rc = mdb_txn_begin(p->env, NULL, MDB_RDONLY, &txn);
+    if (rc != 0) {
+        p->rv = backend_err(rc);
         return NULL;
     }
     MDB_cursor *cur;
-    int rc = mdb_cursor_open(txn, s->kdb, &cur);
+    rc = mdb_cursor_open(txn, p->kdb, &cur);
     if (rc != 0) {
-        backend_read_end(txn);
+        mdb_txn_abort(txn);
         p->rv = backend_err(rc);
         return NULL;
     }
@@ -336,7 +352,7 @@ static void *scan_part_run(void *arg)
     if (rv == 0 && rc != MDB_NOTFOUND)
         rv = backend_err(rc);
     mdb_cursor_close(cur);
-    backend_read_end(txn);
+    mdb_txn_abort(txn);
     p->rv = rv;
     return NULL;
 }
@@ -366,31 +382,34 @@ static int rebuild_threads(size_t records)
     return n < 1 ? 1 : n;
 }
 
-/* rebuild_index makes the key index from every record: the key database is
- * cut into stretches of revisions, each loaded by a thread in one
- * sequential pass (kindex_load_*), and the loaders merged in order. */
-static int rebuild_index(mvcc_store *s)
+/* rebuild_index makes the key index |ix| from every record of the key
+ * database |kdb| of |env|: the key database is cut into stretches of
+ * revisions, each loaded by a thread in one sequential pass (kindex_load_*),
+ * and the loaders merged in order. *|top| gets the last main revision (left
+ * alone when there is no record). Any thread may run it. */
+static int rebuild_index(MDB_env *env, MDB_dbi kdb, struct kindex *ix, int64_t *top_out)
 {
     uint64_t t0 = now_ns();
     MDB_txn *txn;
-    int rv = backend_read_begin(s->be, &txn);
-    if (rv != 0)
-        return rv;
+    int rv = 0;
+    int rc0 = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn);
+    if (rc0 != 0)
+        return backend_err(rc0);
     MDB_stat st;
     MDB_cursor *cur = NULL;
     MDB_val k, d;
     int64_t first = 0, last = 0, sub;
     bool tomb;
-    int rc = mdb_stat(txn, s->kdb, &st);
+    int rc = mdb_stat(txn, kdb, &st);
     if (rc == 0)
-        rc = mdb_cursor_open(txn, s->kdb, &cur);
+        rc = mdb_cursor_open(txn, kdb, &cur);
     if (rc == 0 && (rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST)) == 0)
         rv = mvcc_revkey_parse(k.mv_data, k.mv_size, &first, &sub, &tomb);
     if (rc == 0 && rv == 0 && (rc = mdb_cursor_get(cur, &k, &d, MDB_LAST)) == 0)
         rv = mvcc_revkey_parse(k.mv_data, k.mv_size, &last, &sub, &tomb);
     if (cur != NULL)
         mdb_cursor_close(cur);
-    backend_read_end(txn);
+    mdb_txn_abort(txn);
     if (rc == MDB_NOTFOUND)
         return 0; /* no record: an empty index */
     if (rc != 0)
@@ -404,7 +423,8 @@ static int rebuild_index(mvcc_store *s)
     struct scan_part parts[REBUILD_MAX_THREADS];
     memset(parts, 0, sizeof(parts));
     for (int i = 0; i < n; i++) {
-        parts[i].s = s;
+        parts[i].env = env;
+        parts[i].kdb = kdb;
         parts[i].from = first + (last - first + 1) * i / n;
         parts[i].to = i + 1 < n ? first + (last - first + 1) * (i + 1) / n : INT64_MAX;
         kindex_load_begin(&parts[i].ld);
@@ -437,7 +457,7 @@ static int rebuild_index(mvcc_store *s)
     }
     size_t nkeys = parts[0].ld.n;
     if (rv == 0)
-        rv = kindex_load_finish(&parts[0].ld, &s->ix);
+        rv = kindex_load_finish(&parts[0].ld, ix);
     for (int i = 0; i < n; i++)
         kindex_load_abort(&parts[i].ld); /* what a failure left; nothing otherwise */
     if (rv != 0)
@@ -448,8 +468,7 @@ static int rebuild_index(mvcc_store *s)
              "merge, sort and build %.2f s)",
              nkeys, nrecords, (double)(t_end - t0) / 1e9, n, n == 1 ? "" : "s",
              (double)(t_scan - t0) / 1e9, (double)(t_end - t_scan) / 1e9);
-    if (top > s->rev)
-        s->rev = top;
+    *top_out = top;
 #ifdef __GLIBC__
     /* the loaders' tables and the entries' trimmed tails are free now: hand
      * the memory back (without this the member keeps ~2x the index) */
@@ -459,7 +478,25 @@ static int rebuild_index(mvcc_store *s)
 }
 
 /* load builds the in-memory state (index, revisions) from the last commit. */
-static int load(mvcc_store *s)
+static int scan_live_leases(MDB_txn *txn, MDB_dbi kdb, const struct kindex *ix, int64_t at_rev,
+                            mvcc_lease_fn fn, void *arg);
+
+/* An index built off the loop from a database file before it replaces the
+ * store's (mvcc_prepare_file). */
+struct mvcc_prepared {
+    struct kindex ix;
+    int64_t top;
+    /* the live keys bound to leases (mvcc_live_leases), when the file has
+     * a lease: records of lease (8), key length (4), key */
+    struct buf leases;
+    bool leases_valid;
+    int err;
+};
+
+/* load_from builds the in-memory state (index, revisions) from the last
+ * commit, taking the index from |prep| instead of rebuilding it when given
+ * (then |prep| is consumed). */
+static int load_from(mvcc_store *s, mvcc_prepared *prep)
 {
     s->rev = 1;
     s->compact_rev = -1; /* never compacted, as etcd's compactMainRev */
@@ -469,9 +506,13 @@ static int load(mvcc_store *s)
     s->compact_pos_sub = 0;
     buf_reset(&s->compact_next);
     memset(&s->cstats, 0, sizeof(s->cstats));
-    int rv = kindex_init(&s->ix);
-    if (rv != 0)
+    int rv = 0;
+    if (prep != NULL) {
+        s->ix = prep->ix;
+        memset(&prep->ix, 0, sizeof(prep->ix));
+    } else if ((rv = kindex_init(&s->ix)) != 0) {
         return rv;
+    }
     uint64_t fin = 0, sched = 0;
     MDB_txn *txn;
     rv = backend_read_begin(s->be, &txn);
@@ -488,11 +529,34 @@ static int load(mvcc_store *s)
         rv = backend_meta_get(s->be, txn, META_PROGRESS, &pos);
     if (rv == 0 || rv == -ENOENT)
         rv = backend_meta_get(s->be, txn, META_PROGRESS_SUB, &pos_sub);
+    uint64_t step_rev = 0;
+    int64_t last_main = 0, last_sub = -1, top = 0;
+    if (rv == 0 || rv == -ENOENT)
+        rv = backend_meta_get(s->be, txn, META_STEP_REV, &step_rev);
+    if (rv == 0 && step_rev != 0) {
+        /* where LMDB's records of the partial revision stop */
+        MDB_cursor *cur;
+        MDB_val k, d;
+        bool tomb;
+        int rc = mdb_cursor_open(txn, s->kdb, &cur);
+        if (rc == 0) {
+            rc = mdb_cursor_get(cur, &k, &d, MDB_LAST);
+            if (rc == 0)
+                rv = mvcc_revkey_parse(k.mv_data, k.mv_size, &last_main, &last_sub, &tomb);
+            mdb_cursor_close(cur);
+        }
+        if (rc != 0 && rc != MDB_NOTFOUND)
+            rv = backend_err(rc);
+    }
     backend_read_end(txn);
     if (rv == -ENOENT)
         rv = 0;
     if (rv == 0)
-        rv = rebuild_index(s);
+        rv = prep != NULL ? 0 : rebuild_index(backend_env(s->be), s->kdb, &s->ix, &top);
+    if (prep != NULL)
+        top = prep->top;
+    if (top > s->rev)
+        s->rev = top;
     if (rv != 0)
         return rv;
     if (compacted)
@@ -509,9 +573,30 @@ static int load(mvcc_store *s)
         s->compact_pos = valid ? (int64_t)pos : 1;
         s->compact_pos_sub = valid ? (int64_t)pos_sub : 0;
         s->cstats.start_ns = now_ns();
-        log_info("mvcc", "resuming the compaction at revision %llu from revision %lld "
+        log_info("mvcc",
+                 "resuming the compaction at revision %llu from revision %lld "
                  "(finished: %llu)",
                  (unsigned long long)sched, (long long)s->compact_pos, (unsigned long long)fin);
+    }
+    /* A revision written in steps whose last step did not commit: the
+     * index holds its records, but the store is at the revision before it
+     * until the same entry, applied again, resumes it (mvcc.h). */
+    s->partial_rev = 0;
+    s->partial_sub = 0;
+    if (step_rev != 0 && (int64_t)step_rev == last_main && s->rev == last_main && last_sub >= 0 &&
+        last_sub < UINT32_MAX) {
+        s->partial_rev = (int64_t)step_rev;
+        s->partial_sub = (uint32_t)last_sub + 1;
+        s->rev = s->partial_rev - 1;
+        log_info("mvcc",
+                 "revision %lld is partial (%u changes committed in steps): "
+                 "the store is at revision %lld until its entry is applied again",
+                 (long long)s->partial_rev, s->partial_sub, (long long)s->rev);
+    } else if (step_rev != 0) {
+        log_warn("mvcc",
+                 "ignoring the mark of a revision in steps (%llu): the last record "
+                 "is of revision %lld",
+                 (unsigned long long)step_rev, (long long)last_main);
     }
     /* Everything up to a compaction may have been deleted (etcd restore). */
     if (s->rev < s->compact_rev)
@@ -519,6 +604,109 @@ static int load(mvcc_store *s)
     s->committed_rev = s->rev;
     publish(s);
     return 0;
+}
+
+static int load(mvcc_store *s)
+{
+    return load_from(s, NULL);
+}
+
+static void gather_lease(const uint8_t *key, size_t key_len, int64_t lease, void *arg)
+{
+    mvcc_prepared *p = arg;
+    uint32_t klen = (uint32_t)key_len;
+    if (p->err == 0)
+        p->err = buf_append(&p->leases, &lease, 8);
+    if (p->err == 0)
+        p->err = buf_append(&p->leases, &klen, 4);
+    if (p->err == 0)
+        p->err = buf_append(&p->leases, key, key_len);
+}
+
+int mvcc_prepare_file(const char *path, mvcc_prepared **out)
+{
+    *out = NULL;
+    mvcc_prepared *p = calloc(1, sizeof(*p));
+    if (p == NULL)
+        return -ENOMEM;
+    MDB_env *env = NULL;
+    MDB_txn *txn = NULL;
+    MDB_dbi kdb = 0;
+    int rc = mdb_env_create(&env);
+    if (rc == 0)
+        rc = mdb_env_set_maxdbs(env, 16);
+    if (rc == 0)
+        rc = mdb_env_open(env, path, MDB_NOSUBDIR | MDB_RDONLY | MDB_NOLOCK, 0644);
+    if (rc == 0)
+        rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn);
+    bool nokey = false;
+    if (rc == 0) {
+        rc = mdb_dbi_open(txn, "key", 0, &kdb);
+        nokey = rc == MDB_NOTFOUND; /* a store without a key database yet */
+        if (nokey)
+            rc = 0;
+    }
+    if (txn != NULL) {
+        /* committed, not aborted: an aborted txn closes the handle */
+        int rc2 = mdb_txn_commit(txn);
+        if (rc == 0)
+            rc = rc2;
+    }
+    int rv = rc == 0 ? kindex_init(&p->ix) : backend_err(rc);
+    if (rv == 0 && !nokey)
+        rv = rebuild_index(env, kdb, &p->ix, &p->top);
+    /* the lessor's pass over the file too, when a lease exists */
+    MDB_dbi ldb;
+    MDB_stat lst;
+    if (rv == 0 && !nokey && (rc = mdb_txn_begin(env, NULL, MDB_RDONLY, &txn)) == 0) {
+        /* (without a lease the server asks for no binding: no pass) */
+        if (mdb_dbi_open(txn, "lease", 0, &ldb) == 0 && mdb_stat(txn, ldb, &lst) == 0 &&
+            lst.ms_entries > 0) {
+            rv = scan_live_leases(txn, kdb, &p->ix, INT64_MAX, gather_lease, p);
+            if (rv == 0)
+                rv = p->err;
+            p->leases_valid = rv == 0;
+        }
+        mdb_txn_abort(txn);
+    } else if (rv == 0 && !nokey) {
+        rv = backend_err(rc);
+    }
+    if (env != NULL)
+        mdb_env_close(env);
+    if (rv != 0) {
+        int lrc = rc != 0 ? rc : backend_last_rc();
+        log_error("mvcc", "cannot index the database %s: %s (LMDB: %s)", path, q_strerror(rv),
+                  lrc != 0 ? mdb_strerror(lrc) : "none");
+        mvcc_prepared_free(p);
+        return rv;
+    }
+    *out = p;
+    return 0;
+}
+
+void mvcc_prepared_free(mvcc_prepared *p)
+{
+    if (p == NULL)
+        return;
+    kindex_free(&p->ix);
+    buf_free(&p->leases);
+    free(p);
+}
+
+int mvcc_reload_prepared(mvcc_store *s, mvcc_prepared *p)
+{
+    wlock(s);
+    mvcc_release_reads(s);
+    kindex_free(&s->ix);
+    memset(&s->ix, 0, sizeof(s->ix));
+    int rv = load_from(s, p);
+    buf_free(&s->prep_leases);
+    s->prep_leases = p->leases;
+    s->prep_leases_valid = rv == 0 && p->leases_valid;
+    memset(&p->leases, 0, sizeof(p->leases));
+    wunlock(s);
+    mvcc_prepared_free(p);
+    return rv;
 }
 
 int mvcc_open(backend *be, mvcc_store **out)
@@ -541,6 +729,8 @@ int mvcc_open(backend *be, mvcc_store **out)
 
 int mvcc_reload(mvcc_store *s)
 {
+    buf_free(&s->prep_leases);
+    s->prep_leases_valid = false;
     wlock(s);
     mvcc_release_reads(s);
     kindex_free(&s->ix);
@@ -576,6 +766,7 @@ void mvcc_close(mvcc_store *s)
     buf_free(&s->prev);
     buf_free(&s->aux);
     buf_free(&s->compact_next);
+    buf_free(&s->prep_leases);
     free(s);
 }
 
@@ -609,6 +800,7 @@ int mvcc_batch_abort(mvcc_store *s)
         wunlock(s); /* the txn's */
     s->txn.open = false;
     s->txn.changes = 0;
+    s->sticky_err = 0;
     /* The index has no undo log: rebuild it from what LMDB has. */
     wlock(s);
     kindex_free(&s->ix);
@@ -623,7 +815,12 @@ int mvcc_batch_commit(mvcc_store *s)
 {
     if (s->txn.open)
         return -EBUSY;
-    int rv = backend_batch_commit(s->be);
+    int rv = s->sticky_err;
+    s->sticky_err = 0;
+    if (rv != 0)
+        backend_batch_abort(s->be);
+    else
+        rv = backend_batch_commit(s->be);
     if (rv == 0) {
         s->committed_rev = s->rev;
         __atomic_store_n(&s->pub_committed, s->committed_rev, __ATOMIC_RELEASE);
@@ -743,9 +940,22 @@ int mvcc_txn_begin(mvcc_store *s, mvcc_txn **out)
     *out = NULL;
     if (backend_batch_txn(s->be) == NULL || s->txn.open)
         return -EBUSY;
+    if (s->prep_leases_valid) { /* a write makes them stale */
+        buf_free(&s->prep_leases);
+        s->prep_leases_valid = false;
+    }
     wlock(s); /* until mvcc_txn_end: the txn changes the index */
     s->txn.begin_rev = s->rev;
     s->txn.changes = 0;
+    s->txn.since_step = 0;
+    s->txn.steps = 0;
+    s->txn.resumed = false;
+    if (s->partial_rev != 0) {
+        /* the entry that wrote it, applied again: go on where LMDB stops */
+        s->txn.begin_rev = s->partial_rev - 1;
+        s->txn.changes = s->partial_sub;
+        s->txn.resumed = true;
+    }
     s->txn.open = true;
     *out = &s->txn;
     return 0;
@@ -796,6 +1006,64 @@ static int write_rev(mvcc_store *s, MDB_txn *lt, int64_t main, uint32_t sub, boo
     return backend_err(rc);
 }
 
+void mvcc_set_step(mvcc_store *s, size_t limit, mvcc_step_fn fn, void *arg)
+{
+    s->step_limit = limit;
+    s->step_fn = fn;
+    s->step_arg = arg;
+}
+
+int64_t mvcc_partial_rev(const mvcc_store *s)
+{
+    return s->partial_rev;
+}
+
+uint32_t mvcc_partial_changes(const mvcc_store *s)
+{
+    return s->partial_sub;
+}
+
+bool mvcc_txn_resumed(const mvcc_txn *t)
+{
+    return t->resumed;
+}
+
+int64_t mvcc_txn_begin_rev(const mvcc_txn *t)
+{
+    return t->begin_rev;
+}
+
+uint32_t mvcc_txn_steps(const mvcc_txn *t)
+{
+    return t->steps;
+}
+
+/* txn_step commits what the batch holds, this txn's changes so far
+ * included, with the mark of the revision under way, and opens the next
+ * LMDB transaction, when the txn has made step_limit changes since the last
+ * step: called before each change. The revision stays invisible (mvcc.h).
+ * A failed commit loses the batch: the caller must stop (the restart
+ * resumes from the last committed step). */
+static int txn_step(mvcc_txn *t)
+{
+    mvcc_store *s = t->s;
+    if (s->step_limit == 0 || t->since_step < s->step_limit)
+        return 0;
+    int rv = s->step_fn != NULL ? s->step_fn(s->step_arg) : 0;
+    if (rv == 0)
+        rv = backend_meta_put(s->be, META_STEP_REV, (uint64_t)(t->begin_rev + 1));
+    if (rv == 0)
+        rv = backend_batch_commit(s->be);
+    if (rv != 0)
+        return rv;
+    rv = backend_batch_begin(s->be);
+    if (rv != 0)
+        return rv;
+    t->since_step = 0;
+    t->steps++;
+    return 0;
+}
+
 int mvcc_txn_put(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_t *value,
                  size_t value_len, int64_t lease, mvcc_kv_fn prev_fn, void *arg)
 {
@@ -807,6 +1075,10 @@ int mvcc_txn_put(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_t 
         return QERR_EMPTY_KEY;
     if (t->changes == UINT32_MAX)
         return QERR_TOO_MANY_OPS;
+    int rv = txn_step(t);
+    if (rv != 0)
+        return rv;
+    lt = backend_batch_txn(s->be);
     int64_t rev = t->begin_rev + 1;
     uint32_t sub = t->changes;
     struct mvcc_kv prev, kv = {
@@ -826,8 +1098,12 @@ int mvcc_txn_put(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_t 
     struct kindex_entry *e = kindex_lookup(&s->ix, key, key_len, &slot);
     if (e != NULL) {
         const struct kindex_rev *last = &kentry_revs(e)[e->nrev - 1];
+        /* resumed: this put was made before the restart (a txn writes a
+         * key once) */
+        if (t->resumed && last->main == rev)
+            return 0;
         if (!last->tomb) {
-            int rv = load_prev(s, lt, last, &prev);
+            rv = load_prev(s, lt, last, &prev);
             if (rv != 0)
                 return rv;
             have_prev = true;
@@ -838,7 +1114,7 @@ int mvcc_txn_put(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_t 
         }
     }
     buf_reset(&s->enc);
-    int rv = mvcc_kv_encode(&s->enc, &kv);
+    rv = mvcc_kv_encode(&s->enc, &kv);
     if (rv == 0)
         rv = write_rev(s, lt, rev, sub, false, &s->enc);
     if (rv == 0)
@@ -846,6 +1122,7 @@ int mvcc_txn_put(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_t 
     if (rv != 0)
         return rv;
     t->changes++;
+    t->since_step++;
     if (s->obs != NULL) {
         kv.raw = s->enc.data;
         kv.raw_len = s->enc.len;
@@ -885,6 +1162,9 @@ int mvcc_txn_delete_range(mvcc_txn *t, const uint8_t *key, size_t key_len, const
             rv = QERR_TOO_MANY_OPS;
             break;
         }
+        if ((rv = txn_step(t)) != 0)
+            break;
+        lt = backend_batch_txn(s->be);
         struct mvcc_kv prev;
         rv = load_prev(s, lt, r, &prev);
         if (rv != 0)
@@ -903,6 +1183,7 @@ int mvcc_txn_delete_range(mvcc_txn *t, const uint8_t *key, size_t key_len, const
         if (rv != 0)
             break;
         t->changes++;
+        t->since_step++;
         n++;
         if (s->obs != NULL) {
             /* The event's kv carries the deleting revision, as etcd's. */
@@ -926,6 +1207,16 @@ int mvcc_txn_delete_range(mvcc_txn *t, const uint8_t *key, size_t key_len, const
 int64_t mvcc_txn_end(mvcc_txn *t)
 {
     mvcc_store *s = t->s;
+    if (t->open && (t->steps > 0 || t->resumed)) {
+        /* the revision's last changes are in this batch: its mark goes
+         * with them (a failure fails the batch's commit) */
+        MDB_val k = {strlen(META_STEP_REV), (void *)META_STEP_REV};
+        int rc = backend_del(s->be, backend_batch_txn(s->be), BACKEND_DB_META, &k);
+        if (rc != 0 && rc != MDB_NOTFOUND && s->sticky_err == 0)
+            s->sticky_err = backend_err(rc);
+        s->partial_rev = 0;
+        s->partial_sub = 0;
+    }
     if (t->open && t->changes > 0) {
         s->rev = t->begin_rev + 1;
         __atomic_store_n(&s->pub_rev, s->rev, __ATOMIC_RELEASE);
@@ -1099,18 +1390,16 @@ int mvcc_read_history(mvcc_read *r, int64_t from, int64_t to, mvcc_history_fn fn
     return rv;
 }
 
-int mvcc_live_leases(mvcc_store *s, mvcc_lease_fn fn, void *arg)
+/* scan_live_leases is mvcc_live_leases's pass over the key database |kdb|
+ * in |txn|, with the index |ix| read at |at|. */
+static int scan_live_leases(MDB_txn *txn, MDB_dbi kdb, const struct kindex *ix, int64_t at_rev,
+                            mvcc_lease_fn fn, void *arg)
 {
-    MDB_txn *txn;
-    int rv = backend_read_begin(s->be, &txn);
-    if (rv != 0)
-        return rv;
+    int rv = 0;
     MDB_cursor *cur;
-    int rc = mdb_cursor_open(txn, s->kdb, &cur);
-    if (rc != 0) {
-        backend_read_end(txn);
+    int rc = mdb_cursor_open(txn, kdb, &cur);
+    if (rc != 0)
         return backend_err(rc);
-    }
     MDB_val k, d;
     for (rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST); rc == 0;
          rc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
@@ -1123,14 +1412,44 @@ int mvcc_live_leases(mvcc_store *s, mvcc_lease_fn fn, void *arg)
         if (tomb || kv.lease == 0)
             continue;
         /* bound to a lease: is this the key's current revision? */
-        struct kindex_entry *e = kindex_get(&s->ix, kv.key, kv.key_len);
-        const struct kindex_rev *at = e != NULL ? kentry_at(e, s->committed_rev) : NULL;
+        struct kindex_entry *e = kindex_get(ix, kv.key, kv.key_len);
+        const struct kindex_rev *at = e != NULL ? kentry_at(e, at_rev) : NULL;
         if (at != NULL && !at->tomb && at->main == main && (int64_t)at->sub == sub)
             fn(kv.key, kv.key_len, kv.lease, arg);
     }
     if (rv == 0 && rc != MDB_NOTFOUND)
         rv = backend_err(rc);
     mdb_cursor_close(cur);
+    return rv;
+}
+
+int mvcc_live_leases(mvcc_store *s, mvcc_lease_fn fn, void *arg)
+{
+    if (s->prep_leases_valid) {
+        /* gathered on the worker that indexed the file (mvcc_prepare_file) */
+        const uint8_t *p = s->prep_leases.data, *end = p + s->prep_leases.len;
+        while (p + 12 <= end) {
+            int64_t lease;
+            uint32_t klen;
+            memcpy(&lease, p, 8);
+            memcpy(&klen, p + 8, 4);
+            if (klen > (size_t)(end - p) - 12)
+                break; /* never: the records are ours */
+            fn(p + 12, klen, lease, arg);
+            p += 12 + klen;
+        }
+        buf_free(&s->prep_leases);
+        s->prep_leases_valid = false;
+        return 0;
+    }
+    MDB_txn *txn;
+    int rv = backend_read_begin(s->be, &txn);
+    if (rv != 0)
+        return rv;
+    /* a partial revision's keys too: its entry resumes it, and a put it
+     * made is not made again (mvcc.h) */
+    rv = scan_live_leases(txn, s->kdb, &s->ix, s->partial_rev ? s->partial_rev : s->committed_rev,
+                          fn, arg);
     backend_read_end(txn);
     return rv;
 }
@@ -1187,9 +1506,8 @@ static bool dropped_at(mvcc_store *s, const uint8_t *key, size_t klen, int64_t r
 static int compact_disk_step(mvcc_store *s, MDB_txn *lt, size_t limit, bool *finished)
 {
     int64_t rev = s->compact_target;
-    size_t max_visits = limit > SIZE_MAX / COMPACT_VISITS_PER_REV
-                            ? SIZE_MAX
-                            : limit * COMPACT_VISITS_PER_REV;
+    size_t max_visits =
+        limit > SIZE_MAX / COMPACT_VISITS_PER_REV ? SIZE_MAX : limit * COMPACT_VISITS_PER_REV;
     MDB_cursor *mc;
     int rc = mdb_cursor_open(lt, s->kdb, &mc);
     if (rc != 0)
@@ -1211,7 +1529,7 @@ static int compact_disk_step(mvcc_store *s, MDB_txn *lt, size_t limit, bool *fin
             break;
         }
         if (deleted >= limit || visited >= max_visits) {
-            s->compact_pos = main; /* exactly here: a revision may hold */
+            s->compact_pos = main;    /* exactly here: a revision may hold */
             s->compact_pos_sub = sub; /* more kept records than a step visits */
             break;
         }
@@ -1337,8 +1655,8 @@ static int compact_step(mvcc_store *s, MDB_txn *lt, size_t limit, bool *done)
     const struct kindex_entry *stop = NULL;
     size_t max_keys =
         limit > SIZE_MAX / COMPACT_KEYS_PER_REV ? SIZE_MAX : limit * COMPACT_KEYS_PER_REV;
-    rv = kindex_compact_step(&s->ix, s->compact_target, s->compact_next.data,
-                             s->compact_next.len, SIZE_MAX, max_keys, NULL, NULL, &stop);
+    rv = kindex_compact_step(&s->ix, s->compact_target, s->compact_next.data, s->compact_next.len,
+                             SIZE_MAX, max_keys, NULL, NULL, &stop);
     if (rv != 0)
         return rv;
     if (stop != NULL) {

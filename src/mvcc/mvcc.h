@@ -26,6 +26,44 @@
  * memory from the last commit (a failed mvcc_batch_commit does that
  * itself). Requests are validated (apply/) before they write, so semantic
  * errors never happen half-way through a transaction.
+ *
+ * Big revisions in steps (mvcc_set_step). One write txn (one revision) may
+ * change millions of keys: a DeleteRange over a prefix, a Txn, a lease
+ * revocation. LMDB holds a write transaction's dirty pages in memory, up
+ * to a limit (MDB_TXN_FULL past it), and an entry that cannot be applied
+ * would be applied again by every restart: a crash loop. So a write txn
+ * commits the batch every |limit| changes ("a step") and goes on in a
+ * new LMDB transaction:
+ *   - before each step's commit the step hook runs (the server records
+ *     the consistent index of the entries applied before this one, so the
+ *     restart applies this entry again and not the ones before), and
+ *     meta "quorumStepRev" = R, the revision under way, goes into the
+ *     same transaction;
+ *   - the revision is not visible until its last change commits: during
+ *     the txn the owner holds the index's write lock (shared readers hand
+ *     their reads to the owner, who is busy with the txn), and
+ *     committed_rev, the revision a shared read or a fresh read txn
+ *     reads at, stays R-1 through the steps; reads pick, per key, the
+ *     latest revision at or below the revision they read at, so the
+ *     records of R already in LMDB are invisible to them;
+ *   - mvcc_txn_end deletes quorumStepRev in the batch that holds the
+ *     revision's last changes, so it commits with them;
+ *   - at open, quorumStepRev = R with records of R in LMDB means R is
+ *     partial: the index holds its records but the store's revision is
+ *     R-1 (reads, HashKV, history and watches stop at R-1) until the
+ *     next write txn, which must be the same entry applied again (the
+ *     consistent index is the one before it), resumes R: it continues the
+ *     sub-revisions where LMDB's stop, reads in it see the changes already
+ *     made, a put of a key already written at R is not written again (a
+ *     txn writes a key at most once: apply/'s duplicate checks), and a
+ *     delete finds only the keys still live. The result is the records an
+ *     uninterrupted txn writes: the same HashKV. A Txn's compares must be
+ *     evaluated at R-1 (mvcc_txn_resumed says so; etcd evaluates them all
+ *     before the first write).
+ * The limit is a count of changes (--experimental-apply-step-limit,
+ * default 100000: every request etcd's limits allow is one step except
+ * ranges over that many keys). The loop is still held for the whole
+ * revision: stepping bounds LMDB's transaction, not the time.
  */
 #ifndef QUORUM_MVCC_MVCC_H
 #define QUORUM_MVCC_MVCC_H
@@ -94,6 +132,20 @@ void mvcc_close(mvcc_store *s);
  * was replaced by another member's snapshot. No batch or read may be open.
  * Errors: as mvcc_open (then the store is unusable: close it). */
 int mvcc_reload(mvcc_store *s);
+
+/* Installing another member's database without rebuilding the index on the
+ * owner's thread: mvcc_prepare_file builds, on any thread, the key index of
+ * the database file |path| (opened read-only, not by any backend; nothing
+ * may write it meanwhile), while the store keeps serving from its own
+ * file. Once the backend's file was replaced by that one,
+ * mvcc_reload_prepared is mvcc_reload with that index (it only reads the
+ * meta marks): the owner's part takes no time in proportion to the store.
+ * |p| is consumed either way; mvcc_prepared_free drops one not used.
+ * Errors: -ENOMEM, QERR_STORAGE, QERR_CORRUPT (as mvcc_open). */
+typedef struct mvcc_prepared mvcc_prepared;
+int mvcc_prepare_file(const char *path, mvcc_prepared **out);
+int mvcc_reload_prepared(mvcc_store *s, mvcc_prepared *p);
+void mvcc_prepared_free(mvcc_prepared *p);
 /* mvcc_release_reads frees the ended read txns the store keeps for reuse,
  * its own and other threads', before the backend's environment is
  * replaced (backend_replace_file). No read may be open. */
@@ -136,7 +188,10 @@ int mvcc_txn_range(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_
 /* mvcc_txn_put writes |key| = |value| with |lease| (0 = none). If the key
  * exists, |prev_fn| (may be NULL) is called first with its current kv; a
  * non-zero return from it cancels the put (nothing written) and is returned.
- * Errors: -EBUSY (txn ended), QERR_EMPTY_KEY, QERR_NO_SPACE, storage errors. */
+ * Errors: -EBUSY (txn ended), QERR_EMPTY_KEY, QERR_NO_SPACE, storage errors
+ * (also of a step's commit, mvcc_set_step: the batch is then lost and the
+ * caller must stop; a restart resumes from the last committed step), the
+ * step hook's value. */
 int mvcc_txn_put(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_t *value,
                  size_t value_len, int64_t lease, mvcc_kv_fn prev_fn, void *arg);
 
@@ -145,9 +200,31 @@ int mvcc_txn_put(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_t 
  * number deleted. Deleting nothing is not an error and takes no revision.
  * A non-zero return from |fn| stops there (that key stays) and is returned;
  * keys deleted before it stay deleted. Errors: -EBUSY, QERR_NO_SPACE,
- * storage errors. */
+ * storage errors, a step's (as mvcc_txn_put). */
 int mvcc_txn_delete_range(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_t *end,
                           size_t end_len, mvcc_kv_fn fn, void *arg, int64_t *deleted);
+
+/* mvcc_set_step: from now on a write txn commits the batch every |limit|
+ * changes (0: never), calling |fn| (may be NULL) first inside the batch;
+ * a non-zero return from |fn| fails the change with that value. See
+ * "Big revisions in steps" above. Owner only. */
+typedef int (*mvcc_step_fn)(void *arg);
+void mvcc_set_step(mvcc_store *s, size_t limit, mvcc_step_fn fn, void *arg);
+
+/* mvcc_partial_rev is the revision a restart left partial (its first steps
+ * committed, not its last), 0 if none; mvcc_partial_changes is how many of
+ * its changes LMDB holds. */
+int64_t mvcc_partial_rev(const mvcc_store *s);
+uint32_t mvcc_partial_changes(const mvcc_store *s);
+
+/* mvcc_txn_resumed: |t| goes on with a partial revision (mvcc_partial_rev):
+ * its reads see the changes already made; what the txn decided before its
+ * first write (a Txn's compares) must be read at mvcc_txn_begin_rev. */
+bool mvcc_txn_resumed(const mvcc_txn *t);
+int64_t mvcc_txn_begin_rev(const mvcc_txn *t);
+
+/* mvcc_txn_steps is the number of step commits |t| made so far. */
+uint32_t mvcc_txn_steps(const mvcc_txn *t);
 
 /* mvcc_txn_end closes the txn and returns the store's revision after it:
  * a new main revision if anything changed, else the current one. */

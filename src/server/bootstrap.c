@@ -16,6 +16,8 @@
  *      the members it was given for the cluster's member list and takes its
  *      id and the cluster's id from it, by peer URL (config_assign_ids), as
  *      etcd does: --initial-cluster-token plays no part in a join;
+ *      with --discovery-srv, --initial-cluster is first built from the
+ *      DNS SRV records of the domain (srv.c);
  *   5. the member directory built under <data-dir>/member.tmp (the store
  *      with the initial members, the log with the cluster's first entry)
  *      and renamed to <data-dir>/member when complete. A start that fails
@@ -46,6 +48,7 @@
 #include "base/fs.h"
 #include "base/log.h"
 #include "server/etcd_import.h"
+#include "server/srv.h"
 #include "transport/transport.h"
 #include "wal/wal.h"
 
@@ -483,7 +486,16 @@ static int build_member(struct server *s, const char *stage, const char *dbdir, 
 int server_bootstrap(struct server *s, char *err, size_t cap)
 {
     const struct config *c = &s->cfg;
-    int rv = config_check_cluster(c, err, cap);
+    int rv;
+    if (c->discovery_srv[0] != '\0') {
+        /* --discovery-srv: the initial cluster comes from DNS (srv.h);
+         * the SRV targets are resolved once, without etcd's retries for
+         * --initial-cluster hosts (as its net.ResolveTCPAddr) */
+        struct resolver once = {.deadline_ms = 0};
+        if ((rv = srv_cluster(&s->cfg, srv_lookup, resolve_blocking, &once, err, cap)) != 0)
+            return rv;
+    }
+    rv = config_check_cluster(c, err, cap);
     if (rv != 0)
         return rv;
     bool join = strcmp(c->initial_cluster_state, "existing") == 0;

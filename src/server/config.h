@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <errno.h>
 #include <stdio.h>
 
 #define CONFIG_MAX_URLS 8
@@ -77,6 +78,10 @@ struct config {
     uint64_t client_handshake_ms;
     uint64_t client_idle_ms;
     uint64_t max_watch_buffer_bytes;
+    /* --experimental-apply-step-limit (quorum only): changes one revision
+     * writes per LMDB transaction before it commits a step (mvcc.h, "Big
+     * revisions in steps"); 0 = the default, 100000 */
+    uint64_t apply_step_limit;
     /* --auto-compaction-mode (periodic | revision) and -retention, parsed as
      * etcd 3.4: a bare integer is hours (periodic) or revisions (revision),
      * else a Go duration (periodic only); 0 = off. */
@@ -131,20 +136,102 @@ struct config {
     struct url listen_metrics[CONFIG_MAX_URLS];
     size_t n_listen_metrics;
     bool metrics_extensive; /* --metrics=extensive (else basic) */
+
+    /* ---- etcd 3.4's other flags (docs/configuration.md says what quorum
+     * does with each) ---- */
+    /* cluster work (bootstrap, membership, WAL and snapshot retention) */
+    bool strict_reconfig_check;   /* --strict-reconfig-check (true) */
+    uint64_t max_snapshots;       /* --max-snapshots (5; 0 = unlimited) */
+    uint64_t max_wals;            /* --max-wals (5; 0 = unlimited) */
+    bool force_new_cluster;       /* --force-new-cluster */
+    bool unsafe_no_fsync;         /* --unsafe-no-fsync */
+    bool initial_corrupt_check;   /* --experimental-initial-corrupt-check */
+    char discovery_srv[256];      /* --discovery-srv */
+    char discovery_srv_name[256]; /* --discovery-srv-name */
+    char discovery[1024];         /* --discovery: refused at start (config_validate) */
+    bool initial_cluster_set;     /* --initial-cluster was given (etcd clears
+                                     its default when discovery is used) */
+    /* gRPC transport (grpc/) */
+    uint64_t max_concurrent_streams;     /* --max-concurrent-streams (2^32-1) */
+    uint64_t grpc_keepalive_min_time_ms; /* --grpc-keepalive-min-time (5s) */
+    uint64_t grpc_keepalive_interval_ms; /* --grpc-keepalive-interval (2h; 0 = off) */
+    uint64_t grpc_keepalive_timeout_ms;  /* --grpc-keepalive-timeout (20s; 0 = off) */
+    /* accepted; see docs/configuration.md for why they have no effect */
+    char wal_dir[1024];                     /* --wal-dir (warned about when set) */
+    bool pre_vote;                          /* --pre-vote (quorum always pre-votes) */
+    bool initial_election_tick_advance;     /* --initial-election-tick-advance (true) */
+    uint64_t backend_batch_interval_ms;     /* --backend-batch-interval */
+    int64_t backend_batch_limit;            /* --backend-batch-limit */
+    bool enable_pprof;                      /* --enable-pprof */
+    bool lease_checkpoint;                  /* --experimental-enable-lease-checkpoint */
+    bool lease_checkpoint_persist;          /* --experimental-enable-lease-checkpoint-persist */
+    bool peer_skip_client_san;              /* --experimental-peer-skip-client-san-verification */
+    char bbolt_freelist_type[32];           /* --experimental-backend-bbolt-freelist-type */
+    char log_package_levels[1024];          /* --log-package-levels */
+    bool debug;                             /* --debug: --log-level=debug, as etcd 3.4 */
+    char proxy[16];                         /* --proxy: off; readonly | on refused */
+    char discovery_fallback[16];            /* --discovery-fallback: proxy | exit */
+    char discovery_proxy[1024];             /* --discovery-proxy */
+    char cors[4096];                        /* --cors: "*" only */
+    char host_whitelist[4096];              /* --host-whitelist: "*" only */
+    char client_cert_allowed_hostname[256]; /* refused when set */
+    char peer_cert_allowed_hostname[256];   /* refused when set */
+    char config_file[1024];                 /* --config-file (or ETCD_CONFIG_FILE) */
+
+    /* what parsing has to say once the logger is set up (main logs them in
+     * order): etcd's pkg/flags lines about ETCD_* variables and ignored
+     * flags, the config file's "Loading server configuration", and
+     * quorum's warnings for flags it accepts without effect */
+    struct config_note {
+        char level;      /* 'I', 'W' */
+        char module[16]; /* "pkg/flags", "main" */
+        char text[512];
+    } notes[128];
+    size_t n_notes;
 };
 
 #define CONFIG_FRONT_AUTO (~0u)
 #define CONFIG_MAX_FRONTS 64
 
-/* config_parse fills |c| from argv (Go flag syntax: -flag v, --flag v,
- * --flag=v). On a flag it cannot read it writes the Go flag package's line
- * to |err| ('invalid value "X" for flag -F: ...', "flag provided but not
- * defined: -F", ...) and returns -EINVAL: etcd then prints its usage and
- * exits 2. Returns 1 when --help or --version was answered (printed). */
+/* config_parse fills |c| as etcd 3.4 does: defaults, then argv in Go's
+ * flag syntax (-flag v, --flag v, -flag=v; a boolean takes no next
+ * argument; "--" or the first non-flag ends the flags), then the ETCD_*
+ * environment variables for flags not given (pkg/flags SetFlagsFromEnv),
+ * or, with --config-file (or ETCD_CONFIG_FILE), the YAML file alone.
+ * Returns:
+ *   0                 parsed; c->notes holds lines to log
+ *   1                 --help or --version was answered (printed)
+ *   CONFIG_ERR_USAGE  a flag could not be read: |err| has the Go flag
+ *                     package's line ('invalid value "X" for flag -F: ...',
+ *                     "flag provided but not defined: -F"); etcd prints it
+ *                     and its usage line to stderr and exits 2
+ *   CONFIG_ERR_VERIFY a non-flag argument, a bad ETCD_* value, an
+ *                     unreadable config file: etcd logs "error verifying
+ *                     flags, |err|. See 'etcd --help'." and exits 1
+ *   CONFIG_ERR_FATAL  etcd's fatal lines (an ETCD_* variable shadowed by a
+ *                     flag): |err| is logged at level C by pkg/flags, exit 1
+ * In every case c->notes holds what was to be logged before the error.
+ * Not reentrant (the values being read are kept in file statics): one
+ * thread at a time, as main() and the tests call it. */
+#define CONFIG_ERR_USAGE (-EINVAL)
+#define CONFIG_ERR_VERIFY (-EBADMSG)
+#define CONFIG_ERR_FATAL (-ECANCELED)
 int config_parse(struct config *c, int argc, char **argv, char *err, size_t errlen);
 
-/* config_usage prints what --help prints. */
+/* config_parse_env is config_parse with the environment given as |envp|
+ * (NULL-terminated "K=V" strings, as environ); tests use it. */
+int config_parse_env(struct config *c, int argc, char **argv, char *const *envp, char *err,
+                     size_t errlen);
+
+/* config_usage prints etcd's usage line (what a flag error is followed by
+ * on stderr); config_help prints the flags, as --help does on stdout. */
 void config_usage(FILE *f);
+void config_help(FILE *f);
+
+/* config_doc_table prints docs/configuration.md's table of flags: name,
+ * default, config file key, what quorum does with it (tests/unit's config
+ * test keeps the page current). */
+void config_doc_table(FILE *f);
 
 /* config_validate checks what etcd 3.4 checks of a parsed configuration
  * before it binds anything (embed.Config.Validate: listen URLs with an IP

@@ -544,6 +544,118 @@ static bool url_taken(struct server *s, char **urls, size_t n, uint64_t except)
     return false;
 }
 
+/* ---- --strict-reconfig-check (etcd's mayAddMember, mayRemoveMember,
+ * mayPromoteMember): a change is refused before anything is proposed. */
+
+/* etcd's HealthInterval: a peer counts as connected once its link has been
+ * up this long */
+#define HEALTH_INTERVAL_MS 5000
+
+/* started: the member has published its name (etcd's Member.IsStarted) */
+static bool started(struct server *s, uint64_t id)
+{
+    struct member_info mi;
+    return server_member_get(s, id, &mi) == 0 && mi.name[0] != '\0';
+}
+
+/* connected_since counts the voters this member has been linked to since
+ * |since| without a break, itself included (etcd's numConnectedSince). */
+static size_t connected_since(struct server *s, const struct raft_membership *m, uint64_t since)
+{
+    size_t n = 0;
+    for (uint32_t i = 0; i < m->n_voters; i++) {
+        uint64_t t = m->voters[i] == s->member_id ? 1
+                                                  : server_peer_active_since(s, m->voters[i]);
+        if (m->voters[i] == s->member_id || (t != 0 && t <= since))
+            n++;
+    }
+    return n;
+}
+
+static uint64_t health_since(struct server *s)
+{
+    uint64_t now = uv_now(s->loop);
+    return now > HEALTH_INTERVAL_MS ? now - HEALTH_INTERVAL_MS : 0;
+}
+
+/* may_add: a voter is added only when the started voters stay a quorum of
+ * the cluster it makes (one started member may add a second: etcd's
+ * restore-a-cluster case), and only when every voter has been connected
+ * for the health interval. */
+static int may_add(struct server *s, bool learner)
+{
+    if (!s->cfg.strict_reconfig_check)
+        return 0;
+    const struct raft_membership *m = raft_get_membership(s->raft);
+    if (!learner) {
+        size_t members = 1, n_started = 0;
+        for (uint32_t i = 0; i < m->n_voters; i++, members++)
+            n_started += started(s, m->voters[i]);
+        if (!(n_started == 1 && members == 2) && n_started < members / 2 + 1) {
+            log_warn("server", "rejecting member add request; not enough healthy members "
+                               "(started %zu, quorum %zu)", n_started, members / 2 + 1);
+            return QERR_NOT_ENOUGH_STARTED;
+        }
+    }
+    if (connected_since(s, m, health_since(s)) != m->n_voters) {
+        log_warn("server", "rejecting member add request; local member has not been connected "
+                           "to all peers, reconfigure breaks active quorum");
+        return QERR_UNHEALTHY;
+    }
+    return 0;
+}
+
+/* may_remove: removing a voter must leave the started voters a quorum of
+ * the rest and, unless the one removed is down, the voters this member is
+ * connected to a quorum without it. */
+static int may_remove(struct server *s, uint64_t id)
+{
+    if (!s->cfg.strict_reconfig_check)
+        return 0;
+    const struct raft_membership *m = raft_get_membership(s->raft);
+    if (raft_membership_is_learner(m, id))
+        return 0;
+    size_t members = 0, n_started = 0;
+    for (uint32_t i = 0; i < m->n_voters; i++) {
+        if (m->voters[i] == id)
+            continue;
+        members++;
+        n_started += started(s, m->voters[i]);
+    }
+    if (n_started < members / 2 + 1) {
+        log_warn("server", "rejecting member remove request; not enough healthy members "
+                           "(started %zu, quorum %zu)", n_started, members / 2 + 1);
+        return QERR_NOT_ENOUGH_STARTED;
+    }
+    if (id != s->member_id && server_peer_active_since(s, id) == 0)
+        return 0; /* a member that is down is no part of the active quorum */
+    size_t active = connected_since(s, m, health_since(s));
+    if (active < 1 + 1 + (m->n_voters - 1) / 2) {
+        log_warn("server", "rejecting member remove request; local member has not been "
+                           "connected to all peers, reconfigure breaks active quorum "
+                           "(active peers %zu)", active);
+        return QERR_UNHEALTHY;
+    }
+    return 0;
+}
+
+/* may_promote: the voters with the learner promoted keep a started
+ * quorum. */
+static int may_promote(struct server *s)
+{
+    if (!s->cfg.strict_reconfig_check)
+        return 0;
+    const struct raft_membership *m = raft_get_membership(s->raft);
+    size_t members = 1, n_started = 0;
+    for (uint32_t i = 0; i < m->n_voters; i++, members++)
+        n_started += started(s, m->voters[i]);
+    if (n_started < members / 2 + 1) {
+        log_warn("server", "rejecting member promote request; not enough healthy members");
+        return QERR_NOT_ENOUGH_STARTED;
+    }
+    return 0;
+}
+
 static void on_attrs_applied(struct server *s, int err, const uint8_t *resp, size_t len, void *arg)
 {
     (void)resp;
@@ -622,6 +734,8 @@ static void on_member_add(qcall *call, const uint8_t *msg, size_t len)
             rv = QERR_TOO_MANY_LEARNERS; /* etcd 3.4 allows one */
         else if (m->n_voters + m->n_learners >= RAFT_MAX_MEMBERS)
             rv = -EINVAL;
+        else
+            rv = may_add(s, r->islearner);
     }
     struct conf_wait *w = NULL;
     if (rv == 0 && (w = new_wait(s, call, OP_ADD, id)) == NULL)
@@ -650,6 +764,8 @@ static void on_member_remove(qcall *call, const uint8_t *msg, size_t len)
     protobuf_c_message_free_unpacked(&r->base, NULL);
     struct raft_membership next = *raft_get_membership(s->raft);
     int rv = in_membership(&next, id) ? 0 : QERR_MEMBER_NOT_FOUND;
+    if (rv == 0)
+        rv = may_remove(s, id);
     if (rv == 0) {
         struct raft_membership cur = next;
         next.n_voters = next.n_learners = 0;
@@ -719,6 +835,8 @@ static void on_member_promote(qcall *call, const uint8_t *msg, size_t len)
              (double)raft_get_match(s->raft, id) <
                  (double)raft_get_match(s->raft, s->member_id) * 0.9)
         rv = QERR_LEARNER_NOT_READY;
+    if (rv == 0)
+        rv = may_promote(s);
     if (rv == 0) {
         struct raft_membership cur = next;
         next.n_learners = 0;

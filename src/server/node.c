@@ -35,6 +35,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,7 @@
 #define ENTRY_FLAG_AUTH 2u
 #define ENTRY_AUTH_FIXED 10
 #define SWEEP_MS 100
+#define PURGE_INTERVAL_MS 30000 /* etcd's purgeFileInterval */
 #define BATCH_INTERVAL_MS 100  /* etcd's --backend-batch-interval */
 #define BATCH_MAX_ENTRIES 10000 /* etcd's --backend-batch-limit */
 /* The Raft core keeps applied entries in memory for followers that lag
@@ -530,6 +532,7 @@ static void sync_peers(struct server *s)
                 continue;
             s->n_peers++;
             s->peers[k].last_heartbeat_ms = 0;
+            s->peers[k].active_since_ms = 0;
         } else if (strcmp(s->peers[k].url, url) == 0) {
             continue;
         } else if (transport_update_peer(s->tp, ids[i], u.host, u.port) != 0) {
@@ -688,31 +691,122 @@ static void on_snapshot_sent(uint64_t to, bool ok, void *arg)
     log_info("raft", "snapshot to %016llx %s", (unsigned long long)to, ok ? "sent" : "failed");
 }
 
+/* A received database is indexed on a worker (mvcc_prepare_file) before
+ * the core hears of the snapshot: the member keeps serving from its own
+ * store meanwhile, and installing it (install_snapshot) only swaps the file
+ * and the index. The leader waits for the follower's answer to the
+ * snapshot as long as it takes; one arriving while another is indexed is
+ * dropped (the leader sends again). */
+struct recv_job {
+    uv_work_t w;
+    struct server *s;
+    char path[1100];
+    struct raft_msg m;
+    struct raft_snapshot snap;
+    mvcc_prepared *prep;
+    int rv;
+    uint64_t t0;
+};
+
+static void recv_job_work(uv_work_t *w)
+{
+    struct recv_job *j = w->data;
+    j->rv = mvcc_prepare_file(j->path, &j->prep);
+}
+
+static void recv_job_done(uv_work_t *w, int status)
+{
+    (void)status;
+    struct recv_job *j = w->data;
+    struct server *s = j->s;
+    s->snap_jobs--;
+    s->recv_preparing = false;
+    if (s->node_closing != NULL || s->raft == NULL || s->removed) {
+        mvcc_prepared_free(j->prep);
+        struct node_close *nc = s->node_closing;
+        free(j);
+        if (nc != NULL)
+            node_closed_step(nc);
+        return;
+    }
+    if (j->rv != 0) {
+        log_error("raft", "cannot index the snapshot received at index %llu: %s; dropped",
+                  (unsigned long long)j->snap.index, q_strerror(j->rv));
+        unlink(j->path);
+        s->recv_path[0] = '\0';
+        free(j);
+        return;
+    }
+    log_info("raft", "indexed the snapshot received at index %llu in %.3f s",
+             (unsigned long long)j->snap.index, (double)(uv_hrtime() - j->t0) / 1e9);
+    mvcc_prepared_free(s->recv_prepared);
+    s->recv_prepared = j->prep;
+    /* one the core has committed past (a leader that sent again while
+     * this member was indexing the first) only gets an answer: its file
+     * and index go now, not with the next snapshot */
+    bool stale = j->snap.index <= raft_get_commit(s->raft);
+    j->m.snapshot = &j->snap;
+    if (s->persisting)
+        defer_msg(s, &j->m);
+    else
+        raft_step(s->raft, &j->m);
+    if (stale) {
+        log_info("raft", "the snapshot at index %llu is behind the commit index %llu; dropped",
+                 (unsigned long long)j->snap.index,
+                 (unsigned long long)raft_get_commit(s->raft));
+        mvcc_prepared_free(s->recv_prepared);
+        s->recv_prepared = NULL;
+        unlink(j->path);
+        s->recv_path[0] = '\0';
+    }
+    free(j);
+}
+
 static void on_snapshot(const struct raft_msg *m, const char *path, void *arg)
 {
     struct server *s = arg;
     char dir[1100], target[1100];
-    db_dir(s, dir, sizeof(dir));
-    snprintf(target, sizeof(target), "%.1000s/recv.mdb", dir);
-    if (s->raft == NULL || rename(path, target) != 0) {
-        log_error("raft", "cannot keep a received snapshot: %s", strerror(errno));
+    if (s->recv_preparing) {
+        log_warn("raft", "dropping the snapshot at index %llu from %016llx: the one before is "
+                 "still being indexed",
+                 (unsigned long long)m->snapshot->index, (unsigned long long)m->from);
         unlink(path);
         return;
     }
+    db_dir(s, dir, sizeof(dir));
+    snprintf(target, sizeof(target), "%.1000s/recv.mdb", dir);
+    struct recv_job *j = calloc(1, sizeof(*j));
+    if (s->raft == NULL || j == NULL || rename(path, target) != 0) {
+        log_error("raft", "cannot keep a received snapshot: %s", strerror(errno));
+        unlink(path);
+        free(j);
+        return;
+    }
+    mvcc_prepared_free(s->recv_prepared); /* of a file just replaced */
+    s->recv_prepared = NULL;
     snprintf(s->recv_path, sizeof(s->recv_path), "%s", target);
     s->recv_index = m->snapshot->index;
     s->recv_term = m->snapshot->term;
     log_info("raft", "received a snapshot at index %llu from %016llx",
              (unsigned long long)m->snapshot->index, (unsigned long long)m->from);
-    struct raft_snapshot snap = *m->snapshot;
-    snap.data = NULL;
-    snap.len = 0;
-    struct raft_msg mm = *m;
-    mm.snapshot = &snap;
-    if (s->persisting)
-        defer_msg(s, &mm);
-    else
-        raft_step(s->raft, &mm);
+    j->s = s;
+    snprintf(j->path, sizeof(j->path), "%s", target);
+    j->snap = *m->snapshot;
+    j->snap.data = NULL;
+    j->snap.len = 0;
+    j->m = *m;
+    j->m.snapshot = NULL;
+    j->t0 = uv_hrtime();
+    j->w.data = j;
+    if (uv_queue_work(s->loop, &j->w, recv_job_work, recv_job_done) != 0) {
+        log_error("raft", "cannot index a received snapshot; dropped");
+        unlink(target);
+        s->recv_path[0] = '\0';
+        free(j);
+        return;
+    }
+    s->recv_preparing = true;
+    s->snap_jobs++;
 }
 
 /* install_snapshot swaps the database for the received copy and reloads
@@ -735,14 +829,22 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
     if (backend_file_meta(s->recv_path, "consistent_index", &recv_ci) == 0 &&
         recv_ci < s->applied_index && s->applied_index >= snap->index) {
         int srv = backend_sync(s->be);
-        if (srv != 0)
+        if (srv != 0) {
+            int lrc = backend_last_rc();
+            log_error("raft", "syncing the database before the snapshot at %llu failed: %s "
+                      "(LMDB: %s)",
+                      (unsigned long long)snap->index, q_strerror(srv),
+                      lrc ? mdb_strerror(lrc) : "none");
             server_storage_fatal("raft", "syncing the database", srv);
+        }
         log_info("raft", "snapshot at index %llu: the received database (index %llu) is behind "
                  "ours (index %llu); keeping ours",
                  (unsigned long long)snap->index, (unsigned long long)recv_ci,
                  (unsigned long long)s->applied_index);
         unlink(s->recv_path);
         s->recv_path[0] = '\0';
+        mvcc_prepared_free(s->recv_prepared);
+        s->recv_prepared = NULL;
         return;
     }
     server_snapshot_copies_wait();
@@ -753,7 +855,10 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
     int rv = backend_replace_file(s->be, s->recv_path);
     if (rv == 0) {
         server_close_retired(s);
-        rv = mvcc_reload(s->kv);
+        /* the index was built from this file on a worker (on_snapshot) */
+        rv = s->recv_prepared != NULL ? mvcc_reload_prepared(s->kv, s->recv_prepared)
+                                      : mvcc_reload(s->kv);
+        s->recv_prepared = NULL;
     }
     mvcc_exclusive_end(s->kv);
     if (rv == 0)
@@ -766,8 +871,10 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
     if (rv == 0)
         rv = backend_meta_get(s->be, NULL, "consistent_index", &ci);
     if (rv != 0) {
-        log_error("raft", "installing the snapshot at %llu failed: %s",
-                  (unsigned long long)snap->index, q_strerror(rv));
+        int lrc = backend_last_rc();
+        log_error("raft", "installing the snapshot at %llu failed: %s (LMDB: %s)",
+                  (unsigned long long)snap->index, q_strerror(rv),
+                  lrc ? mdb_strerror(lrc) : "none");
         server_storage_fatal("raft", "installing a snapshot", rv);
     }
     s->recv_path[0] = '\0';
@@ -779,6 +886,22 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
     server_watch_kick(s);
     log_info("raft", "applied snapshot at index %llu (database at index %llu, revision %lld)",
              (unsigned long long)snap->index, (unsigned long long)ci, (long long)mvcc_rev(s->kv));
+}
+
+/* purge_files is etcd's purge of old files (--max-snapshots, --max-wals):
+ * the oldest .snap files beyond the limit, and the oldest WAL segments
+ * beyond it that the newest snapshot covers (a segment still needed stops
+ * it). After each snapshot this member takes and every PURGE_INTERVAL_MS
+ * (etcd's purgeFileInterval), never while a worker writes the WAL. */
+static void purge_files(struct server *s)
+{
+    if (s->wal == NULL || s->persisting)
+        return;
+    int rv = wal_purge(s->wal, s->snap_index, (size_t)s->cfg.max_wals);
+    if (rv >= 0)
+        rv = wal_snap_purge(s->cfg.data_dir, (size_t)s->cfg.max_snapshots);
+    if (rv < 0)
+        log_warn("raft", "purging old files: %s", q_strerror(rv));
 }
 
 /* maybe_compact takes a Raft snapshot every --snapshot-count entries:
@@ -797,7 +920,7 @@ static void maybe_compact(struct server *s)
         return;
     server_flush(s);
     uint64_t t0 = uv_hrtime();
-    int rv = backend_sync(s->be);
+    int rv = s->cfg.unsafe_no_fsync ? 0 : backend_sync(s->be);
     uint64_t sync_ms = (uv_hrtime() - t0) / 1000000;
     if (sync_ms >= SLOW_COMMIT_MS)
         log_warn("raft", "syncing the database for a snapshot took %llu ms",
@@ -823,16 +946,14 @@ static void maybe_compact(struct server *s)
         return;
     }
     if (rv != 0) {
-        log_error("raft", "taking a snapshot at %llu failed: %s", (unsigned long long)applied,
-                  q_strerror(rv));
+        int lrc = backend_last_rc();
+        log_error("raft", "taking a snapshot at %llu failed: %s (LMDB's last error: %s)",
+                  (unsigned long long)applied, q_strerror(rv), lrc ? mdb_strerror(lrc) : "none");
         server_storage_fatal("raft", "taking a snapshot", rv);
     }
     s->snap_retry_ms = 0;
     s->snap_index = applied;
-    if ((rv = wal_release_to(s->wal, applied)) != 0 ||
-        (rv = wal_snap_purge(s->cfg.data_dir, 3)) != 0)
-        log_warn("raft", "cleaning up after the snapshot at %llu: %s", (unsigned long long)applied,
-                 q_strerror(rv));
+    purge_files(s);
     log_info("raft", "snapshot at index %llu (term %llu); log compacted",
              (unsigned long long)applied, (unsigned long long)term);
 }
@@ -915,8 +1036,15 @@ void server_flush(struct server *s)
         return;
     uint64_t t0 = uv_hrtime();
     int rv = mvcc_batch_commit(s->kv);
-    if (rv != 0) /* memory is ahead of the disk; the restart replays the WAL */
+    if (rv != 0) {
+        int lrc = backend_last_rc();
+        log_error("server",
+                  "committing applied entries (a batch of %llu, up to entry %llu) failed: %s "
+                  "(LMDB: %s); stopping",
+                  (unsigned long long)s->batch_entries, (unsigned long long)s->applied_index,
+                  q_strerror(rv), lrc ? mdb_strerror(lrc) : "none");
         server_storage_fatal("server", "committing applied entries to the database", rv);
+    }
     db_reserve(s);
     uint64_t ms = (uv_hrtime() - t0) / 1000000;
     if (ms >= SLOW_COMMIT_MS)
@@ -1057,6 +1185,49 @@ void server_compact_kick(struct server *s)
         uv_idle_start(&s->compact_idle, on_compact_idle);
 }
 
+/* ---- big revisions in steps ----
+ *
+ * A revision that changes more than --experimental-apply-step-limit keys
+ * commits the batch every that many changes (mvcc.h, "Big revisions in
+ * steps"). The open batch also holds the entries applied before this one
+ * (answered already): on_apply_step records their consistent index in
+ * each step's commit, so that a restart applies this entry again (it
+ * resumes the partial revision) and none of those twice. The loop is held
+ * for the whole entry. */
+
+#define APPLY_STEP_DEFAULT 100000
+
+/* QUORUM_FAILPOINT_APPLY_STEP_KILL=N (tests): SIGKILL when the (N+1)th
+ * step of an entry is about to commit, i.e. after N steps committed: a
+ * kill -9 between steps that lands there every time. */
+static long failpoint_step_kill(void)
+{
+    static long n = -2;
+    if (n == -2) {
+        const char *e = getenv("QUORUM_FAILPOINT_APPLY_STEP_KILL");
+        n = e != NULL && *e ? strtol(e, NULL, 10) : -1;
+    }
+    return n;
+}
+
+static int on_apply_step(void *arg)
+{
+    struct server *s = arg;
+    s->applying_steps++;
+    if (s->applying_steps == 1)
+        log_info("server", "applying entry %llu (%s) in steps of %llu changes",
+                 (unsigned long long)s->applying_index, s->applying_kind,
+                 (unsigned long long)(s->cfg.apply_step_limit ? s->cfg.apply_step_limit
+                                                              : APPLY_STEP_DEFAULT));
+    long kill_after = failpoint_step_kill();
+    if (kill_after >= 0 && s->applying_steps > (uint64_t)kill_after) {
+        log_warn("server", "failpoint: killed before step %llu of entry %llu commits",
+                 (unsigned long long)s->applying_steps, (unsigned long long)s->applying_index);
+        raise(SIGKILL);
+    }
+    return backend_meta_put(s->be, "consistent_index", s->applied_index);
+}
+
 static struct entry *find_waiting(struct server *s, uint64_t seq)
 {
     for (struct entry *e = s->waiting.head; e != NULL; e = e->next)
@@ -1109,8 +1280,33 @@ static int apply_normal(struct server *s, const struct raft_entry *le, struct en
     e->index = le->index;
     e->req = req;
     e->err = 0;
+    s->applying_index = le->index;
+    s->applying_kind = desc->short_name;
+    s->applying_steps = 0;
+    int64_t partial = mvcc_partial_rev(s->kv);
+    uint64_t db_size = s->db_size;
+    if (partial != 0) {
+        log_info("server",
+                 "resuming entry %llu (%s): revision %lld has %u changes committed in steps",
+                 (unsigned long long)le->index, desc->short_name, (long long)partial,
+                 mvcc_partial_changes(s->kv));
+        /* it passed the quota check the first time (a refused entry writes
+         * nothing), at a smaller file than its own steps have left */
+        s->db_size = 0;
+    }
     uint64_t t0 = uv_hrtime();
     int rv = server_apply_entry(s, e);
+    if (partial != 0)
+        s->db_size = db_size;
+    if (rv == 0 && s->applying_steps > 0)
+        log_info("server", "applied entry %llu (%s) at revision %lld in %llu steps",
+                 (unsigned long long)le->index, desc->short_name, (long long)mvcc_rev(s->kv),
+                 (unsigned long long)s->applying_steps + 1);
+    if (rv == 0 && partial != 0 && mvcc_partial_rev(s->kv) != 0) {
+        log_error("server", "entry %llu (%s) did not resume the partial revision %lld",
+                  (unsigned long long)le->index, desc->short_name, (long long)partial);
+        rv = QERR_CORRUPT;
+    }
     /* etcd's ID: the proposer's low 16 bits over its proposal number */
     server_log_apply(s, e, get_le64(d + 2) << 48 | (get_le64(d + 10) & 0xffffffffffffull),
                      uv_hrtime() - t0);
@@ -1119,8 +1315,10 @@ static int apply_normal(struct server *s, const struct raft_entry *le, struct en
         w->physical = true;
     if (rv != 0) {
         int lrc = backend_last_rc();
-        log_error("server", "applying entry %llu (%s) failed: %s (LMDB: %s)",
-                  (unsigned long long)le->index, desc->short_name, q_strerror(rv),
+        log_error("server",
+                  "applying entry %llu (%s) failed after %llu committed steps: %s (LMDB: %s)",
+                  (unsigned long long)le->index, desc->short_name,
+                  (unsigned long long)s->applying_steps, q_strerror(rv),
                   lrc ? mdb_strerror(lrc) : "none");
     }
     protobuf_c_message_free_unpacked(req, NULL);
@@ -1146,6 +1344,9 @@ static void apply_committed(struct server *s, const struct raft_entry *ents, siz
     s->db_size = backend_size(s->be); /* the file grows only at commit */
     struct raft_membership cur = *raft_get_membership(s->raft);
     int rv = 0;
+    mvcc_set_step(s->kv, s->cfg.apply_step_limit ? s->cfg.apply_step_limit : APPLY_STEP_DEFAULT,
+                  on_apply_step, s);
+    const struct raft_entry *failed = NULL;
     if (backend_batch_txn(s->be) == NULL) {
         rv = mvcc_batch_begin(s->kv);
         s->batch_opened_ms = uv_now(s->loop);
@@ -1168,6 +1369,8 @@ static void apply_committed(struct server *s, const struct raft_entry *ents, siz
         if (rv == 0) {
             s->applied_index = le->index;
             s->batch_entries++;
+        } else {
+            failed = le;
         }
     }
     if (rv == 0)
@@ -1176,6 +1379,27 @@ static void apply_committed(struct server *s, const struct raft_entry *ents, siz
         /* The index in memory is ahead of the disk and nothing of this
          * batch was answered: stop, and let the restart replay the WAL
          * from what LMDB holds (as etcd panics on a backend failure). */
+        int lrc = backend_last_rc();
+        const uint8_t *d = failed != NULL ? failed->data : NULL;
+        const ProtobufCMessageDescriptor *desc =
+            failed != NULL && failed->type != RAFT_ENTRY_CONF && failed->len >= ENTRY_HDR
+                ? entry_desc(d[0])
+                : NULL;
+        if (failed != NULL)
+            log_error("server",
+                      "applying a batch failed at entry %llu (%s): %s (LMDB: %s); stopping: "
+                      "the restart applies it again from the log",
+                      (unsigned long long)failed->index,
+                      failed->type == RAFT_ENTRY_CONF ? "membership change"
+                      : desc != NULL                  ? desc->short_name
+                                                      : "unknown",
+                      q_strerror(rv), lrc ? mdb_strerror(lrc) : "none");
+        else
+            log_error("server",
+                      "applying a batch failed recording the consistent index %llu: %s "
+                      "(LMDB: %s); stopping",
+                      (unsigned long long)s->applied_index, q_strerror(rv),
+                      lrc ? mdb_strerror(lrc) : "none");
         server_storage_fatal("server", "applying a batch", rv);
     }
     server_compact_kick(s);
@@ -1555,6 +1779,11 @@ static void on_tick(uv_timer_t *t)
     server_node_pass(s);
 }
 
+static void on_purge(uv_timer_t *t)
+{
+    purge_files(t->data);
+}
+
 static void expire(struct server *s, struct entry_list *l, uint64_t now)
 {
     for (struct entry *e = l->head, *next; e != NULL; e = next) {
@@ -1566,10 +1795,33 @@ static void expire(struct server *s, struct entry_list *l, uint64_t now)
     }
 }
 
+/* sample_links notes since when each peer's message link has been up
+ * (the strict reconfiguration check asks, members.c). */
+static void sample_links(struct server *s, uint64_t now)
+{
+    for (size_t k = 0; k < s->n_peers; k++) {
+        struct transport_peer_stats st;
+        bool up = transport_peer_stats(s->tp, s->peers[k].id, &st) == 0 && st.connected;
+        if (!up)
+            s->peers[k].active_since_ms = 0;
+        else if (s->peers[k].active_since_ms == 0)
+            s->peers[k].active_since_ms = now;
+    }
+}
+
+uint64_t server_peer_active_since(const struct server *s, uint64_t id)
+{
+    for (size_t k = 0; k < s->n_peers; k++)
+        if (s->peers[k].id == id)
+            return s->peers[k].active_since_ms;
+    return 0;
+}
+
 static void on_sweep(uv_timer_t *t)
 {
     struct server *s = t->data;
     uint64_t now = uv_now(s->loop);
+    sample_links(s, now);
     if (backend_batch_txn(s->be) != NULL && now - s->batch_opened_ms >= BATCH_INTERVAL_MS)
         server_flush(s);
     expire(s, &s->queued, now);
@@ -1666,6 +1918,52 @@ static int members_query(struct buf *out, void *arg)
 
 /* ---- start and stop ---- */
 
+/* force_new_cluster is etcd's restartAsStandaloneNode (--force-new-cluster):
+ * the membership in force at the commit index (the snapshot's, then every
+ * committed configuration entry) is replaced by this member alone, with
+ * one configuration entry appended right after the commit index and
+ * committed with it. The uncommitted tail of the log goes (the new entry
+ * overwrites it on replay, wal.h), every committed entry stays, and
+ * applying the entry records the others as removed (members.c), so the
+ * member leads alone and new members can be added. Returns 1 when it
+ * wrote the log (reopen it), 0 when the member is alone already. */
+static int force_new_cluster(struct server *s, const struct wal_state *st)
+{
+    struct raft_membership m = {0};
+    uint64_t commit = st->hs.commit;
+    if (st->has_snapshot) {
+        m = st->snapshot.conf;
+        if (commit < st->snapshot.index)
+            commit = st->snapshot.index;
+    }
+    for (size_t i = 0; i < st->n_entries && st->entries[i].index <= commit; i++) {
+        const struct raft_entry *e = &st->entries[i];
+        struct raft_membership next;
+        if (e->type == RAFT_ENTRY_CONF && raft_membership_decode(e->data, e->len, &next) == 0)
+            m = next;
+    }
+    if (m.n_voters == 1 && m.voters[0] == s->member_id && m.n_learners == 0)
+        return 0;
+    struct raft_membership alone = {.n_voters = 1};
+    alone.voters[0] = s->member_id;
+    uint8_t buf[8 * (2 + 2 * RAFT_MAX_MEMBERS)];
+    size_t len = raft_membership_encode(&alone, buf);
+    uint64_t term = st->hs.term ? st->hs.term : 1;
+    struct raft_entry e = {
+        .term = term, .index = commit + 1, .type = RAFT_ENTRY_CONF, .data = buf, .len = len};
+    struct raft_hard_state hs = {.term = term, .vote = st->hs.vote, .commit = commit + 1};
+    int rv = wal_save(s->wal, &hs, &e, 1);
+    if (rv == 0)
+        rv = wal_sync(s->wal);
+    if (rv != 0)
+        return rv;
+    log_warn("server", "forcing restart of member %016llx in cluster %016llx at commit index %llu: "
+                       "%u other member(s) removed from the configuration",
+             (unsigned long long)s->member_id, (unsigned long long)s->cluster_id,
+             (unsigned long long)(commit + 1), m.n_voters + m.n_learners - 1);
+    return 1;
+}
+
 int server_node_start(struct server *s)
 {
     const struct config *c = &s->cfg;
@@ -1684,6 +1982,7 @@ int server_node_start(struct server *s)
     int rv;
     char err[WAL_ERR_LEN] = "";
     struct wal_options wo = {.data_dir = c->data_dir};
+    wal_no_sync = c->unsafe_no_fsync;
     /* the member is its log: built by server_bootstrap on a first start */
     struct wal_state st;
     rv = wal_open(&wo, &s->wal, &st, err, sizeof(err));
@@ -1695,6 +1994,19 @@ int server_node_start(struct server *s)
         log_warn("wal", "%s", err);
     s->member_id = st.node_id;
     s->cluster_id = st.cluster_id;
+    if (c->force_new_cluster && s->boot == SERVER_BOOT_RESTART) {
+        rv = force_new_cluster(s, &st);
+        wal_state_free(&st);
+        if (rv >= 0) {
+            wal_close(s->wal);
+            s->wal = NULL;
+            rv = wal_open(&wo, &s->wal, &st, err, sizeof(err));
+        }
+        if (rv != 0) {
+            log_error("wal", "--force-new-cluster: %s", err[0] ? err : q_strerror(rv));
+            return rv;
+        }
+    }
     raft_config_default(&rc, s->member_id);
     struct raft_storage rs;
     wal_state_storage(&st, &rs);
@@ -1772,6 +2084,9 @@ int server_node_start(struct server *s)
     uv_timer_init(s->loop, &s->sweep);
     s->sweep.data = s;
     uv_timer_start(&s->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
+    uv_timer_init(s->loop, &s->purge);
+    s->purge.data = s;
+    uv_timer_start(&s->purge, on_purge, PURGE_INTERVAL_MS, PURGE_INTERVAL_MS);
     server_node_pass(s);
     return 0;
 }
@@ -1789,6 +2104,8 @@ static void node_closed_step(struct node_close *nc)
         return;
     struct server *s = nc->s;
     buf_free(&s->deferred);
+    mvcc_prepared_free(s->recv_prepared);
+    s->recv_prepared = NULL;
     raft_free(s->raft);
     s->raft = NULL;
     wal_close(s->wal);
@@ -1822,13 +2139,15 @@ void server_node_close(struct server *s, void (*cb)(void *), void *arg)
     nc->cb = cb;
     nc->arg = arg;
     /* a Ready held for space has no write under way: it is given up */
-    nc->pending = 3 + (s->persisting && !s->persist_waiting ? 1 : 0) + (int)s->snap_jobs;
-    if (nc->pending > 3)
+    nc->pending = 4 + (s->persisting && !s->persist_waiting ? 1 : 0) + (int)s->snap_jobs;
+    if (nc->pending > 4)
         s->node_closing = nc; /* persist_done and snap_job_done finish it */
     s->tick.data = nc;
     s->sweep.data = nc;
+    s->purge.data = nc;
     uv_close((uv_handle_t *)&s->tick, on_node_handle_closed);
     uv_close((uv_handle_t *)&s->sweep, on_node_handle_closed);
+    uv_close((uv_handle_t *)&s->purge, on_node_handle_closed);
     transport_close(s->tp, on_tp_closed, nc);
     s->tp = NULL;
 }

@@ -450,7 +450,7 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
         map = 8ull << 30;
     /* the WAL is the durability point: one sync per LMDB commit is enough */
     struct backend_options bo = {
-        .dir = dir, .map_size = (size_t)map, .no_sync = false, .no_meta_sync = true};
+        .dir = dir, .map_size = (size_t)map, .no_sync = cfg->unsafe_no_fsync, .no_meta_sync = true};
     if ((rv = backend_open(&bo, &s->be)) != 0 || (rv = mvcc_open(s->be, &s->kv)) != 0)
         goto fail;
     s->env.kv = s->kv;
@@ -503,6 +503,21 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
         .conn_count = &s->client_conns, /* one count for every front loop */
         .preface_ms = cfg->client_handshake_ms,
         .idle_ms = cfg->client_idle_ms,
+        /* etcd 3.4's gRPC options: the stream limit is always advertised,
+         * math.MaxUint32 by default (grpc-go takes 0 for that too);
+         * keepalive as etcd hands it to grpc-go, whose defaults apply to a
+         * 0 (the interval and timeout only when both are set) */
+        .max_concurrent_streams =
+            cfg->max_concurrent_streams == 0 || cfg->max_concurrent_streams >= UINT32_MAX
+                ? UINT32_MAX
+                : (uint32_t)cfg->max_concurrent_streams,
+        .keepalive_min_time_ms = cfg->grpc_keepalive_min_time_ms,
+        .keepalive_time_ms = cfg->grpc_keepalive_interval_ms && cfg->grpc_keepalive_timeout_ms
+                                 ? cfg->grpc_keepalive_interval_ms
+                                 : 0,
+        .keepalive_timeout_ms = cfg->grpc_keepalive_interval_ms && cfg->grpc_keepalive_timeout_ms
+                                    ? cfg->grpc_keepalive_timeout_ms
+                                    : 0,
     };
     unsigned nf = cfg->front_loops == CONFIG_FRONT_AUTO ? fronts_count_auto() : cfg->front_loops;
     if (nf > 0) {
@@ -596,7 +611,8 @@ static void on_pass(uv_check_t *h)
     if (!s->closing)
         server_node_pass(s);
     publish_state(s);
-    if (!s->serving && !s->closing && s->published && server_leader(s) != RAFT_NONE)
+    if (!s->serving && !s->closing && s->published && server_leader(s) != RAFT_NONE &&
+        !s->corrupt.initial)
         serve(s);
     if (!s->closing)
         server_metrics_publish(s);

@@ -71,10 +71,16 @@ struct autocompact {
 
 /* The leader's periodic corruption check (corrupt.c). */
 struct corrupt_check {
-    uv_timer_t timer; /* always initialized; started when the period is set */
+    uv_timer_t timer; /* always initialized; started when the period is set
+                         (first, with --experimental-initial-corrupt-check,
+                         as the initial check's deadline) */
     uint64_t round;
     int64_t rev, compact;
     uint32_t hash;
+    /* --experimental-initial-corrupt-check: clients wait until it is over */
+    bool initial;
+    size_t initial_left;  /* peers that have not answered */
+    unsigned mismatches;  /* peers with another hash at the same compaction */
 };
 
 struct server;
@@ -150,6 +156,10 @@ struct peer_addr {
     uint64_t id;
     char url[300];
     uint64_t last_heartbeat_ms; /* when the leader last sent it one */
+    /* since when (loop ms) our message link to it has been up without a
+     * break, 0 while it is down (etcd's transport.ActiveSince; node.c
+     * samples it every sweep) */
+    uint64_t active_since_ms;
 };
 
 /* The member's TLS contexts (tls_setup.c): NULL where a link has no TLS.
@@ -218,6 +228,7 @@ struct server {
     struct transport *tp;
     uv_timer_t tick;           /* raft_tick every --heartbeat-interval */
     uv_timer_t sweep;          /* timeouts of waiting requests */
+    uv_timer_t purge;          /* old .snap and .wal files (node.c) */
     struct entry_list queued;  /* writes of this pass, not proposed yet */
     struct entry_list waiting; /* proposed writes, waiting to be applied */
     struct entry_list reads;   /* linearizable reads */
@@ -237,6 +248,10 @@ struct server {
     /* a received snapshot's database file, until the core hands it back */
     char recv_path[1100];
     uint64_t recv_index, recv_term;
+    /* the received database's key index, built on a worker before the
+     * core is told of the snapshot (node.c: on_snapshot) */
+    mvcc_prepared *recv_prepared;
+    bool recv_preparing;
     /* snapshot database copies being sent, by peer */
     struct {
         uint64_t to;
@@ -278,6 +293,11 @@ struct server {
     uv_idle_t compact_idle;
     uv_timer_t compact_timer;
     uint64_t compact_t0_ns; /* when the removal under way began (metrics) */
+    /* the entry being applied, for its steps (mvcc_set_step) and its
+     * errors: index, request type, steps committed (node.c) */
+    uint64_t applying_index;
+    const char *applying_kind;
+    uint64_t applying_steps;
     struct entry_list compact_waits;
     struct lease_fwd *lease_fwds;   /* lease requests forwarded to the leader */
     uint64_t next_lease_ctx;
@@ -583,6 +603,9 @@ int server_members_conf_applied(struct server *s, const struct raft_membership *
                                 const struct raft_membership *next);
 void server_members_check_waits(struct server *s);
 void server_members_fail_waits(struct server *s, int err, bool expired_only);
+/* server_peer_active_since: since when (loop ms) the link to peer |id|
+ * has been up, 0 when it is down or |id| is no peer (node.c). */
+uint64_t server_peer_active_since(const struct server *s, uint64_t id);
 /* server_members_publish proposes our name and client URLs when the log
  * does not have them yet. */
 void server_members_publish(struct server *s);

@@ -1827,7 +1827,7 @@ static void fetch_finish(struct fetch *f, int status, uint64_t cid, const uint8_
 
 static void fetch_fail(struct fetch *f, int status, const char *fmt, const char *what)
 {
-    char err[400];
+    char err[1024]; /* host (<= 256) and reason (<= 340) whole */
     snprintf(err, sizeof(err), fmt, f->addr[0] ? f->addr : f->host, what);
     fetch_finish(f, status, 0, NULL, 0, err);
 }

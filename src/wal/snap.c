@@ -15,6 +15,7 @@
 #include "base/crc32c.h"
 #include "base/fs.h"
 #include "base/err.h"
+#include "base/log.h"
 #include "wal/wal.h"
 #include "wal/wal_int.h"
 
@@ -199,10 +200,14 @@ int wal_snap_purge(const char *data_dir, size_t keep)
     closedir(d);
     if (n > 0)
         qsort(v, n, sizeof(*v), snap_name_cmp);
+    if (keep == 0)
+        keep = n; /* unlimited */
     for (size_t i = keep; rv == 0 && i < n; i++) {
         wal__fmt(path, sizeof(path), "%s/%s", dir, v[i].name);
         if (unlink(path) != 0 && errno != ENOENT)
             rv = -errno;
+        else
+            log_info("wal", "purged file %s successfully", path); /* etcd's fileutil line */
     }
     free(v);
     if (rv == 0 && n > keep)

@@ -517,9 +517,11 @@ out:
     return rv;
 }
 
+bool wal_no_sync;
+
 static int cut(struct wal *w)
 {
-    if (fdatasync(w->fd) != 0) {
+    if (!wal_no_sync && fdatasync(w->fd) != 0) {
         w->failed = -errno; /* never synced again: see wal_failed */
         return w->failed;
     }
@@ -679,6 +681,8 @@ int wal_sync(struct wal *w)
 {
     if (w->failed != 0)
         return w->failed; /* never sync again after a failure and go on */
+    if (wal_no_sync)
+        return 0;
     uint64_t t0 = metrics_now_ns();
     int rv = fdatasync(w->fd) != 0 ? -errno : 0;
     if (rv != 0)
@@ -715,6 +719,31 @@ int wal_release_to(struct wal *w, uint64_t index)
 int wal_failed(const struct wal *w)
 {
     return w->failed;
+}
+
+int wal_purge(struct wal *w, uint64_t index, size_t max_files)
+{
+    if (max_files == 0)
+        return 0;
+    size_t k = 0;
+    int rv = 0;
+    while (w->n_segs - k > max_files && k + 1 < w->n_segs &&
+           w->segs[k + 1].first_index <= index + 1) {
+        char path[PATH_MAX];
+        seg_name(path, sizeof(path), w->dir, w->segs[k].seq, w->segs[k].first_index);
+        if (unlink(path) != 0 && errno != ENOENT) {
+            rv = -errno;
+            break;
+        }
+        log_info("wal", "purged file %s successfully", path);
+        k++;
+    }
+    if (k == 0)
+        return rv;
+    memmove(w->segs, w->segs + k, (w->n_segs - k) * sizeof(*w->segs));
+    w->n_segs -= k;
+    int sr = wal__fsync_dir(w->dir);
+    return rv ? rv : sr ? sr : (int)k;
 }
 
 uint64_t wal_last_index(const struct wal *w)

@@ -90,8 +90,9 @@
  *            raft_advance.
  *   compaction: after raft_compact, wal_snap_save the snapshot (index =
  *            applied, its term, the membership), wal_save_snapshot(w, index,
- *            term, 0), wal_sync, then wal_release_to(w, index) and
- *            wal_snap_purge(dir, keep).
+ *            term, 0), wal_sync, then wal_purge(w, index, max_wals) (or
+ *            wal_release_to(w, index) to drop every covered segment) and
+ *            wal_snap_purge(dir, max_snapshots).
  *
  * THREADING: a struct wal is used by one thread at a time. wal_save,
  * wal_save_snapshot, wal_sync and wal_release_to may run on a worker thread
@@ -225,6 +226,18 @@ int wal_release_to(struct wal *w, uint64_t index);
  * write leaves the segment's end unknown. The way back is wal_close and
  * wal_open, whose recovery reads what the file really holds. */
 int wal_failed(const struct wal *w);
+/* wal_purge is etcd's WAL purge (--max-wals): while more than |max_files|
+ * segment files exist, the oldest goes if every entry in it is at or below
+ * |index| (the durable snapshot's index: etcd releases the lock of every
+ * segment before the one holding it); it stops at the first segment still
+ * needed. |max_files| 0 keeps every file. Returns the number of files
+ * removed, or -errno. */
+int wal_purge(struct wal *w, uint64_t index, size_t max_files);
+
+/* wal_no_sync (--unsafe-no-fsync): wal_sync and the syncs of a cut do
+ * nothing; data reaches the disk when the kernel writes it back. Set
+ * before any WAL is opened. */
+extern bool wal_no_sync;
 
 /* wal_last_index is the index of the last entry saved (0 if none known). */
 uint64_t wal_last_index(const struct wal *w);
@@ -249,7 +262,8 @@ int wal_snap_save(const char *data_dir, const struct raft_snapshot *snap);
 int wal_snap_load(const char *data_dir, uint64_t term, uint64_t index, struct raft_snapshot *out);
 
 /* wal_snap_purge unlinks all snapshot files but the |keep| newest (by
- * index), and stray .tmp files. Errors: -errno. */
+ * index), and stray .tmp files; |keep| 0 keeps every snapshot (etcd's
+ * --max-snapshots 0) and removes only the .tmp files. Errors: -errno. */
 int wal_snap_purge(const char *data_dir, size_t keep);
 
 /* ---- offline inspection (quorum-dump) ---- */

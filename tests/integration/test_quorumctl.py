@@ -681,7 +681,15 @@ def members():
             url = "http://127.0.0.1:%d" % harness.free_port()
             url2 = "http://127.0.0.1:%d" % harness.free_port()
             nn.subs += [(url, "<URL>"), (url2, "<URL2>"), (name, "<NAME>")]
-            out = [run(tool, ep0, ["member", "add", name, "--learner", "--peer-urls=" + url])]
+            # etcd's --strict-reconfig-check (on by default) answers "unhealthy
+            # cluster" until every peer link has been up 5 s: retried, nothing changed
+            deadline = time.monotonic() + 30
+            while True:
+                r = run(tool, ep0, ["member", "add", name, "--learner", "--peer-urls=" + url])
+                if "unhealthy cluster" not in r[2] or time.monotonic() > deadline:
+                    break
+                time.sleep(0.5)
+            out = [r]
             mid = re.search(r"Member\s+([0-9a-f]+) added", out[0][1]).group(1)
             nn.subs.append((mid, "<NEWID>"))
             nn.subs.append((str(int(mid, 16)), "<NEWID>"))

@@ -3,6 +3,11 @@
  * semantics. The differential test compares all of it with etcd; these pin
  * the rules down one by one. */
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <malloc.h>
+#ifdef __SANITIZE_ADDRESS__
+size_t __sanitizer_get_current_allocated_bytes(void); /* ASan's runtime */
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,8 +119,8 @@ static Etcdserverpb__Compare cmp_int(const char *key, Etcdserverpb__Compare__Com
 
 Test(apply, compare_every_int_target_and_result)
 {
-    put("k", "a");     /* rev 2: create 2, version 1 */
-    put("k", "b");     /* rev 3: mod 3, version 2 */
+    put("k", "a"); /* rev 2: create 2, version 1 */
+    put("k", "b"); /* rev 3: mod 3, version 2 */
     struct {
         Etcdserverpb__Compare__CompareTarget target;
         int64_t actual;
@@ -428,4 +433,124 @@ Test(apply, delete_range_prev_kvs_and_no_op)
     cr_assert_eq(mvcc_batch_commit(kv), 0);
     cr_assert_eq(resp->deleted, 0);
     cr_assert_eq(resp->header->revision, 4, "deleting nothing takes no revision");
+}
+
+/* ---- a revision resumed after a restart (mvcc.h, "Big revisions in steps") ---- */
+
+static int stop_steps;
+static int refuse_after(void *arg)
+{
+    (void)arg;
+    return --stop_steps < 0 ? -EINTR : 0;
+}
+
+static int64_t count(const char *k, const char *end)
+{
+    Etcdserverpb__RangeRequest r = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    r.key = B(k);
+    if (end != NULL)
+        r.range_end = B(end);
+    r.count_only = true;
+    int err;
+    Etcdserverpb__RangeResponse *resp = range(&r, &err);
+    cr_assert_eq(err, 0);
+    return resp->count;
+}
+
+/* A Txn stopped between steps and applied again takes the branch it took:
+ * its compares read the revision before it, not what it already wrote
+ * (here the key its compare asks about). */
+Test(apply, resumed_txn_takes_the_branch_it_took)
+{
+    char k[16];
+    for (int i = 0; i < 100; i++) {
+        snprintf(k, sizeof(k), "p/%03d", i);
+        put(k, "v");
+    }
+    Etcdserverpb__Compare c = cmp_int("b", VER, EQ, 0);
+    Etcdserverpb__Compare *cs[1] = {&c};
+    Etcdserverpb__RequestOp *then[3] = {op_put("b"), op_del("p/", "p0"), op_put("c")};
+    Etcdserverpb__RequestOp *els[1] = {op_put("f")};
+    Etcdserverpb__TxnRequest *t = txn_of(then, 3, els, 1);
+    t->compare = cs;
+    t->n_compare = 1;
+    Etcdserverpb__TxnResponse *resp;
+
+    stop_steps = 2; /* b and 19 deletes committed, then the member dies */
+    mvcc_set_step(kv, 10, refuse_after, NULL);
+    cr_assert_eq(mvcc_batch_begin(kv), 0);
+    cr_assert_eq(apply_txn(&env, t, &ar, &resp), -EINTR);
+    mvcc_close(kv);
+    backend_close(be);
+    struct backend_options o = {.dir = dir, .no_sync = true};
+    cr_assert_eq(backend_open(&o, &be), 0);
+    cr_assert_eq(mvcc_open(be, &kv), 0);
+    env.kv = kv;
+    cr_assert_neq(mvcc_partial_rev(kv), 0);
+    cr_assert_eq(count("b", NULL), 0, "the partial revision is not read");
+
+    cr_assert_eq(txn(t, &resp), 0);
+    cr_assert(resp->succeeded, "the branch taken before the restart");
+    cr_assert_eq(count("f", NULL), 0);
+    cr_assert_eq(count("b", NULL), 1);
+    cr_assert_eq(count("c", NULL), 1);
+    cr_assert_eq(count("p/", "p0"), 0);
+    cr_assert_eq(mvcc_rev(kv), 102);
+}
+
+/* heap_in_use: bytes malloc has handed out (ASan's allocator replaces
+ * glibc's under the sanitizers) */
+static size_t heap_in_use(void)
+{
+#ifdef __SANITIZE_ADDRESS__
+    return __sanitizer_get_current_allocated_bytes();
+#else
+    struct mallinfo2 m = mallinfo2();
+    return m.uordblks + m.hblkhd;
+#endif
+}
+
+/* keys_only and count_only over big values: the values are not copied into
+ * the response's memory (a Range over millions of keys would hold them
+ * all); sorted on the value, keys_only still sorts by it. */
+Test(apply, keys_only_and_count_only_copy_no_values)
+{
+    static char big[64 * 1024];
+    memset(big, 'v', sizeof(big) - 1);
+    char k[16];
+    for (int i = 0; i < 200; i++) {
+        snprintf(k, sizeof(k), "big/%03d", i);
+        big[0] = (char)('a' + i % 26);
+        put(k, big);
+    }
+    Etcdserverpb__RangeRequest r = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    r.key = B("big/");
+    r.range_end = B("big0");
+    int err;
+    for (int mode = 0; mode < 3; mode++) {
+        r.keys_only = mode == 0;
+        r.count_only = mode == 1;
+        arena_free(&ar);
+        size_t m0 = heap_in_use();
+        Etcdserverpb__RangeResponse *resp = range(&r, &err);
+        size_t grew = heap_in_use() - m0;
+        cr_assert_eq(err, 0);
+        cr_assert_eq(resp->count, 200);
+        if (mode < 2) {
+            cr_assert_eq(resp->n_kvs, mode == 0 ? 200u : 0u);
+            cr_assert_lt(grew, 1u << 20, "mode %d: %zu bytes for 200 keys", mode, grew);
+        } else {
+            cr_assert_gt(grew, 200u * sizeof(big) - 200, "with values: %zu bytes", grew);
+        }
+    }
+    r.keys_only = true;
+    r.count_only = false;
+    r.sort_target = ETCDSERVERPB__RANGE_REQUEST__SORT_TARGET__VALUE;
+    r.sort_order = ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__DESCEND;
+    Etcdserverpb__RangeResponse *resp = range(&r, &err);
+    cr_assert_eq(err, 0);
+    cr_assert_eq(resp->n_kvs, 200);
+    cr_assert(resp->kvs[0]->key.len == 7 && memcmp(resp->kvs[0]->key.data, "big/025", 7) == 0,
+              "z sorts first");
+    cr_assert_eq(resp->kvs[0]->value.len, 0);
 }

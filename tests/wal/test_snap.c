@@ -123,6 +123,20 @@ Test(snap, purge_keeps_newest)
     cr_assert_neq(access(tmp, F_OK), 0);
 }
 
+Test(snap, purge_zero_keeps_all)
+{
+    for (uint64_t i = 1; i <= 3; i++) {
+        struct raft_snapshot s = snap(i * 10, 1, "d", 1);
+        cr_assert_eq(wal_snap_save(dir, &s), 0);
+    }
+    cr_assert_eq(wal_snap_purge(dir, 0), 0); /* --max-snapshots 0: unlimited */
+    struct raft_snapshot out;
+    for (uint64_t i = 1; i <= 3; i++) {
+        cr_assert_eq(wal_snap_load(dir, 1, i * 10, &out), 0);
+        free((void *)out.data);
+    }
+}
+
 Test(snap, too_many_members)
 {
     struct raft_snapshot s = snap(1, 1, "x", 1);

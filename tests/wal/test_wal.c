@@ -337,6 +337,54 @@ Test(wal, release_keeps_needed_segments)
     cr_assert(strstr(err, "snapshot") != NULL, "%s", err);
 }
 
+/* --max-wals: the oldest segments go while more than the limit exist and
+ * the snapshot covers them; a segment still needed stops the purge; 0
+ * keeps every file. */
+Test(wal, purge_keeps_max_files_and_needed_segments)
+{
+    struct wal *w = create(SMALL);
+    save_range(w, 1, 1200, 1, 16);
+    size_t before = wal_segment_count(w);
+    cr_assert_geq(before, 6, "%zu segments", before);
+    cr_assert_eq(wal_purge(w, 1200, 0), 0); /* unlimited */
+    cr_assert_eq(wal_segment_count(w), before);
+    cr_assert_eq(wal_purge(w, 0, 2), 0); /* nothing covered by a snapshot */
+    cr_assert_eq(wal_segment_count(w), before);
+    cr_assert_eq(wal_purge(w, 1200, before), 0); /* not over the limit */
+    cr_assert_eq(wal_purge(w, 1200, 3), (int)before - 3);
+    cr_assert_eq(wal_segment_count(w), 3);
+    cr_assert_eq(wal_purge(w, 1000000, 1), 2);
+    cr_assert_eq(wal_segment_count(w), 1); /* never the last one */
+    wal_close(w);
+}
+
+Test(wal, purge_stops_at_the_segment_holding_the_snapshot)
+{
+    struct wal *w = create(SMALL);
+    save_range(w, 1, 1200, 1, 16);
+    size_t before = wal_segment_count(w);
+    /* entry 2 is in the first segment: nothing before it may go */
+    cr_assert_eq(wal_purge(w, 2, 1), 0);
+    cr_assert_eq(wal_segment_count(w), before);
+    wal_close(w);
+}
+
+Test(wal, no_sync_skips_fdatasync)
+{
+    struct wal *w = create(SMALL);
+    save_range(w, 1, 50, 1, 16);
+    wal_no_sync = true;
+    cr_assert_eq(wal_sync(w), 0);
+    wal_no_sync = false;
+    wal_close(w);
+    struct wal_state st;
+    char err[WAL_ERR_LEN];
+    cr_assert_eq(open_state(SMALL, &w, &st, err), 0, "%s", err);
+    cr_assert_eq(st.n_entries, 50); /* written, only not forced to disk */
+    wal_state_free(&st);
+    wal_close(w);
+}
+
 Test(wal, received_snapshot_drops_entries)
 {
     struct wal *w = create(0);
