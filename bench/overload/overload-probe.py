@@ -203,8 +203,9 @@ def case_leases(s, kv, a):
             key=("/probe/l/%08d" % (base + j)).encode(), value=b"x", lease=lid))
             for j, lid in enumerate(ids[base:base + 100])]
         kv.Txn(rpc_pb2.TxnRequest(success=ops), timeout=60)
-    # wait for them to go (etcd revokes in batches per 500 ms)
-    deadline = time.monotonic() + ttl + 60
+    # wait for them to go: both revoke at most 1,000 a second (etcd's
+    # leaseRevokeRate), so 100,000 take 100 s past their TTL
+    deadline = time.monotonic() + ttl + a.leases / 1000 + 30
     left = -1
     while time.monotonic() < deadline:
         r = kv.Range(rpc_pb2.RangeRequest(key=b"/probe/l/", range_end=b"/probe/l0",
