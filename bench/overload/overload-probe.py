@@ -17,7 +17,7 @@ dir), the cases run one after another on the same member:
 
 Meanwhile a well-behaved client puts and reads back one key every 10 ms; per
 case the probe prints whether the member stayed up, the peak RSS sampled
-during the case, the longest single request (put or get) that client saw,
+during the case, the longest single request (put or get) that client saw (and its p99),
 and whether every write acknowledged before and during the case is still
 there afterwards. RSS is VmRSS (the store's mapped file pages count: both
 LMDB and bbolt are mmap'd) and, in brackets, RssAnon (the heap). The cases
@@ -65,6 +65,7 @@ class Good:
         self.kv = rpc_pb2_grpc.KVStub(self.ch)
         self.acks = {}
         self.worst = 0.0
+        self.lat = []
         self.failures = 0
         self.stop = threading.Event()
         self.i = 0
@@ -86,12 +87,19 @@ class Good:
                         self.kv.Range(rpc_pb2.RangeRequest(key=key), timeout=30)
                 except grpc.RpcError:
                     self.failures += 1
-                self.worst = max(self.worst, time.monotonic() - t0)
+                took = time.monotonic() - t0
+                self.worst = max(self.worst, took)
+                self.lat.append(took)
             time.sleep(0.01)
 
     def reset(self):
         self.worst = 0.0
+        self.lat = []
         self.failures = 0
+
+    def p99(self):
+        lat = sorted(self.lat)
+        return lat[min(len(lat) - 1, int(len(lat) * 0.99))] if lat else 0.0
 
     def close(self):
         self.stop.set()
@@ -275,9 +283,10 @@ def run_target(kind, a):
                 except grpc.RpcError as e:
                     survived = "? (%s)" % e.code().name
             rows.append((kind, name, "yes" if up else "NO", peak[0] / 1024.0, peak[1] / 1024.0,
-                         good.worst * 1000, good.failures, survived, took, note))
-            print("  %-7s %-18s up=%-3s peak %7.1f MiB (anon %7.1f)  stall %7.1f ms  fails %d  "
-                  "writes %s  %.1fs  %s" % rows[-1], flush=True)
+                         good.worst * 1000, good.p99() * 1000, good.failures, survived, took,
+                         note))
+            print("  %-7s %-18s up=%-3s peak %7.1f MiB (anon %7.1f)  stall %7.1f ms (p99 %.1f)  "
+                  "fails %d  writes %s  %.1fs  %s" % rows[-1], flush=True)
             if not up:
                 break
         good.close()
@@ -308,14 +317,14 @@ def main():
         print("%s:" % kind, flush=True)
         rows += run_target(kind, a)
     print()
-    print("| case | target | stayed up | peak RSS MiB (anon) | longest stall ms "
+    print("| case | target | stayed up | peak RSS MiB (anon) | longest stall ms (p99) "
           "| failed requests | earlier writes | note |")
     print("|---|---|---|---|---|---|---|---|")
     for name, _ in CASES:
         for r in rows:
             if r[1] == name:
-                print("| %s | %s | %s | %.0f (%.0f) | %.0f | %d | %s | %s |"
-                      % (name, r[0], r[2], r[3], r[4], r[5], r[6], r[7], r[9]))
+                print("| %s | %s | %s | %.0f (%.0f) | %.0f (%.0f) | %d | %s | %s |"
+                      % (name, r[0], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[10]))
 
 
 if __name__ == "__main__":
