@@ -382,7 +382,7 @@ static void on_client_poll(uv_poll_t *h, int status, int events)
     const struct url *u = &s->cfg.listen_client[h - s->client_polls];
     unsigned flags = (u->tls ? GRPC_ADOPT_TLS : 0) | (u->unix_sock ? GRPC_ADOPT_UNIX : 0);
     for (int k = 0; k < 64; k++) { /* a burst, not forever */
-        int c = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int c = server_accept_client(fd);
         if (c < 0) {
             if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNABORTED && errno != EINTR)
                 log_warn("server", "accept: %s", strerror(errno));

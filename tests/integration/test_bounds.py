@@ -17,6 +17,9 @@
    closed after the handshake timeout, which frees the places; an HTTP/2
    connection without streams gets GOAWAY and is closed when idle; a normal
    client is served again throughout once there is room.
+3. A member out of file descriptors (RLIMIT_NOFILE 64, 120 connections)
+   refuses the connections it cannot hold, warns once, and serves a normal
+   client again once they are gone.
 The full-size case (200,000 x 1 KiB) is bench/overload/overload-probe.py.
 """
 import os
@@ -234,10 +237,66 @@ def connections_case():
               % (limit, time.monotonic() - t0))
 
 
+class LimitedServer(harness.Server):
+    """A quorum member whose descriptor limit is |nofile|."""
+
+    def __new__(cls, *a, **kw):
+        return object.__new__(cls)
+
+    def __init__(self, nofile, *a, **kw):
+        super().__init__("quorum", *a, **kw)
+        self.nofile = nofile
+
+    def start(self, timeout=20.0):
+        import resource
+        import subprocess
+        env = dict(os.environ)
+        env.pop("ETCDCTL_API", None)
+        self.log_file = open(self.log_path, "ab")
+        n = self.nofile
+        self.proc = subprocess.Popen(
+            self.args(), stdout=self.log_file, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, env=env,
+            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (n, n)))
+        self.wait_ready(timeout)
+        return self
+
+
+def fd_exhaustion_case():
+    """More connections than the member has descriptors for: each one past
+    the limit is taken and closed (refused) instead of left in the backlog
+    with the listener readable, which made the loop spin and log every
+    wake; the warning comes once per 10 s, and once the clients go a normal
+    one is served."""
+    t0 = time.monotonic()
+    with LimitedServer(64) as s:
+        host, port = s.endpoint.split(":")
+        conns = []
+        for _ in range(120):
+            try:
+                conns.append(h2raw.Conn(host, int(port), timeout=5))
+            except OSError:
+                pass
+        time.sleep(2)
+        closed = sum(1 for c in conns[-40:] if c.wait_eof(0.5) is not None)
+        assert closed > 0, "no connection past the descriptor limit was refused"
+        for c in conns:
+            c.close()
+        assert s.proc.poll() is None, s.log_tail()
+        harness.wait_for(lambda: s.etcdctl("put", "k", "v", check=False, timeout=5).returncode
+                         == 0, timeout=20, what="a put once the connections are gone")
+        log = s.log_tail(200000)
+        n = log.count("out of file descriptors: refusing client connections")
+        assert 1 <= n <= 2, "%d warnings about descriptors:\n%s" % (n, log[-2000:])
+        print("ok   descriptors: 120 connections to a member with 64 descriptors, %d of the last "
+              "40 refused, %d warning(s); %.1fs" % (closed, n, time.monotonic() - t0))
+
+
 def main():
     t0 = time.monotonic()
     slow_watcher_case()
     connections_case()
+    fd_exhaustion_case()
     print("test_bounds: ok (%.1fs)" % (time.monotonic() - t0))
 
 
