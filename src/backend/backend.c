@@ -10,6 +10,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
+#include <linux/magic.h>
+#include <sys/vfs.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -476,6 +478,14 @@ int backend_reserve(backend *be, uint64_t bytes)
     struct stat st;
     if (mdb_env_get_fd(be->env, &fd) != 0 || fstat(fd, &st) != 0)
         return 0;
+    if (be->reserved_ino == 0) {
+        struct statfs fs;
+        if (fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC) {
+            be->no_reserve = true; /* blocks there are memory: none held back */
+            log_info("backend", "no space reserve for %s: a tmpfs", be->path);
+            return 0;
+        }
+    }
     uint64_t end = (uint64_t)st.st_size;
     if (be->reserved_to >= end + bytes / 2 && be->reserved_ino == st.st_ino)
         return 0; /* still at least half the reserve ahead of the file's end */

@@ -142,7 +142,8 @@ MDB_dbi backend_dbi(backend *be, enum backend_db db);
  * commit, instead of failing a commit whose entries were already applied
  * and answered. Call it after a commit. Errors: -ENOSPC, -EDQUOT (the
  * caller stops taking writes until a later call succeeds), -errno. A file
- * system without the flag answers 0 and has no reserve (logged once). */
+ * system without the flag, or a tmpfs (whose blocks are memory), answers 0
+ * and has no reserve (logged once). */
 int backend_reserve(backend *be, uint64_t bytes);
 
 /* backend_sync flushes everything committed, the meta page included

@@ -115,7 +115,7 @@ Test(backend_faults, space_reserve)
     cr_assert_eq(stat(p, &st1), 0);
     cr_assert_eq(st1.st_size, st0.st_size, "the reserve changed the file's size");
     if (st1.st_blocks * 512 < st0.st_size + (4 << 20))
-        cr_skip_test("no FALLOC_FL_KEEP_SIZE here");
+        cr_skip_test("no reserve on this file system (tmpfs, or no FALLOC_FL_KEEP_SIZE)");
     /* the disk is full: a top-up (needed once half the reserve is used)
      * fails, commits into the reserve still work */
     fault_path = "data.mdb";
