@@ -36,13 +36,13 @@ struct backend {
     int retired_fd; /* the replaced file, kept open (backend_take_retired) */
     struct backend_defrag *defrag; /* recording writes for it, or NULL */
     size_t mark;                   /* defrag->log.len when the batch began */
-    uint64_t reserved_to; /* backend_reserve: blocks allocated up to here */
-    uint64_t reserved_ino; /* ... in the file of this inode (a defrag swaps it) */
-    bool no_reserve;       /* the file system has no FALLOC_FL_KEEP_SIZE */
-    int failed; /* a commit or sync failed (its error): the file may not hold
-                   what LMDB believes it wrote, so no write is tried again
-                   (a failed fdatasync is never retried: its dirty pages may
-                   be gone); backend_close and a reopen are the way back */
+    uint64_t reserved_to;          /* backend_reserve: blocks allocated up to here */
+    uint64_t reserved_ino;         /* ... in the file of this inode (a defrag swaps it) */
+    bool no_reserve;               /* the file system has no FALLOC_FL_KEEP_SIZE */
+    int failed;                    /* a commit or sync failed (its error): the file may not hold
+                                      what LMDB believes it wrote, so no write is tried again
+                                      (a failed fdatasync is never retried: its dirty pages may
+                                      be gone); backend_close and a reopen are the way back */
 };
 
 /* An online defragmentation (see backend.h). Its write log is records of

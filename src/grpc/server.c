@@ -1103,7 +1103,8 @@ static bool conn_admit(grpc_server *srv, grpc_conn *c)
         srv->refused++;
         uint64_t now = uv_now(srv->loop);
         if (srv->refused_logged_ms == 0 || now - srv->refused_logged_ms >= 10000) {
-            log_warn("grpc", "refusing client connections: %u open, the most allowed "
+            log_warn("grpc",
+                     "refusing client connections: %u open, the most allowed "
                      "(--max-client-connections); %llu refused so far on this loop",
                      srv->max_conns, (unsigned long long)srv->refused);
             srv->refused_logged_ms = now ? now : 1;
@@ -1641,8 +1642,10 @@ static void on_sweep(uv_timer_t *t)
         }
     }
     if (early || idle)
-        log_debug("grpc", "closed %u connections without a preface in %llu ms and %u idle "
-                  "for %llu ms", early, (unsigned long long)srv->preface_ms, idle,
+        log_debug("grpc",
+                  "closed %u connections without a preface in %llu ms and %u idle "
+                  "for %llu ms",
+                  early, (unsigned long long)srv->preface_ms, idle,
                   (unsigned long long)srv->idle_ms);
 }
 

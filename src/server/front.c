@@ -602,7 +602,8 @@ int server_accept_client(int lfd)
     uint64_t n = shed_count;
     pthread_mutex_unlock(&spare_mu);
     if (say)
-        log_warn("server", "accept: %s: out of file descriptors: refusing client connections "
+        log_warn("server",
+                 "accept: %s: out of file descriptors: refusing client connections "
                  "(%llu so far; raise the limit, or set --max-client-connections below it)",
                  strerror(e), (unsigned long long)n);
     errno = EAGAIN;

@@ -940,8 +940,10 @@ static void maybe_compact(struct server *s)
         /* the snapshot file or its marker did not fit: the log keeps every
          * entry (nothing was released), so it waits for space */
         if (s->snap_retry_ms == 0)
-            log_warn("raft", "taking a snapshot at %llu: %s; trying again every 10 s (the log "
-                     "keeps every entry meanwhile)", (unsigned long long)applied, q_strerror(rv));
+            log_warn("raft",
+                     "taking a snapshot at %llu: %s; trying again every 10 s (the log "
+                     "keeps every entry meanwhile)",
+                     (unsigned long long)applied, q_strerror(rv));
         s->snap_retry_ms = uv_now(s->loop) + 10000;
         return;
     }
@@ -994,7 +996,8 @@ _Noreturn void server_storage_fatal(const char *module, const char *what, int rv
                           ? "the disk is full: free space and restart the member"
                       : rv == -EIO ? "the disk failed to store it: check the device, then restart"
                                    : "restart the member once the cause is fixed";
-    log_error(module, "%s failed: %s; stopping (%s; the restart replays the log from what the "
+    log_error(module,
+              "%s failed: %s; stopping (%s; the restart replays the log from what the "
               "database holds, and a failed sync is never retried)",
               what, q_strerror(rv), why);
     _exit(1); /* no atexit handlers: nothing may be written or answered any more */
@@ -1014,7 +1017,8 @@ static void db_reserve(struct server *s)
     if (rv == 0) {
         if (s->db_full) {
             s->db_full = false;
-            log_info("backend", "the database has its space reserve again after %llu ms; "
+            log_info("backend",
+                     "the database has its space reserve again after %llu ms; "
                      "taking writes",
                      (unsigned long long)(uv_now(s->loop) - s->db_full_since_ms));
         }
@@ -1025,7 +1029,8 @@ static void db_reserve(struct server *s)
         return;
     s->db_full = true;
     s->db_full_since_ms = uv_now(s->loop);
-    log_error("backend", "reserving %u MiB of disk for the database failed: %s; refusing writes "
+    log_error("backend",
+              "reserving %u MiB of disk for the database failed: %s; refusing writes "
               "until the disk has space (trying again every %d ms; reads are served)",
               DB_RESERVE_BYTES >> 20, q_strerror(rv), DB_RETRY_MS);
 }
@@ -1587,7 +1592,8 @@ static void hold_for_space(struct server *s)
         return;
     s->disk_full = true;
     s->disk_full_since_ms = now;
-    log_error("wal", "writing the log failed: %s; refusing writes until the disk has space "
+    log_error("wal",
+              "writing the log failed: %s; refusing writes until the disk has space "
               "(trying again every %d ms; reads are served)",
               q_strerror(s->work_rv), DISK_RETRY_MS);
     struct entry *e;
@@ -1617,10 +1623,10 @@ static void persist_done(uv_work_t *w, int status)
         return;
     }
     if (s->work_rv != 0 && !s->work_space) /* nothing of this Ready may be sent or
-                                             * applied: the disk did not take it
-                                             * (etcd's lg.Fatal here too) */
-        server_storage_fatal("wal", s->work_sync_failed ? "fdatasync of the log" : "writing the log",
-                             s->work_rv);
+                                            * applied: the disk did not take it
+                                            * (etcd's lg.Fatal here too) */
+        server_storage_fatal(
+            "wal", s->work_sync_failed ? "fdatasync of the log" : "writing the log", s->work_rv);
     if (s->disk_full && s->work_rv == 0) {
         s->disk_full = false;
         log_info("wal", "the log takes writes again, after %llu ms without space",

@@ -498,8 +498,8 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
         .tls = s->tls.client,
         .http1 = http_face(&hc),
         .handling_seconds = cfg->metrics_extensive,
-        .max_conns = cfg->max_client_conns > UINT32_MAX ? UINT32_MAX
-                                                        : (unsigned)cfg->max_client_conns,
+        .max_conns =
+            cfg->max_client_conns > UINT32_MAX ? UINT32_MAX : (unsigned)cfg->max_client_conns,
         .conn_count = &s->client_conns, /* one count for every front loop */
         .preface_ms = cfg->client_handshake_ms,
         .idle_ms = cfg->client_idle_ms,

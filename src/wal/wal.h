@@ -218,14 +218,16 @@ extern uint64_t wal_warn_sync_ns;
 int wal_release_to(struct wal *w, uint64_t index);
 
 /* wal_failed is the error of the first failed write or sync of |w| (0 if
- * none). Once a write (wal_save, wal_save_snapshot, a cut) has failed
- * other than for space, or an fdatasync or fsync has failed, every later wal_save, wal_save_snapshot and wal_sync answers
- * that error without touching the disk: a failed fdatasync is never tried
- * again as if a second one could make the data safe (the kernel may have
- * dropped the dirty pages it could not write: "fsyncgate"), and a failed
- * write leaves the segment's end unknown. The way back is wal_close and
- * wal_open, whose recovery reads what the file really holds. */
+ * none). Once a write (wal_save, wal_save_snapshot, a cut) has failed other
+ * than for space, or an fdatasync or fsync has failed, every later
+ * wal_save, wal_save_snapshot and wal_sync answers that error without
+ * touching the disk: a failed fdatasync is never tried again as if a second
+ * one could make the data safe (the kernel may have dropped the dirty pages
+ * it could not write: "fsyncgate"), and a failed write leaves the segment's
+ * end unknown. The way back is wal_close and wal_open, whose recovery reads
+ * what the file really holds. */
 int wal_failed(const struct wal *w);
+
 /* wal_purge is etcd's WAL purge (--max-wals): while more than |max_files|
  * segment files exist, the oldest goes if every entry in it is at or below
  * |index| (the durable snapshot's index: etcd releases the lock of every

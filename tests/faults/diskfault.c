@@ -75,9 +75,9 @@ static const struct {
     const char *name;
     unsigned bit;
 } call_names[] = {
-    {"write", C_WRITE},         {"pwrite", C_PWRITE},       {"writev", C_WRITEV},
-    {"fdatasync", C_FDATASYNC}, {"fsync", C_FSYNC},         {"rename", C_RENAME},
-    {"fallocate", C_FALLOCATE}, {"msync", C_MSYNC},         {"ftruncate", C_FTRUNCATE},
+    {"write", C_WRITE},         {"pwrite", C_PWRITE}, {"writev", C_WRITEV},
+    {"fdatasync", C_FDATASYNC}, {"fsync", C_FSYNC},   {"rename", C_RENAME},
+    {"fallocate", C_FALLOCATE}, {"msync", C_MSYNC},   {"ftruncate", C_FTRUNCATE},
 };
 
 static unsigned cfg_calls;
@@ -106,8 +106,7 @@ static int parse_errno(const char *s)
     static const struct {
         const char *n;
         int e;
-    } t[] = {{"ENOSPC", ENOSPC}, {"EIO", EIO}, {"EDQUOT", EDQUOT}, {"EROFS", EROFS},
-             {"none", 0}};
+    } t[] = {{"ENOSPC", ENOSPC}, {"EIO", EIO}, {"EDQUOT", EDQUOT}, {"EROFS", EROFS}, {"none", 0}};
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
         if (strcmp(s, t[i].n) == 0)
             return t[i].e;

@@ -32,7 +32,8 @@ TestSuite(wal_faults, .init = setup, .fini = teardown);
 
 static struct wal_options opts(size_t seg)
 {
-    return (struct wal_options){.data_dir = dir, .segment_size = seg, .node_id = 7, .cluster_id = 9};
+    return (struct wal_options){
+        .data_dir = dir, .segment_size = seg, .node_id = 7, .cluster_id = 9};
 }
 
 static int save(struct wal *w, uint64_t index)
@@ -119,8 +120,8 @@ static int save_n(struct wal *w, uint64_t from, size_t n)
     struct raft_entry e[8];
     for (size_t k = 0; k < n; k++) {
         memset(data[k], 'a' + (int)k, sizeof(data[k]));
-        e[k] = (struct raft_entry){.term = 1, .index = from + k, .data = data[k],
-                                   .len = sizeof(data[k])};
+        e[k] = (struct raft_entry){
+            .term = 1, .index = from + k, .data = data[k], .len = sizeof(data[k])};
     }
     struct raft_hard_state hs = {.term = 1, .vote = 1, .commit = from + n - 1};
     return wal_save(w, &hs, e, n);
