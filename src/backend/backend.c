@@ -9,6 +9,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
+#include <linux/magic.h>
+#include <sys/vfs.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +36,13 @@ struct backend {
     int retired_fd; /* the replaced file, kept open (backend_take_retired) */
     struct backend_defrag *defrag; /* recording writes for it, or NULL */
     size_t mark;                   /* defrag->log.len when the batch began */
+    uint64_t reserved_to;          /* backend_reserve: blocks allocated up to here */
+    uint64_t reserved_ino;         /* ... in the file of this inode (a defrag swaps it) */
+    bool no_reserve;               /* the file system has no FALLOC_FL_KEEP_SIZE */
+    int failed;                    /* a commit or sync failed (its error): the file may not hold
+                                      what LMDB believes it wrote, so no write is tried again
+                                      (a failed fdatasync is never retried: its dirty pages may
+                                      be gone); backend_close and a reopen are the way back */
 };
 
 /* An online defragmentation (see backend.h). Its write log is records of
@@ -66,10 +76,10 @@ int backend_err(int rc)
     last_rc = rc;
     if (rc == MDB_MAP_FULL)
         return QERR_NO_SPACE;
-    if (rc == ENOMEM)
-        return -ENOMEM;
-    if (rc == EBUSY)
-        return -EBUSY;
+    if (rc > 0) /* a system error (LMDB's own codes are negative): keep the
+                 * cause, so a full or failing disk (-ENOSPC, -EIO from a
+                 * commit's write or fdatasync) is logged as what it is */
+        return -rc;
     return QERR_STORAGE;
 }
 
@@ -279,6 +289,8 @@ int backend_batch_begin(backend *be)
 {
     if (be->batch != NULL)
         return -EBUSY;
+    if (be->failed != 0)
+        return be->failed;
     int rc = mdb_txn_begin(be->env, NULL, 0, &be->batch);
     if (rc != 0) {
         be->batch = NULL;
@@ -314,7 +326,10 @@ int backend_batch_commit(backend *be)
     be->batch = NULL;
     if (rc != 0) {
         log_error("backend", "batch commit: %s", mdb_strerror(rc));
-        return backend_err(rc);
+        int rv = backend_err(rc);
+        if (rc > 0) /* the disk's error, not LMDB's (a full map is not final) */
+            be->failed = rv;
+        return rv;
     }
     metrics_observe_since(commit_seconds, t0);
     return 0;
@@ -455,10 +470,50 @@ uint64_t backend_size_in_use(backend *be)
     return (pages - free_pages) * st.ms_psize;
 }
 
+int backend_reserve(backend *be, uint64_t bytes)
+{
+    if (be->env == NULL || be->no_reserve || bytes == 0)
+        return 0;
+    int fd;
+    struct stat st;
+    if (mdb_env_get_fd(be->env, &fd) != 0 || fstat(fd, &st) != 0)
+        return 0;
+    if (be->reserved_ino == 0) {
+        struct statfs fs;
+        if (fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC) {
+            be->no_reserve = true; /* blocks there are memory: none held back */
+            log_info("backend", "no space reserve for %s: a tmpfs", be->path);
+            return 0;
+        }
+    }
+    uint64_t end = (uint64_t)st.st_size;
+    if (be->reserved_to >= end + bytes / 2 && be->reserved_ino == st.st_ino)
+        return 0; /* still at least half the reserve ahead of the file's end */
+    /* blocks past the end, the size unchanged: the quota and Status see
+     * the same file size, and LMDB's page writes there need no allocation */
+    if (fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)end, (off_t)bytes) != 0) {
+        int e = errno;
+        if (e == EOPNOTSUPP || e == ENOSYS || e == EINVAL) {
+            be->no_reserve = true; /* this file system cannot: no reserve */
+            log_info("backend", "no space reserve for %s: %s", be->path, strerror(e));
+            return 0;
+        }
+        return -e;
+    }
+    be->reserved_to = end + bytes;
+    be->reserved_ino = st.st_ino;
+    return 0;
+}
+
 int backend_sync(backend *be)
 {
+    if (be->failed != 0)
+        return be->failed;
     int rc = mdb_env_sync(be->env, 1);
-    return rc == 0 ? 0 : backend_err(rc);
+    int rv = backend_err(rc);
+    if (rc > 0)
+        be->failed = rv;
+    return rv;
 }
 
 /* ---- writes ---- */

@@ -134,20 +134,40 @@ int backend_rewrite_copy(backend *be, const char *path);
 MDB_env *backend_env(backend *be);
 MDB_dbi backend_dbi(backend *be, enum backend_db db);
 
+/* backend_reserve keeps |bytes| of disk allocated past the end of
+ * data.mdb (fallocate with FALLOC_FL_KEEP_SIZE: the file's size, and so
+ * the quota, do not change), topping it up when less than half is left.
+ * LMDB grows the file by writing pages past its end; with the reserve
+ * those writes need no new blocks, so a full disk shows here, outside any
+ * commit, instead of failing a commit whose entries were already applied
+ * and answered. Call it after a commit. Errors: -ENOSPC, -EDQUOT (the
+ * caller stops taking writes until a later call succeeds), -errno. A file
+ * system without the flag, or a tmpfs (whose blocks are memory), answers 0
+ * and has no reserve (logged once). */
+int backend_reserve(backend *be, uint64_t bytes);
+
 /* backend_sync flushes everything committed, the meta page included
  * (mdb_env_sync): before the WAL drops entries the store holds. Errors:
- * QERR_STORAGE. */
+ * -errno (-EIO, -ENOSPC), QERR_STORAGE.
+ *
+ * A commit or sync the disk failed (a system error) is final for this open backend: every later
+ * backend_batch_begin, backend_batch_commit and backend_sync answers the
+ * same error (a failed fdatasync is never retried as if the data were
+ * safe: the kernel may have dropped the pages it could not write). Close
+ * it and reopen: LMDB's last good meta page is what the file holds. */
 int backend_sync(backend *be);
 
 /* backend_batch_begin opens the write transaction; one at a time.
- * Errors: -EBUSY if one is open, QERR_STORAGE. */
+ * Errors: -EBUSY if one is open, QERR_STORAGE, an earlier commit's or
+ * sync's error (see backend_sync). */
 int backend_batch_begin(backend *be);
 /* backend_batch_txn is the open write transaction (NULL if none). Valid
  * until backend_batch_commit/abort. */
 MDB_txn *backend_batch_txn(backend *be);
 /* backend_batch_commit commits (and syncs, unless no_sync): durable on 0.
- * Errors: QERR_STORAGE, QERR_NO_SPACE (map full). On error the batch is
- * gone and the caller must treat the in-memory state built on it as lost. */
+ * Errors: -errno from the disk (-ENOSPC, -EIO: final, see backend_sync),
+ * QERR_STORAGE, QERR_NO_SPACE (map full). On error the batch is gone and
+ * the caller must treat the in-memory state built on it as lost. */
 int backend_batch_commit(backend *be);
 void backend_batch_abort(backend *be);
 
@@ -178,7 +198,9 @@ void backend_metrics_register(void);
 
 /* backend_err maps an LMDB return code (from mdb_get/mdb_put/... on
  * backend_batch_txn or a read txn) to quorum's: 0 for 0, QERR_NO_SPACE for
- * MDB_MAP_FULL, -ENOMEM, -EBUSY, QERR_STORAGE for anything else. It does not
+ * MDB_MAP_FULL, -errno for a system error (-ENOMEM, -EBUSY, and from a
+ * commit -ENOSPC, -EIO, -EDQUOT: the disk's own answer), QERR_STORAGE for
+ * any other LMDB code. It does not
  * map MDB_NOTFOUND specially: check for it before calling. */
 int backend_err(int rc);
 

@@ -152,6 +152,22 @@ struct grpc_server_options {
     /* grpc_server_handling_seconds besides the counters (etcd's
      * --metrics=extensive) */
     bool handling_seconds;
+    /* Connection bounds (docs/faults.md). max_conns: a connection accepted
+     * (or adopted) while |max_conns| are open is closed at once, unread;
+     * 0 = unlimited (etcd's). The count is *conn_count when not NULL (an
+     * atomic shared by several servers, e.g. every front loop's, for one
+     * limit on the member), else the server's own. */
+    unsigned max_conns;
+    unsigned *conn_count; /* __atomic */
+    /* A socket connection (not TLS: tls/ has its own handshake deadline)
+     * whose first bytes (HTTP/2's preface or an HTTP/1.1 request line) are
+     * not all in within preface_ms is closed (grpc-go's ConnectionTimeout,
+     * 120 s in etcd); 0 = never. idle_ms: an HTTP/2 connection with no open
+     * stream that has read nothing for idle_ms gets GOAWAY and is closed
+     * (grpc-go's MaxConnectionIdle; etcd sets none); 0 = never. Checked
+     * once a second. */
+    uint64_t preface_ms;
+    uint64_t idle_ms;
 };
 
 /* grpc_server_new creates a server with |n| methods (the table and its

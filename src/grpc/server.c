@@ -31,6 +31,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "base/err.h"
+#include "base/log.h"
 #include "base/metrics.h"
 #include "grpc/grpc_int.h"
 #include "tls/tls.h"
@@ -158,6 +159,10 @@ struct grpc_conn {
     size_t nsniff;
     void *h1;          /* the HTTP/1.1 handler's state (MODE_H1) */
     int shutdown;      /* MODE_H1: close once the output is written */
+    int counted;       /* holds one of srv's max_conns places */
+    int idle_goaway;   /* sent GOAWAY for being idle (grpc_server_options) */
+    uint64_t born_ms, read_ms; /* uv_now at accept, at the last bytes read */
+    uint64_t nread;            /* bytes read so far (up to the preface's) */
     /* keepalive (grpc-go's server): */
     uint64_t ka_deadline;     /* next check (uv_now ms) */
     unsigned ka_activity : 1; /* read something since the last check */
@@ -199,6 +204,10 @@ struct grpc_server {
     int rbuf_busy;
     int closing;
     unsigned handles; /* open uv handles: listeners, socket conns, prepare */
+    unsigned max_conns, own_count, *conn_count; /* grpc_server_options */
+    uint64_t preface_ms, idle_ms;
+    uv_timer_t sweep; /* the bounds' check, once a second */
+    uint64_t refused, refused_logged_ms;
     void (*close_cb)(void *arg);
     void *close_arg;
 };
@@ -1082,10 +1091,43 @@ static int serialize(grpc_conn *c, size_t limit)
     return rv;
 }
 
+/* conn_admit takes one of the server's max_conns places for |c|: false
+ * when they are all taken (the caller refuses the connection). */
+static bool conn_admit(grpc_server *srv, grpc_conn *c)
+{
+    if (srv->max_conns == 0)
+        return true;
+    unsigned n = __atomic_add_fetch(srv->conn_count, 1, __ATOMIC_RELAXED);
+    if (n > srv->max_conns) {
+        __atomic_sub_fetch(srv->conn_count, 1, __ATOMIC_RELAXED);
+        srv->refused++;
+        uint64_t now = uv_now(srv->loop);
+        if (srv->refused_logged_ms == 0 || now - srv->refused_logged_ms >= 10000) {
+            log_warn("grpc",
+                     "refusing client connections: %u open, the most allowed "
+                     "(--max-client-connections); %llu refused so far on this loop",
+                     srv->max_conns, (unsigned long long)srv->refused);
+            srv->refused_logged_ms = now ? now : 1;
+        }
+        return false;
+    }
+    c->counted = 1;
+    return true;
+}
+
+static void conn_release(grpc_conn *c)
+{
+    if (c->counted) {
+        c->counted = 0;
+        __atomic_sub_fetch(c->srv->conn_count, 1, __ATOMIC_RELAXED);
+    }
+}
+
 static void on_conn_closed(uv_handle_t *h)
 {
     grpc_conn *c = h->data;
     grpc_server *srv = c->srv;
+    conn_release(c);
     buf_free(&c->obuf);
     buf_free(&c->wbuf);
     free(c);
@@ -1314,6 +1356,9 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
     }
     const uint8_t *p = (const uint8_t *)b->base;
     size_t n = (size_t)nread;
+    c->read_ms = uv_now(srv->loop);
+    if (c->nread < 64)
+        c->nread += n;
     if (c->mode == MODE_SNIFF && sniff(c, &p, &n) != 0) {
         release_rbuf(srv, b);
         return;
@@ -1377,6 +1422,7 @@ static void on_reject_closed(uv_handle_t *h)
 {
     grpc_conn *c = h->data;
     grpc_server *srv = c->srv;
+    conn_release(c);
     free(c);
     srv->handles--;
     maybe_free_server(srv);
@@ -1396,6 +1442,8 @@ static int conn_start(grpc_server *srv, uv_stream_t *ls, uv_os_sock_t fd, unsign
     grpc_conn *c = calloc(1, sizeof(*c));
     tls_conn *tc = NULL;
     int rv = c != NULL ? 0 : -ENOMEM;
+    if (rv == 0 && !conn_admit(srv, c))
+        rv = -ECONNREFUSED; /* unread, closed at once */
     if (rv == 0 && tls)
         rv = srv->tls != NULL ? tls_conn_new(srv->tls, NULL, &tc) : -EINVAL;
     if (rv == 0)
@@ -1413,12 +1461,17 @@ static int conn_start(grpc_server *srv, uv_stream_t *ls, uv_os_sock_t fd, unsign
                 free(t);
             }
         }
+        if (c != NULL && c->counted) {
+            c->srv = srv;
+            conn_release(c);
+        }
         free(c);
         if (ls == NULL)
             close(fd);
         return rv;
     }
     c->srv = srv;
+    c->born_ms = c->read_ms = uv_now(srv->loop);
     c->ts.tcp.data = c;
     srv->handles++;
     rv = ls != NULL    ? uv_accept(ls, c->ts.s)
@@ -1556,6 +1609,46 @@ static void on_prepare(uv_prepare_t *p)
     }
 }
 
+/* on_sweep closes the connections past a bound of grpc_server_options:
+ * no full preface within preface_ms, or idle (HTTP/2, no stream, nothing
+ * read) for idle_ms. One walk of the list a second: a few microseconds per
+ * thousand connections. */
+static void on_sweep(uv_timer_t *t)
+{
+    grpc_server *srv = t->data;
+    uint64_t now = uv_now(srv->loop);
+    unsigned early = 0, idle = 0;
+    for (grpc_conn *c = srv->conns, *next; c != NULL; c = next) {
+        next = c->next;
+        if (c->closed || c->is_mem || c->want_close)
+            continue;
+        bool tls = c->ts.conn != NULL;
+        if (srv->preface_ms && !tls && c->nread < 24 && c->mode != MODE_H1 &&
+            now - c->born_ms >= srv->preface_ms) {
+            early++;
+            conn_close(c);
+        } else if (c->idle_goaway && now - c->read_ms >= srv->idle_ms + 1000) {
+            conn_close(c); /* the GOAWAY could not be written in a second */
+        } else if (srv->idle_ms && !c->idle_goaway && c->mode == MODE_H2 && c->calls == NULL &&
+                   c->sess != NULL && now - c->read_ms >= srv->idle_ms) {
+            /* GOAWAY, then the session is done and conn_check closes it
+             * once the frame is written */
+            idle++;
+            c->idle_goaway = 1;
+            nghttp2_submit_goaway(c->sess, NGHTTP2_FLAG_NONE,
+                                  nghttp2_session_get_last_proc_stream_id(c->sess),
+                                  NGHTTP2_NO_ERROR, NULL, 0);
+            mark_dirty(c);
+        }
+    }
+    if (early || idle)
+        log_debug("grpc",
+                  "closed %u connections without a preface in %llu ms and %u idle "
+                  "for %llu ms",
+                  early, (unsigned long long)srv->preface_ms, idle,
+                  (unsigned long long)srv->idle_ms);
+}
+
 /* ---- public API ---- */
 
 static int method_sort_cmp(const void *a, const void *b)
@@ -1638,6 +1731,17 @@ int grpc_server_new(uv_loop_t *loop, const struct grpc_method *methods, size_t n
     uv_timer_start(&srv->ka_timer, on_ka_timer, tick, tick);
     uv_unref((uv_handle_t *)&srv->ka_timer);
     srv->handles = 3;
+    srv->max_conns = opts ? opts->max_conns : 0;
+    srv->conn_count = opts && opts->conn_count ? opts->conn_count : &srv->own_count;
+    srv->preface_ms = opts ? opts->preface_ms : 0;
+    srv->idle_ms = opts ? opts->idle_ms : 0;
+    uv_timer_init(loop, &srv->sweep);
+    srv->sweep.data = srv;
+    srv->handles++;
+    if (srv->preface_ms || srv->idle_ms) {
+        uv_timer_start(&srv->sweep, on_sweep, 1000, 1000);
+        uv_unref((uv_handle_t *)&srv->sweep);
+    }
     *out = srv;
     return 0;
 fail:
@@ -1788,6 +1892,8 @@ void grpc_server_close(grpc_server *srv, void (*cb)(void *arg), void *arg)
     uv_prepare_stop(&srv->prepare);
     uv_close((uv_handle_t *)&srv->prepare, on_prepare_closed);
     uv_close((uv_handle_t *)&srv->lq_idle, on_prepare_closed);
+    uv_timer_stop(&srv->sweep);
+    uv_close((uv_handle_t *)&srv->sweep, on_prepare_closed);
     uv_timer_stop(&srv->ka_timer);
     uv_close((uv_handle_t *)&srv->ka_timer, on_prepare_closed);
 }

@@ -700,6 +700,24 @@ static const struct flagdef flags[] = {
     {"experimental-apply-step-limit", T_UINT, CF(apply_step_limit), "100000", "'100000'",
      G_QUORUM, "Changes one revision writes per store transaction before it commits a step.",
      P_IMPL, NULL, "uint64", NULL},
+    /* bounds under abuse (docs/faults.md) */
+    {"max-client-connections", T_UINT, CF(max_client_conns), "0", "0", G_QUORUM,
+     "Client connections open at once, every listener together; past it a new one is closed "
+     "unread (0: unlimited, as etcd).",
+     P_IMPL, NULL, "uint", NULL},
+    {"client-handshake-timeout", T_DUR_MS, CF(client_handshake_ms), "2m", "'2m'", G_QUORUM,
+     "Close a client connection whose first bytes (HTTP/2's preface, an HTTP/1.1 request) are "
+     "not in by then (grpc-go's 120 s; 0: never).",
+     P_IMPL, NULL, "time.Duration", NULL},
+    {"client-idle-timeout", T_DUR_MS, CF(client_idle_ms), "0", "'0'", G_QUORUM,
+     "Send GOAWAY to and close an HTTP/2 client connection with no stream that read nothing "
+     "for this long (0: never, as etcd).",
+     P_IMPL, NULL, "time.Duration", NULL},
+    {"max-watch-buffer-bytes", T_UINT, CF(max_watch_buffer_bytes), "67108864", "67108864",
+     G_QUORUM,
+     "Bytes queued for watch streams that do not read, all together (each stream's share at "
+     "most 4 MiB); a watcher past its share catches up from history.",
+     P_IMPL, NULL, "uint64", NULL},
     {"warning-apply-duration", T_DUR_NS, CF(warning_apply_ns), NULL, "'100ms'", G_QUORUM,
      "etcd 3.5's name of --experimental-warning-apply-duration.", P_IMPL, NULL, "time.Duration",
      NULL},

@@ -68,6 +68,16 @@ struct config {
      * between compaction steps, to spread its disk writes; 0 = none, a
      * step each loop iteration */
     uint64_t compaction_sleep_ms;
+    /* bounds under abuse (docs/faults.md): --max-client-connections (0 =
+     * unlimited, etcd's), --client-handshake-timeout (a connection whose
+     * first bytes are not in by then is closed; grpc-go's 120 s),
+     * --client-idle-timeout (an HTTP/2 connection with no stream; 0 =
+     * never, etcd's), --max-watch-buffer-bytes (bytes queued for all watch
+     * streams together; each gets a share, at most 4 MiB) */
+    uint64_t max_client_conns;
+    uint64_t client_handshake_ms;
+    uint64_t client_idle_ms;
+    uint64_t max_watch_buffer_bytes;
     /* --experimental-apply-step-limit (quorum only): changes one revision
      * writes per LMDB transaction before it commits a step (mvcc.h, "Big
      * revisions in steps"); 0 = the default, 100000 */

@@ -2,6 +2,9 @@
 #include "server/front.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <time.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -562,6 +565,51 @@ static void on_front_prepare(uv_prepare_t *p)
     }
 }
 
+/* the descriptor given up to shed a connection when there are none left */
+static int spare_fd = -1;
+static pthread_mutex_t spare_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t shed_logged_ms, shed_count; /* under spare_mu */
+
+int server_accept_client(int lfd)
+{
+    int c = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (c >= 0 || (errno != EMFILE && errno != ENFILE)) {
+        if (c >= 0 && __atomic_load_n(&spare_fd, __ATOMIC_RELAXED) < 0) {
+            pthread_mutex_lock(&spare_mu);
+            if (spare_fd < 0)
+                __atomic_store_n(&spare_fd, open("/dev/null", O_RDONLY | O_CLOEXEC),
+                                 __ATOMIC_RELAXED);
+            pthread_mutex_unlock(&spare_mu);
+        }
+        return c;
+    }
+    int e = errno;
+    pthread_mutex_lock(&spare_mu);
+    if (spare_fd >= 0) {
+        close(spare_fd);
+        int t = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (t >= 0)
+            close(t);
+        __atomic_store_n(&spare_fd, open("/dev/null", O_RDONLY | O_CLOEXEC), __ATOMIC_RELAXED);
+    }
+    shed_count++;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    bool say = shed_logged_ms == 0 || now - shed_logged_ms >= 10000;
+    if (say)
+        shed_logged_ms = now;
+    uint64_t n = shed_count;
+    pthread_mutex_unlock(&spare_mu);
+    if (say)
+        log_warn("server",
+                 "accept: %s: out of file descriptors: refusing client connections "
+                 "(%llu so far; raise the limit, or set --max-client-connections below it)",
+                 strerror(e), (unsigned long long)n);
+    errno = EAGAIN;
+    return -1;
+}
+
 static void on_poll(uv_poll_t *h, int status, int events)
 {
     struct front *fr = h->data;
@@ -573,7 +621,7 @@ static void on_poll(uv_poll_t *h, int status, int events)
     /* whichever loop wakes first accepts; the connections go round the
      * loops in turn (a burst of them would otherwise all land on the loop
      * that happened to be awake) */
-    int c = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int c = server_accept_client(fd);
     if (c < 0) {
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNABORTED && errno != EINTR)
             log_warn("front", "accept: %s", strerror(errno));

@@ -45,6 +45,16 @@ int fronts_start(struct server *s, unsigned n, bool pin, const struct grpc_serve
  * member is ready to serve). */
 void fronts_accept(struct fronts *f);
 
+/* server_accept_client takes one connection from the listening socket
+ * |lfd| (accept4, non-blocking, close-on-exec): the socket, or -1 with
+ * errno (EAGAIN: none waiting). Out of descriptors (EMFILE, ENFILE) it
+ * takes the connection with a descriptor kept spare for this and closes it
+ * at once, so the client sees its connection refused and the listener
+ * does not stay readable and spin the loop; that is logged at most every
+ * 10 s ("out of file descriptors: refusing client connections"). Any
+ * thread. */
+int server_accept_client(int lfd);
+
 /* fronts_read_elsewhere hands a linearizable read whose read index was
  * reached (the applied revision is |rev|) to the front loop of |call|, to
  * be read there (server_kv_serve_read_local) or handed back when that

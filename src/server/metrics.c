@@ -234,6 +234,9 @@ int server_metrics_listen(struct server *s, const struct grpc_server_options *cl
     struct grpc_server_options go = *client;
     go.http1 = http_metrics_face();
     go.http_only = true;
+    go.max_conns = 0; /* the client bound is not the metrics listener's */
+    go.conn_count = NULL;
+    go.idle_ms = 0;
     int rv = server_grpc_core_new(s, &go, &s->metrics_grpc);
     if (rv != 0)
         return rv;

@@ -258,6 +258,8 @@ static int queue_write(struct server *s, qcall *call, enum entry_kind kind,
 {
     struct auth_info ai = {NULL, 0};
     char user[AUTH_NAME_MAX];
+    if (s->disk_full || s->db_full)
+        return QERR_NO_SPACE; /* the disk cannot take it: hold_for_space, db_reserve */
     if (call != NULL && !internal) {
         int rv = server_call_identity(s, call, &ai, user, sizeof(user));
         if (rv != 0)
@@ -845,7 +847,7 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
                       "(LMDB: %s)",
                       (unsigned long long)snap->index, q_strerror(srv),
                       lrc ? mdb_strerror(lrc) : "none");
-            abort();
+            server_storage_fatal("raft", "syncing the database", srv);
         }
         log_info("raft", "snapshot at index %llu: the received database (index %llu) is behind "
                  "ours (index %llu); keeping ours",
@@ -885,7 +887,7 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
         log_error("raft", "installing the snapshot at %llu failed: %s (LMDB: %s)",
                   (unsigned long long)snap->index, q_strerror(rv),
                   lrc ? mdb_strerror(lrc) : "none");
-        abort();
+        server_storage_fatal("raft", "installing a snapshot", rv);
     }
     s->recv_path[0] = '\0';
     metrics_gauge_add(server_metrics.snapshot_applying, -1);
@@ -926,6 +928,8 @@ static void maybe_compact(struct server *s)
     if (e == NULL || s->applied_index < applied)
         return;
     uint64_t term = e->term;
+    if (s->snap_retry_ms != 0 && uv_now(s->loop) < s->snap_retry_ms)
+        return;
     server_flush(s);
     uint64_t t0 = uv_hrtime();
     int rv = s->cfg.unsafe_no_fsync ? 0 : backend_sync(s->be);
@@ -944,12 +948,24 @@ static void maybe_compact(struct server *s)
         rv = wal_save_snapshot(s->wal, applied, term, 0);
     if (rv == 0)
         rv = wal_sync(s->wal);
+    if (rv != 0 && (rv == -ENOSPC || rv == -EDQUOT) && wal_failed(s->wal) == 0) {
+        /* the snapshot file or its marker did not fit: the log keeps every
+         * entry (nothing was released), so it waits for space */
+        if (s->snap_retry_ms == 0)
+            log_warn("raft",
+                     "taking a snapshot at %llu: %s; trying again every 10 s (the log "
+                     "keeps every entry meanwhile)",
+                     (unsigned long long)applied, q_strerror(rv));
+        s->snap_retry_ms = uv_now(s->loop) + 10000;
+        return;
+    }
     if (rv != 0) {
         int lrc = backend_last_rc();
         log_error("raft", "taking a snapshot at %llu failed: %s (LMDB's last error: %s)",
                   (unsigned long long)applied, q_strerror(rv), lrc ? mdb_strerror(lrc) : "none");
-        abort();
+        server_storage_fatal("raft", "taking a snapshot", rv);
     }
+    s->snap_retry_ms = 0;
     s->snap_index = applied;
     purge_files(s);
     log_info("raft", "snapshot at index %llu (term %llu); log compacted",
@@ -986,6 +1002,51 @@ static void trim_log(struct server *s)
  * reads the store from another thread or replaces it flushes first
  * (server_flush). */
 
+_Noreturn void server_storage_fatal(const char *module, const char *what, int rv)
+{
+    const char *why = rv == -ENOSPC || rv == -EDQUOT
+                          ? "the disk is full: free space and restart the member"
+                      : rv == -EIO ? "the disk failed to store it: check the device, then restart"
+                                   : "restart the member once the cause is fixed";
+    log_error(module,
+              "%s failed: %s; stopping (%s; the restart replays the log from what the "
+              "database holds, and a failed sync is never retried)",
+              what, q_strerror(rv), why);
+    _exit(1); /* no atexit handlers: nothing may be written or answered any more */
+}
+
+/* db_reserve keeps the database's space reserve (backend_reserve) after
+ * each commit: when the disk cannot give it, the member stops taking
+ * writes (QERR_NO_SPACE, as hold_for_space does for the log) while the
+ * entries already in the log apply into what is left, and tries again
+ * every DB_RETRY_MS from the tick. */
+#define DB_RESERVE_BYTES (64u << 20)
+#define DB_RETRY_MS 1000
+
+static void db_reserve(struct server *s)
+{
+    int rv = backend_reserve(s->be, DB_RESERVE_BYTES);
+    if (rv == 0) {
+        if (s->db_full) {
+            s->db_full = false;
+            log_info("backend",
+                     "the database has its space reserve again after %llu ms; "
+                     "taking writes",
+                     (unsigned long long)(uv_now(s->loop) - s->db_full_since_ms));
+        }
+        return;
+    }
+    s->db_retry_ms = uv_now(s->loop) + DB_RETRY_MS;
+    if (s->db_full)
+        return;
+    s->db_full = true;
+    s->db_full_since_ms = uv_now(s->loop);
+    log_error("backend",
+              "reserving %u MiB of disk for the database failed: %s; refusing writes "
+              "until the disk has space (trying again every %d ms; reads are served)",
+              DB_RESERVE_BYTES >> 20, q_strerror(rv), DB_RETRY_MS);
+}
+
 void server_flush(struct server *s)
 {
     if (backend_batch_txn(s->be) == NULL)
@@ -999,8 +1060,9 @@ void server_flush(struct server *s)
                   "(LMDB: %s); stopping",
                   (unsigned long long)s->batch_entries, (unsigned long long)s->applied_index,
                   q_strerror(rv), lrc ? mdb_strerror(lrc) : "none");
-        abort(); /* memory is ahead of the disk; the restart replays the WAL */
+        server_storage_fatal("server", "committing applied entries to the database", rv);
     }
+    db_reserve(s);
     uint64_t ms = (uv_hrtime() - t0) / 1000000;
     if (ms >= SLOW_COMMIT_MS)
         log_warn("server", "committing the batch (%llu entries) took %llu ms",
@@ -1106,10 +1168,10 @@ static void compact_step(struct server *s)
         /* entries applied in this batch were answered: stop, as for an
          * apply failure; the restart resumes the removal */
         int lrc = backend_last_rc();
-        log_error("server", "compaction at revision %lld: a step failed: %s (LMDB: %s); stopping",
+        log_error("server", "compaction at revision %lld: a step failed: %s (LMDB: %s)",
                   (long long)mvcc_compact_rev(s->kv), q_strerror(rv),
                   lrc ? mdb_strerror(lrc) : "none");
-        abort();
+        server_storage_fatal("server", "a compaction step", rv);
     }
     s->batch_entries += limit;
     if (done || s->batch_entries >= BATCH_MAX_ENTRIES ||
@@ -1355,7 +1417,7 @@ static void apply_committed(struct server *s, const struct raft_entry *ents, siz
                       "(LMDB: %s); stopping",
                       (unsigned long long)s->applied_index, q_strerror(rv),
                       lrc ? mdb_strerror(lrc) : "none");
-        abort();
+        server_storage_fatal("server", "applying a batch", rv);
     }
     server_compact_kick(s);
     /* durable in the WAL: watchers may see it (the store commits later) */
@@ -1507,26 +1569,80 @@ static void persist_work(uv_work_t *w)
     struct server *s = w->data;
     struct raft_ready *rd = &s->rd;
     int rv = 0;
+    s->work_sync_failed = false;
+    s->work_space = false;
     if (rd->n_entries > 0 || rd->hs_changed)
         rv = wal_save(s->wal, rd->hs_changed ? &rd->hs : NULL, rd->entries, rd->n_entries);
-    if (rv == 0)
-        rv = wal_sync(s->wal);
+    if (rv == -ENOSPC || rv == -EDQUOT)
+        s->work_space = wal_failed(s->wal) == 0; /* the same save can be tried again */
+    if (rv == 0 && (rv = wal_sync(s->wal)) != 0)
+        s->work_sync_failed = true;
     s->work_rv = rv;
 }
 
 static void replay_deferred(struct server *s);
 static void node_closed_step(struct node_close *nc);
 
+/* hold_for_space keeps the Ready whose write the disk refused for space
+ * (ENOSPC, EDQUOT: nothing it had taken is in doubt, unlike a failed
+ * sync) and has on_tick write it again every DISK_RETRY_MS. Meanwhile the
+ * core stays as it is (inputs are deferred as during any write), new
+ * writes are refused with etcd's "database space exceeded", and reads of
+ * the store are served. Once the write goes through the member carries on
+ * where it was; nothing was sent or answered for what was not durable. */
+#define DISK_RETRY_MS 1000
+
+static void persist_done(uv_work_t *w, int status);
+
+static void hold_for_space(struct server *s)
+{
+    uint64_t now = uv_now(s->loop);
+    s->persisting = true;
+    s->persist_waiting = true;
+    s->disk_retry_ms = now + DISK_RETRY_MS;
+    if (s->disk_full)
+        return;
+    s->disk_full = true;
+    s->disk_full_since_ms = now;
+    log_error("wal",
+              "writing the log failed: %s; refusing writes until the disk has space "
+              "(trying again every %d ms; reads are served)",
+              q_strerror(s->work_rv), DISK_RETRY_MS);
+    struct entry *e;
+    while ((e = s->queued.head) != NULL) {
+        list_remove(&s->queued, e);
+        fail(s, e, QERR_NO_SPACE);
+    }
+}
+
+static void persist_retry(struct server *s)
+{
+    s->persist_waiting = false;
+    s->work.data = s;
+    if (uv_queue_work(s->loop, &s->work, persist_work, persist_done) != 0) {
+        s->persist_waiting = true;
+        s->disk_retry_ms = uv_now(s->loop) + DISK_RETRY_MS;
+    }
+}
+
 static void persist_done(uv_work_t *w, int status)
 {
     (void)status;
     struct server *s = w->data;
     s->persisting = false;
-    if (s->work_rv != 0) {
-        /* nothing of this Ready may be sent or applied: the disk did not
-         * take it (etcd panics here too) */
-        log_error("wal", "writing the log failed: %s; stopping", q_strerror(s->work_rv));
-        abort();
+    if (s->work_rv != 0 && s->work_space && s->node_closing == NULL) {
+        hold_for_space(s);
+        return;
+    }
+    if (s->work_rv != 0 && !s->work_space) /* nothing of this Ready may be sent or
+                                            * applied: the disk did not take it
+                                            * (etcd's lg.Fatal here too) */
+        server_storage_fatal(
+            "wal", s->work_sync_failed ? "fdatasync of the log" : "writing the log", s->work_rv);
+    if (s->disk_full && s->work_rv == 0) {
+        s->disk_full = false;
+        log_info("wal", "the log takes writes again, after %llu ms without space",
+                 (unsigned long long)(uv_now(s->loop) - s->disk_full_since_ms));
     }
     if (s->node_closing != NULL) {
         node_closed_step(s->node_closing);
@@ -1582,11 +1698,11 @@ static void run_ready(struct server *s)
             s->persisting = false;
         } else if (rv == 0 && rd->hs_changed) {
             rv = wal_save(s->wal, &rd->hs, NULL, 0);
+            if ((rv == -ENOSPC || rv == -EDQUOT) && wal_failed(s->wal) == 0)
+                rv = 0; /* only the commit index: learned again after a restart */
         }
-        if (rv != 0) {
-            log_error("wal", "writing the log failed: %s; stopping", q_strerror(rv));
-            abort();
-        }
+        if (rv != 0)
+            server_storage_fatal("wal", "writing the log", rv);
         finish_round(s);
     }
 }
@@ -1595,10 +1711,14 @@ static void run_ready(struct server *s)
 
 /* defer_msg keeps an encoded copy of |m| (u32 length, bytes) to step once
  * the round is over. */
+#define DEFERRED_MAX_BYTES (64u << 20)
+
 static void defer_msg(struct server *s, const struct raft_msg *m)
 {
     size_t at = s->deferred.len;
     uint8_t len[4] = {0};
+    if (at > DEFERRED_MAX_BYTES)
+        return; /* a long wait for the disk: dropped, as a lossy network would */
     if (buf_append(&s->deferred, len, 4) != 0)
         return; /* dropped, as a lossy network would */
     if (transport_msg_encode(m, &s->deferred) != 0) {
@@ -1665,8 +1785,12 @@ static void on_tick(uv_timer_t *t)
     struct server *s = t->data;
     if (s->raft == NULL)
         return;
+    if (s->db_full && uv_now(s->loop) >= s->db_retry_ms)
+        db_reserve(s);
     if (s->persisting) {
         s->deferred_ticks++;
+        if (s->persist_waiting && uv_now(s->loop) >= s->disk_retry_ms)
+            persist_retry(s);
         return;
     }
     raft_tick(s->raft);
@@ -2032,7 +2156,8 @@ void server_node_close(struct server *s, void (*cb)(void *), void *arg)
     nc->s = s;
     nc->cb = cb;
     nc->arg = arg;
-    nc->pending = 4 + (s->persisting ? 1 : 0) + (int)s->snap_jobs;
+    /* a Ready held for space has no write under way: it is given up */
+    nc->pending = 4 + (s->persisting && !s->persist_waiting ? 1 : 0) + (int)s->snap_jobs;
     if (nc->pending > 4)
         s->node_closing = nc; /* persist_done and snap_job_done finish it */
     s->tick.data = nc;

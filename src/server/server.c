@@ -382,7 +382,7 @@ static void on_client_poll(uv_poll_t *h, int status, int events)
     const struct url *u = &s->cfg.listen_client[h - s->client_polls];
     unsigned flags = (u->tls ? GRPC_ADOPT_TLS : 0) | (u->unix_sock ? GRPC_ADOPT_UNIX : 0);
     for (int k = 0; k < 64; k++) { /* a burst, not forever */
-        int c = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int c = server_accept_client(fd);
         if (c < 0) {
             if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNABORTED && errno != EINTR)
                 log_warn("server", "accept: %s", strerror(errno));
@@ -520,6 +520,11 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
         .tls = s->tls.client,
         .http1 = http_face(&hc),
         .handling_seconds = cfg->metrics_extensive,
+        .max_conns =
+            cfg->max_client_conns > UINT32_MAX ? UINT32_MAX : (unsigned)cfg->max_client_conns,
+        .conn_count = &s->client_conns, /* one count for every front loop */
+        .preface_ms = cfg->client_handshake_ms,
+        .idle_ms = cfg->client_idle_ms,
         /* etcd 3.4's gRPC options: the stream limit is always advertised,
          * math.MaxUint32 by default (grpc-go takes 0 for that too);
          * keepalive as etcd hands it to grpc-go, whose defaults apply to a

@@ -264,10 +264,25 @@ struct server {
     bool rd_sent; /* its messages went out already (leader) */
     uv_work_t work;
     int work_rv;
+    unsigned client_conns; /* __atomic: open client connections, every loop's */
+    bool work_sync_failed; /* work_rv came from the fdatasync, not the write */
+    bool work_space;       /* work_rv: the write was refused for space; the WAL
+                              is intact and the same save can be tried again */
     uint64_t synced_term, synced_vote;
     struct buf deferred; /* encoded messages: u32 length, bytes */
     unsigned deferred_ticks;
     uint64_t deferred_transfer;
+    /* the disk refused the log's write for space (node.c, docs/faults.md):
+     * the Ready is held and written again every DISK_RETRY_MS from the
+     * tick; meanwhile writes are refused (QERR_NO_SPACE) */
+    bool disk_full;
+    bool persist_waiting; /* persisting, but no write queued: held */
+    uint64_t disk_retry_ms, disk_full_since_ms;
+    uint64_t snap_retry_ms; /* a snapshot refused for space: not before */
+    /* the database's space reserve could not be kept (node.c db_reserve):
+     * writes are refused until it can, tried again from the tick */
+    bool db_full;
+    uint64_t db_retry_ms, db_full_since_ms;
     struct node_close *node_closing;
     unsigned snap_jobs;             /* database copies for peers in flight */
     struct entry_list applied_done; /* applied writes, answered after advance */
@@ -522,6 +537,15 @@ void server_serve_read(struct server *s, qcall *call, enum entry_kind kind,
 /* server_apply_entry applies one decoded log entry inside the open batch
  * (server.c): |e| is the waiter (or a temporary). */
 int server_apply_entry(struct server *s, struct entry *e);
+/* server_storage_fatal stops the member on a failed disk write or sync of
+ * the log or the store (node.c): logs "<what> failed: <error>; stopping"
+ * with the reason and exits with status 1, as etcd's lg.Fatal does. It
+ * never returns: the state in memory may be ahead of what the disk holds
+ * (a failed fdatasync may have dropped dirty pages, and is never retried),
+ * so nothing more is answered; the restart replays the WAL from what the
+ * store committed (docs/faults.md). */
+_Noreturn void server_storage_fatal(const char *module, const char *what, int rv);
+
 /* server_flush commits the open batch of applied entries (node.c): before
  * anything reads the store from another thread, copies or replaces it. */
 void server_flush(struct server *s);

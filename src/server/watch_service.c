@@ -18,8 +18,9 @@
 
 /* A stream with more than its share of queued bytes is full: its watchers
  * fall back to history and catch up when it drains (etcd's victim
- * watchers). The shares split one budget among all open streams, so a
- * thousand streams cannot queue gigabytes. */
+ * watchers). The shares split one budget (--max-watch-buffer-bytes, 64 MiB
+ * by default) among all open streams, so a thousand streams cannot queue
+ * gigabytes, and a client that never reads holds at most its share. */
 #define STREAMS_PENDING_BUDGET (64u << 20)
 #define STREAM_PENDING_MAX (4u << 20)
 #define STREAM_PENDING_MIN (32u << 10)
@@ -104,7 +105,9 @@ static void send_events(struct wstream *st, Etcdserverpb__WatchResponse *r, Mvcc
 
 static size_t stream_share(const struct server *s)
 {
-    size_t share = STREAMS_PENDING_BUDGET / (s->n_wstreams ? s->n_wstreams : 1);
+    size_t budget = s->cfg.max_watch_buffer_bytes ? (size_t)s->cfg.max_watch_buffer_bytes
+                                                  : STREAMS_PENDING_BUDGET;
+    size_t share = budget / (s->n_wstreams ? s->n_wstreams : 1);
     if (share > STREAM_PENDING_MAX)
         share = STREAM_PENDING_MAX;
     if (share < STREAM_PENDING_MIN)

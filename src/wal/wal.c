@@ -68,6 +68,11 @@ struct wal {
     struct segment *segs; /* every segment file, in sequence order */
     size_t n_segs, cap_segs;
     struct buf wb; /* records of one save, reused */
+    int failed;    /* a write or sync failed (its error): see wal_failed */
+    /* a save the disk refused for space may have left bytes in [off,
+     * dirty_end) of the last segment: zeroed before anything else goes
+     * there (wal_save's ENOSPC rule) */
+    uint64_t dirty_end;
 };
 
 const char *wal_record_type_name(int type)
@@ -501,6 +506,10 @@ static int new_segment(struct wal *w, uint64_t seq, uint64_t first)
         goto fail;
     }
     if ((rv = wal__fsync_dir(w->dir)) != 0 || (rv = push_segment(w, seq, first)) != 0) {
+        /* the segment is in place under its name but may not be durable
+         * there: no going on from here */
+        if (w->failed == 0)
+            w->failed = rv;
         close(fd);
         goto out;
     }
@@ -521,22 +530,55 @@ bool wal_no_sync;
 
 static int cut(struct wal *w)
 {
-    if (!wal_no_sync && fdatasync(w->fd) != 0)
-        return -errno;
+    if (!wal_no_sync && fdatasync(w->fd) != 0) {
+        w->failed = -errno; /* never synced again: see wal_failed */
+        return w->failed;
+    }
     return new_segment(w, w->segs[w->n_segs - 1].seq + 1, w->last_index + 1);
+}
+
+/* out_of_space: an error after which a save may be tried again (the disk
+ * refused to allocate; nothing it had taken is in doubt) */
+static bool out_of_space(int rv)
+{
+    return rv == -ENOSPC || rv == -EDQUOT;
+}
+
+/* scrub zeroes what a save refused for space may have left after w->off
+ * (an all-zero header is where the log ends), so that no stale record can
+ * follow the next one. */
+static int scrub(struct wal *w)
+{
+    size_t n = (size_t)(w->dirty_end - w->off);
+    uint8_t *z = calloc(1, n);
+    if (z == NULL)
+        return -ENOMEM;
+    int rv = wal__write_all(w->fd, z, n, w->off);
+    free(z);
+    if (rv == 0)
+        w->dirty_end = 0;
+    return rv;
 }
 
 /* flush writes w->wb at the end of the last segment, cutting first when it
  * does not fit (unless the segment holds nothing but its header). */
 static int flush(struct wal *w)
 {
-    int rv;
-    if (w->off + w->wb.len > w->seg_size && w->off > w->hdr_end && (rv = cut(w)) != 0)
-        return rv;
-    rv = wal__write_all(w->fd, w->wb.data, w->wb.len, w->off);
+    int rv = w->failed;
+    if (rv == 0 && w->dirty_end > w->off)
+        rv = scrub(w);
+    if (rv == 0 && w->off + w->wb.len > w->seg_size && w->off > w->hdr_end)
+        rv = cut(w);
+    if (rv == 0) {
+        rv = wal__write_all(w->fd, w->wb.data, w->wb.len, w->off);
+        if (rv != 0 && w->off + w->wb.len > w->dirty_end)
+            w->dirty_end = w->off + w->wb.len;
+    }
     if (rv == 0) {
         w->off += w->wb.len;
         metrics_add(write_bytes, w->wb.len);
+    } else if (w->failed == 0 && !out_of_space(rv)) {
+        w->failed = rv;
     }
     buf_reset(&w->wb);
     return rv;
@@ -658,10 +700,14 @@ uint64_t wal_warn_sync_ns = 1000000000; /* etcd's warnSyncDuration */
 
 int wal_sync(struct wal *w)
 {
+    if (w->failed != 0)
+        return w->failed; /* never sync again after a failure and go on */
     if (wal_no_sync)
         return 0;
     uint64_t t0 = metrics_now_ns();
     int rv = fdatasync(w->fd) != 0 ? -errno : 0;
+    if (rv != 0)
+        w->failed = rv;
     uint64_t took = metrics_now_ns() - t0;
     metrics_observe(fsync_seconds, (double)took / 1e9);
     if (took > wal_warn_sync_ns)
@@ -689,6 +735,11 @@ int wal_release_to(struct wal *w, uint64_t index)
     w->n_segs -= k;
     int sr = wal__fsync_dir(w->dir);
     return rv ? rv : sr;
+}
+
+int wal_failed(const struct wal *w)
+{
+    return w->failed;
 }
 
 int wal_purge(struct wal *w, uint64_t index, size_t max_files)

@@ -194,8 +194,14 @@ void wal_close(struct wal *w);
  * |hs| (NULL: unchanged), in one write(), without syncing. If the records do
  * not fit in the current segment it first cuts a new one (which syncs the
  * old one). Nothing is retained: |hs| and |ents| are the caller's on return.
- * On error the WAL must be considered broken (close it, reopen to recover).
- * Errors: -ENOMEM, -ENOSPC, -EIO, -errno. */
+ * Errors: -ENOMEM, -ENOSPC, -EDQUOT, -EIO, -errno.
+ *
+ * -ENOSPC and -EDQUOT (the disk refused to allocate: a write, or a new
+ * segment's preallocation) leave the WAL as it was before the call: the
+ * same save may be tried again later, and succeeds once there is space
+ * (whatever part of the refused write reached the file is zeroed first).
+ * Any other error, and any failed sync (a cut's fdatasync, the directory's
+ * fsync), breaks the WAL for good: see wal_failed. */
 int wal_save(struct wal *w, const struct raft_hard_state *hs, const struct raft_entry *ents,
              size_t n);
 
@@ -217,6 +223,17 @@ extern uint64_t wal_warn_sync_ns;
  * |index| (a snapshot index that is durable): every segment but the last
  * whose successor's first index is <= |index| + 1. Errors: -errno. */
 int wal_release_to(struct wal *w, uint64_t index);
+
+/* wal_failed is the error of the first failed write or sync of |w| (0 if
+ * none). Once a write (wal_save, wal_save_snapshot, a cut) has failed other
+ * than for space, or an fdatasync or fsync has failed, every later
+ * wal_save, wal_save_snapshot and wal_sync answers that error without
+ * touching the disk: a failed fdatasync is never tried again as if a second
+ * one could make the data safe (the kernel may have dropped the dirty pages
+ * it could not write: "fsyncgate"), and a failed write leaves the segment's
+ * end unknown. The way back is wal_close and wal_open, whose recovery reads
+ * what the file really holds. */
+int wal_failed(const struct wal *w);
 
 /* wal_purge is etcd's WAL purge (--max-wals): while more than |max_files|
  * segment files exist, the oldest goes if every entry in it is at or below

@@ -683,3 +683,21 @@ Test(config, cluster_behaviour_flags)
     cr_assert_str_eq(cfg.discovery_srv_name, "prod");
     expect_flag_error("--max-wals=-1", "invalid value \"-1\" for flag -max-wals: parse error");
 }
+
+/* the bounds of docs/faults.md: defaults as etcd (no limit, grpc-go's
+ * 120 s handshake, no idle timeout) and their values */
+Test(config, bounds_flags)
+{
+    cr_assert_eq(parse(""), 0, "%s", err);
+    cr_assert_eq(cfg.max_client_conns, 0);
+    cr_assert_eq(cfg.client_handshake_ms, 120000);
+    cr_assert_eq(cfg.client_idle_ms, 0);
+    cr_assert_eq(cfg.max_watch_buffer_bytes, 64u << 20);
+    cr_assert_eq(parse("--max-client-connections 500 --client-handshake-timeout 5s "
+                       "--client-idle-timeout=2m --max-watch-buffer-bytes 1048576"),
+                 0, "%s", err);
+    cr_assert_eq(cfg.max_client_conns, 500);
+    cr_assert_eq(cfg.client_handshake_ms, 5000);
+    cr_assert_eq(cfg.client_idle_ms, 120000);
+    cr_assert_eq(cfg.max_watch_buffer_bytes, 1048576);
+}
