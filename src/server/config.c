@@ -355,6 +355,9 @@ static void usage(FILE *f)
            "                                  CPUs allowed, less one for the core; 0 on one\n"
            "                                  CPU) or a number, 0 = the core serves clients\n"
            "  --pin-threads                   pin the core and each front loop to a CPU\n"
+           "  --experimental-set-member-localaddr\n"
+           "                                  peer links leave from the advertised peer "
+           "address\n"
            "  --auth-token                    simple | jwt,pub-key=F,priv-key=F,sign-method=M,"
            "ttl=D\n"
            "  --auth-token-ttl                seconds a simple token lives unused (default 300)\n"
@@ -554,6 +557,7 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
              0},
             {"front-loops", F_STR, fronts, sizeof(fronts)},
             {"pin-threads", F_BOOL, &c->pin_threads, 0},
+            {"experimental-set-member-localaddr", F_BOOL, &c->set_member_localaddr, 0},
             {"auth-token", F_STR, c->auth_token, sizeof(c->auth_token)},
             {"auth-token-ttl", F_U64, &c->auth_token_ttl_s, 0},
             {"bcrypt-cost", F_U64, &c->bcrypt_cost, 0},

@@ -89,6 +89,10 @@ struct config {
     /* --pin-threads: pin the core to the first allowed CPU and each front
      * loop to the next ones */
     bool pin_threads;
+    /* --experimental-set-member-localaddr (etcd 3.6's SetMemberLocalAddr):
+     * outgoing peer links leave from the first advertised peer URL's
+     * address that is a numeric, specified IP (server_member_localaddr) */
+    bool set_member_localaddr;
 
     /* ---- security (docs/security.md) ---- */
     /* --auth-token: "simple" (etcd's default) or "jwt,pub-key=F,priv-key=F,

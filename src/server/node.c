@@ -33,6 +33,7 @@
 #include "server/server_int.h"
 #include "server/front.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -1553,6 +1554,30 @@ static int members_query(struct buf *out, void *arg)
 
 /* ---- start and stop ---- */
 
+/* member_localaddr: with --experimental-set-member-localaddr, the first
+ * advertised peer URL whose host is a numeric IP other than the unspecified
+ * one (etcd's InferLocalAddr), else NULL. Unlike etcd a loopback address is
+ * taken too: a member advertising one is reachable from this machine only,
+ * and a test cluster on 127.0.0.x needs its links to leave from each
+ * member's own address (tools/faults/campaign.py cuts them per address). */
+static const char *member_localaddr(const struct config *c)
+{
+    if (!c->set_member_localaddr)
+        return NULL;
+    for (size_t i = 0; i < c->n_advertise_peer; i++) {
+        const char *h = c->advertise_peer[i].name;
+        unsigned char a[16];
+        static const unsigned char zero[16];
+        if (inet_pton(AF_INET, h, a) == 1 && memcmp(a, zero, 4) != 0)
+            return h;
+        if (inet_pton(AF_INET6, h, a) == 1 && memcmp(a, zero, 16) != 0)
+            return h;
+    }
+    log_warn("server", "--experimental-set-member-localaddr: no advertised peer URL has a "
+                       "specified IP address; peer links leave from the system's choice");
+    return NULL;
+}
+
 int server_node_start(struct server *s)
 {
     const struct config *c = &s->cfg;
@@ -1635,7 +1660,10 @@ int server_node_start(struct server *s)
         .arg = s,
         .tls_server = c->n_listen_peer > 0 && c->listen_peer[0].tls ? s->tls.peer_server : NULL,
         .tls_client = s->tls.peer_client,
+        .local_addr = member_localaddr(c),
     };
+    if (to.local_addr != NULL)
+        log_info("server", "peer links leave from %s", to.local_addr);
     if ((rv = transport_new(s->loop, &to, &s->tp)) != 0)
         return rv;
     if (s->peer_fd >= 0) { /* bound at start (bootstrap.c) */
