@@ -435,13 +435,13 @@ class FencedResource:
 class Locker(Worker):
     """Takes LOCK_NAME with the Lock RPC on a lease kept alive, writes to the
     fenced resource with the lock key's create revision as its token, then
-    unlocks (or, now and then, lets the lease lapse instead)."""
+    unlocks (or, now and then, stalls past its lease and writes late)."""
 
     def __init__(self, lid, c, member, seed, stop, resource):
         super().__init__("lock-%d" % lid, c, member, seed, stop)
         self.lid, self.res = lid, resource
         self.acquired = []        # dicts: key, token, call, ret, rev
-        self.lapsed = 0
+        self.stalled = 0
 
     def keepalive(self, lease, done):
         def gen():
@@ -477,10 +477,15 @@ class Locker(Worker):
                 for _ in range(self.r.randint(1, 4)):
                     self.res.write(token, self.lid)
                     time.sleep(self.r.uniform(0.02, 0.1))
-                if self.r.random() < 0.1:
-                    self.lapsed += 1          # walk away: the lease expires
+                if self.r.random() < 0.15:
+                    # a holder that stalls (a GC pause, a VM host) past its
+                    # lease: another client takes the lock meanwhile, and
+                    # this late write must be refused by its older token
+                    self.stalled += 1
                     done.set()
                     lease = 0
+                    time.sleep(LEASE_TTL + 2.0)
+                    self.res.write(token, self.lid)
                     continue
                 s.unlock(M("v3lockpb.UnlockRequest")(key=held.key), timeout=RPC_TIMEOUT)
             except grpc.RpcError as e:
@@ -536,6 +541,14 @@ class Faults(threading.Thread):
             return lead
         return self.r.randrange(n)
 
+    def targets(self):
+        """One member (the leader half the time); with five, now and then a
+        second one too (a minority still)."""
+        first = self.target()
+        if len(self.c.members) == 5 and self.r.random() < 0.3:
+            return [first, self.r.choice([i for i in range(5) if i != first])]
+        return [first]
+
     def one(self, kind):
         n, r = len(self.c.members), self.r
         hold = r.uniform(2.0, 5.0)
@@ -569,15 +582,17 @@ class Faults(threading.Thread):
                 detail = "others -/-> m%d" % src
             self.net.block(pairs)
         elif kind == "pause":
-            i = self.target()
             hold = r.uniform(1.5, 4.0) * self.election_s + 0.5
-            self.c.kill(i, signal.SIGSTOP)
-            detail = "m%d for %.1fs" % (i, hold)
+            who = self.targets()
+            for i in who:
+                self.c.kill(i, signal.SIGSTOP)
+            detail = "%s for %.1fs" % (" ".join("m%d" % i for i in who), hold)
         else:                         # kill -9, restart after a while
-            i = self.target()
-            self.c.kill(i, signal.SIGKILL)
             hold = r.uniform(0.5, 3.0)
-            detail = "m%d down %.1fs" % (i, hold)
+            who = self.targets()
+            for i in who:
+                self.c.kill(i, signal.SIGKILL)
+            detail = "%s down %.1fs" % (" ".join("m%d" % i for i in who), hold)
         self.count[kind] += 1
         self.done.append((time.monotonic(), kind, detail))
         log("fault %-14s %s" % (kind, detail))
@@ -901,10 +916,11 @@ def campaign(c, net, rnd, seconds, head):
     log("client errors (switched member):", json.dumps(errs, sort_keys=True))
     verdict = "PASS" if not problems else "FAIL"
     summary = ("%s ran=%.0fs ops=%d (ok %d, unknown %d) watch-events=%d rewinds=%d "
-               "locks=%d fenced-refused=%d faults: %s | linearizable=%s watch=%s locks=%s "
+               "locks=%d stalled=%d fenced-refused=%d faults: %s | linearizable=%s watch=%s locks=%s "
                "hashkv=%s => %s"
                % (head, duration, len(history), n_ok, n_unknown, ev_total,
-                  sum(w.rewinds for w in watchers), len(acq), len(resource.refused), faults_s,
+                  sum(w.rewinds for w in watchers), len(acq), sum(w.stalled for w in lockers),
+                  len(resource.refused), faults_s,
                   lin_verdict, "OK" if watch_ok else "FAIL", "OK" if lock_ok else "FAIL",
                   "OK" if equal else "FAIL", verdict))
     return (0 if not problems else 1), summary
