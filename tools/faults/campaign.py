@@ -626,6 +626,15 @@ class Faults(threading.Thread):
 
 # ------------------------------------------------------------------ checks
 
+def leader_term(c):
+    """The Raft term the leader reports (elections the faults caused)."""
+    ch = channel(c, c.wait_leader())
+    try:
+        return Stub(ch).status(M("etcdserverpb.StatusRequest")(), timeout=10).raftTerm
+    finally:
+        ch.close()
+
+
 def sentinel(c, i, prefix):
     """Puts prefix + "~end" through member i: the last event under |prefix|,
     at the returned revision (the watchers and the history read up to it)."""
@@ -730,8 +739,24 @@ def run(seed, seconds, n, keep):
         c.cleanup()
 
 
+def peer_links_bound(n):
+    """The established connections to a peer port, as ss shows them: each
+    must come from a member's own address, or the faults (rules on address
+    pairs) would not bite. -> (ok, the source addresses seen)"""
+    out = subprocess.run(["ss", "-Htn", "state", "established", "( dport = :%d )" % PEER_PORT],
+                         capture_output=True, text=True).stdout
+    srcs = sorted({ln.split()[-2].rsplit(":", 1)[0] for ln in out.splitlines() if ln.strip()})
+    mine = {addr(i) for i in range(n)}
+    return bool(srcs) and all(a in mine for a in srcs), srcs
+
+
 def campaign(c, net, rnd, seconds, head):
     n = len(c.members)
+    ok, srcs = peer_links_bound(n)
+    if not ok:
+        return 2, "%s peer links do not leave from the members' addresses (%s): the " \
+                  "faults would not bite => ERROR" % (head, srcs)
+    start_term = leader_term(c)
     t0 = time.monotonic()
     stop_clients, stop_faults = threading.Event(), threading.Event()
     ch = channel(c, 0)
@@ -898,6 +923,8 @@ def campaign(c, net, rnd, seconds, head):
         problems.append("leases: %d lock keys still there %ds after the clients stopped"
                         % (left, 4 * LEASE_TTL + 10))
 
+    end_term = leader_term(c)
+
     # 6. equal HashKV on every member
     equal, rev, hashes = durability.hashkv_all(c)
     if not equal:
@@ -913,11 +940,11 @@ def campaign(c, net, rnd, seconds, head):
     log("client errors (switched member):", json.dumps(errs, sort_keys=True))
     verdict = "PASS" if not problems else "FAIL"
     summary = ("%s ran=%.0fs ops=%d (ok %d, unknown %d) watch-events=%d rewinds=%d "
-               "locks=%d stalled=%d fenced-refused=%d faults: %s | linearizable=%s watch=%s locks=%s "
+               "locks=%d stalled=%d fenced-refused=%d terms=%d faults: %s | linearizable=%s watch=%s locks=%s "
                "hashkv=%s => %s"
                % (head, duration, len(history), n_ok, n_unknown, ev_total,
                   sum(w.rewinds for w in watchers), len(acq), sum(w.stalled for w in lockers),
-                  len(resource.refused), faults_s,
+                  len(resource.refused), end_term - start_term, faults_s,
                   lin_verdict, "OK" if watch_ok else "FAIL", "OK" if lock_ok else "FAIL",
                   "OK" if equal else "FAIL", verdict))
     return (0 if not problems else 1), summary
