@@ -59,7 +59,12 @@ FAULT_KINDS = ("partition", "isolate-leader", "bridge", "one-way", "pause", "kil
 
 
 def log(*a):
-    print("campaign: " + " ".join(str(x) for x in a), flush=True)
+    """One line, or several each with the prefix (a checker's explanation)."""
+    lines = " ".join(str(x) for x in a).splitlines() or [""]
+    if len(lines) > 60:
+        lines = lines[:60] + ["... (%d more lines)" % (len(lines) - 60)]
+    print("\n".join("campaign: " + ("" if k == 0 else "  ") + ln
+                    for k, ln in enumerate(lines)), flush=True)
 
 
 def addr(i):
