@@ -696,7 +696,8 @@ def main():
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     if args.planted_bug:
         os.environ["QUORUM_PLANTED_BUG"] = args.planted_bug
-    rc, summary = run(seed, seconds, args.members, args.keep)
+    # a violation keeps the logs and data dirs, unless one is expected
+    rc, summary = run(seed, seconds, args.members, args.keep, not args.expect_violation)
     log(summary)
     if args.expect_violation:
         return 0 if rc == 1 else 1
@@ -714,11 +715,21 @@ def reexec():
               % probe.stderr.decode().strip(), flush=True)
         return 77
     script = ("ip link set lo up && exec /usr/bin/python3 \"$0\" \"$@\"")
-    return subprocess.call(["unshare", "--net", "sh", "-c", script, os.path.abspath(__file__)]
-                           + sys.argv[1:], env=env)
+    # in a PID namespace of its own too: whatever ends this process (a test
+    # runner's timeout, SIGKILL) ends unshare (parent-death signal), its
+    # child (--kill-child) and with it every member the campaign started
+    return subprocess.call(["unshare", "--net", "--pid", "--fork", "--kill-child",
+                            "sh", "-c", script, os.path.abspath(__file__)] + sys.argv[1:],
+                           env=env, preexec_fn=die_with_parent)
 
 
-def run(seed, seconds, n, keep):
+def die_with_parent():
+    import ctypes
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def run(seed, seconds, n, keep, keep_on_failure=True):
     rnd = random.Random(seed)
     head = "seed=%d members=%d duration=%.0fs" % (seed, n, seconds)
     log("start", head, "binary", qcluster.harness.quorum_binary(),
@@ -737,9 +748,9 @@ def run(seed, seconds, n, keep):
     except Exception:  # noqa: BLE001
         return 2, "%s campaign failed: %s => ERROR" % (head, traceback.format_exc())
     finally:
-        if not ok:
+        if not ok and keep_on_failure:
             c.dump_logs(1500)
-        if not ok or keep:
+        if (not ok and keep_on_failure) or keep:
             c.keep = True
         c.cleanup()
 
