@@ -1101,3 +1101,19 @@ int config_assign_ids(const struct config *c, struct config_remote_member *ms, s
     snprintf(err, errlen, "error validating peerURLs %s: %s", desc, why);
     return -EINVAL;
 }
+
+const char *config_member_localaddr(const struct config *c)
+{
+    if (!c->set_member_localaddr)
+        return NULL;
+    for (size_t i = 0; i < c->n_advertise_peer; i++) {
+        const char *h = c->advertise_peer[i].name;
+        unsigned char a[16];
+        static const unsigned char zero[16];
+        if (inet_pton(AF_INET, h, a) == 1 && memcmp(a, zero, 4) != 0)
+            return h;
+        if (inet_pton(AF_INET6, h, a) == 1 && memcmp(a, zero, 16) != 0)
+            return h;
+    }
+    return NULL;
+}

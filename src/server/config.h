@@ -218,4 +218,11 @@ void config_print_version(FILE *f);
 int config_parse_urls(const char *s, struct url *out, size_t max, size_t *n, char *err,
                       size_t errlen);
 
+/* config_member_localaddr: with --experimental-set-member-localaddr, the
+ * address outgoing peer links are bound to: the first advertised peer URL
+ * whose host is written as a numeric IP other than 0.0.0.0 and :: (etcd's
+ * InferLocalAddr; unlike etcd a loopback address is taken too, docs/
+ * campaign.md says why); NULL without the flag or such a URL. */
+const char *config_member_localaddr(const struct config *c);
+
 #endif

@@ -33,7 +33,6 @@
 #include "server/server_int.h"
 #include "server/front.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -1554,28 +1553,15 @@ static int members_query(struct buf *out, void *arg)
 
 /* ---- start and stop ---- */
 
-/* member_localaddr: with --experimental-set-member-localaddr, the first
- * advertised peer URL whose host is a numeric IP other than the unspecified
- * one (etcd's InferLocalAddr), else NULL. Unlike etcd a loopback address is
- * taken too: a member advertising one is reachable from this machine only,
- * and a test cluster on 127.0.0.x needs its links to leave from each
- * member's own address (tools/faults/campaign.py cuts them per address). */
+/* member_localaddr: config_member_localaddr, with a warning when the flag
+ * finds no address to use */
 static const char *member_localaddr(const struct config *c)
 {
-    if (!c->set_member_localaddr)
-        return NULL;
-    for (size_t i = 0; i < c->n_advertise_peer; i++) {
-        const char *h = c->advertise_peer[i].name;
-        unsigned char a[16];
-        static const unsigned char zero[16];
-        if (inet_pton(AF_INET, h, a) == 1 && memcmp(a, zero, 4) != 0)
-            return h;
-        if (inet_pton(AF_INET6, h, a) == 1 && memcmp(a, zero, 16) != 0)
-            return h;
-    }
-    log_warn("server", "--experimental-set-member-localaddr: no advertised peer URL has a "
-                       "specified IP address; peer links leave from the system's choice");
-    return NULL;
+    const char *a = config_member_localaddr(c);
+    if (a == NULL && c->set_member_localaddr)
+        log_warn("server", "--experimental-set-member-localaddr: no advertised peer URL has a "
+                           "specified IP address; peer links leave from the system's choice");
+    return a;
 }
 
 int server_node_start(struct server *s)
