@@ -1517,8 +1517,8 @@ Test(transport, tls_refuses_peers_without_the_right_certificate, .init = setup, 
 /* ---- the source address of outgoing links (options.local_addr) ---- */
 
 struct src_probe {
-    int fd;               /* a plain listening socket standing in for a peer */
-    char seen[64];        /* the address the accepted connection came from */
+    int fd;        /* a plain listening socket standing in for a peer */
+    char seen[64]; /* the address the accepted connection came from */
 };
 
 static bool src_accepted(void *arg)
