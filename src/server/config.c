@@ -697,6 +697,10 @@ static const struct flagdef flags[] = {
     {"experimental-compaction-sleep-interval", T_DUR_MS, CF(compaction_sleep_ms), "0", "'0'",
      G_QUORUM, "Pause between compaction steps (etcd 3.5's flag; 0: none).", P_IMPL, NULL,
      "time.Duration", NULL},
+    {"experimental-set-member-localaddr", T_BOOL, CF(set_member_localaddr), "false", "'false'",
+     G_QUORUM,
+     "Outgoing peer links leave from the first advertised peer URL's IP (etcd 3.6's flag).",
+     P_IMPL, NULL, "bool", NULL},
     {"experimental-apply-step-limit", T_UINT, CF(apply_step_limit), "100000", "'100000'",
      G_QUORUM, "Changes one revision writes per store transaction before it commits a step.",
      P_IMPL, NULL, "uint64", NULL},
@@ -2270,4 +2274,20 @@ int config_assign_ids(const struct config *c, struct config_remote_member *ms, s
     describe(ms, n, cluster_id, desc, sizeof(desc));
     snprintf(err, errlen, "error validating peerURLs %s: %s", desc, why);
     return -EINVAL;
+}
+
+const char *config_member_localaddr(const struct config *c)
+{
+    if (!c->set_member_localaddr)
+        return NULL;
+    for (size_t i = 0; i < c->n_advertise_peer; i++) {
+        const char *h = c->advertise_peer[i].name;
+        unsigned char a[16];
+        static const unsigned char zero[16];
+        if (inet_pton(AF_INET, h, a) == 1 && memcmp(a, zero, 4) != 0)
+            return h;
+        if (inet_pton(AF_INET6, h, a) == 1 && memcmp(a, zero, 16) != 0)
+            return h;
+    }
+    return NULL;
 }

@@ -104,6 +104,10 @@ struct config {
     /* --pin-threads: pin the core to the first allowed CPU and each front
      * loop to the next ones */
     bool pin_threads;
+    /* --experimental-set-member-localaddr (etcd 3.6's SetMemberLocalAddr):
+     * outgoing peer links leave from the first advertised peer URL's
+     * address that is a numeric, specified IP (server_member_localaddr) */
+    bool set_member_localaddr;
 
     /* ---- security (docs/security.md) ---- */
     /* --auth-token: "simple" (etcd's default) or "jwt,pub-key=F,priv-key=F,
@@ -312,5 +316,12 @@ void config_print_version(FILE *f);
  * unix:// and unixs:// take the rest of the URL as the socket's path. */
 int config_parse_urls(const char *s, struct url *out, size_t max, size_t *n, char *err,
                       size_t errlen);
+
+/* config_member_localaddr: with --experimental-set-member-localaddr, the
+ * address outgoing peer links are bound to: the first advertised peer URL
+ * whose host is written as a numeric IP other than 0.0.0.0 and :: (etcd's
+ * InferLocalAddr; unlike etcd a loopback address is taken too, docs/
+ * campaign.md says why); NULL without the flag or such a URL. */
+const char *config_member_localaddr(const struct config *c);
 
 #endif

@@ -6,6 +6,8 @@
 #include "server/server_int.h"
 
 #include <errno.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "base/err.h"
 
@@ -88,6 +90,25 @@ void server_serve_read(struct server *s, qcall *call, enum entry_kind kind,
         txn_read(s, call, (const Etcdserverpb__TxnRequest *)req);
 }
 
+#ifdef QUORUM_FAULT_INJECTION
+/* A planted bug, compiled in only with meson -Dfault_injection=true, for
+ * tools/faults/campaign.py to show that it catches one (docs/campaign.md):
+ * QUORUM_PLANTED_BUG=follower-local-read makes a follower answer a
+ * linearizable Range from its own store at once, without a read index, as
+ * a serializable one: a stale read once it lags (a partition, a pause). */
+static bool planted_local_read(struct server *s)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *v = getenv("QUORUM_PLANTED_BUG");
+        on = v != NULL && strcmp(v, "follower-local-read") == 0;
+    }
+    return on && !server_is_leader(s);
+}
+#else
+#define planted_local_read(s) false
+#endif
+
 static void on_range(qcall *call, const uint8_t *msg, size_t len)
 {
     struct server *s = server_of(call);
@@ -98,7 +119,7 @@ static void on_range(qcall *call, const uint8_t *msg, size_t len)
     int rv = apply_check_range(r);
     if (rv != 0) {
         server_reply_error(call, rv);
-    } else if (!r->serializable) {
+    } else if (!r->serializable && !planted_local_read(s)) {
         server_read(s, call, ENTRY_READ_RANGE, &r->base); /* takes |r| */
         return;
     } else {

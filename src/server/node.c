@@ -1982,6 +1982,17 @@ static int force_new_cluster(struct server *s, const struct wal_state *st)
     return 1;
 }
 
+/* member_localaddr: config_member_localaddr, with a warning when the flag
+ * finds no address to use */
+static const char *member_localaddr(const struct config *c)
+{
+    const char *a = config_member_localaddr(c);
+    if (a == NULL && c->set_member_localaddr)
+        log_warn("server", "--experimental-set-member-localaddr: no advertised peer URL has a "
+                           "specified IP address; peer links leave from the system's choice");
+    return a;
+}
+
 int server_node_start(struct server *s)
 {
     const struct config *c = &s->cfg;
@@ -2078,7 +2089,10 @@ int server_node_start(struct server *s)
         .arg = s,
         .tls_server = c->n_listen_peer > 0 && c->listen_peer[0].tls ? s->tls.peer_server : NULL,
         .tls_client = s->tls.peer_client,
+        .local_addr = member_localaddr(c),
     };
+    if (to.local_addr != NULL)
+        log_info("server", "peer links leave from %s", to.local_addr);
     if ((rv = transport_new(s->loop, &to, &s->tp)) != 0)
         return rv;
     if (s->peer_fd >= 0) { /* bound at start (bootstrap.c) */

@@ -160,6 +160,7 @@ struct transport {
     bool idle_active;
     uv_timer_t ping_timer; /* RTT probes of the peers */
     uv_tcp_t *listener;
+    struct sockaddr_storage local; /* ss_family 0: no local_addr */
     struct peer *peers;
     struct conn *conns;
 };
@@ -459,6 +460,15 @@ static int link_init(struct transport *t, struct tls_stream *ts, const struct pe
     return tls_stream_init(ts, t->loop, tc, "peer");
 }
 
+/* bind_local binds an outgoing connection's socket to the local address
+ * of the options (port 0), when there is one of the peer's family. */
+static int bind_local(const struct transport *t, uv_tcp_t *tcp, const struct peer *p)
+{
+    if (t->local.ss_family == 0 || t->local.ss_family != p->addr.ss_family)
+        return 0;
+    return uv_tcp_bind(tcp, (const struct sockaddr *)&t->local, 0);
+}
+
 /* ---- outgoing message connections ---- */
 
 static void peer_connect(struct peer *p);
@@ -679,7 +689,9 @@ static void peer_connect(struct peer *p)
     oc->peer = p;
     p->oc = oc;
     oc->creq.data = oc;
-    int rv = uv_tcp_connect(&oc->creq, &oc->ts.tcp, (struct sockaddr *)&p->addr, oc_connected);
+    int rv = bind_local(t, &oc->ts.tcp, p);
+    if (rv == 0)
+        rv = uv_tcp_connect(&oc->creq, &oc->ts.tcp, (struct sockaddr *)&p->addr, oc_connected);
     if (rv != 0) {
         log_debug(MOD, "connect to member %" PRIx64 ": %s", p->id, uv_strerror(rv));
         peer_fail(p);
@@ -1002,7 +1014,9 @@ int transport_send_snapshot(struct transport *t, const struct raft_msg *m, const
     s->peer = p;
     p->snap = s;
     s->creq.data = s;
-    rv = uv_tcp_connect(&s->creq, &s->ts.tcp, (struct sockaddr *)&p->addr, snap_connected);
+    rv = bind_local(t, &s->ts.tcp, p);
+    if (rv == 0)
+        rv = uv_tcp_connect(&s->creq, &s->ts.tcp, (struct sockaddr *)&p->addr, snap_connected);
     if (rv != 0) {
         /* report through the callback like any other failed transfer, but
          * not from inside this call */
@@ -1659,11 +1673,17 @@ int transport_new(uv_loop_t *loop, const struct transport_options *opts, struct 
 {
     if (loop == NULL || opts == NULL || out == NULL || opts->id == 0 || opts->cb.on_message == NULL)
         return -EINVAL;
+    struct sockaddr_storage local = {0};
+    if (opts->local_addr != NULL && opts->local_addr[0] != '\0' &&
+        parse_addr(opts->local_addr, 0, &local) != 0)
+        return -EINVAL;
     struct transport *t = calloc(1, sizeof(*t));
     if (t == NULL)
         return -ENOMEM;
     t->loop = loop;
     t->o = *opts;
+    t->o.local_addr = NULL; /* kept parsed in |local| */
+    t->local = local;
     if (t->o.max_queue_msgs == 0)
         t->o.max_queue_msgs = 4096;
     if (t->o.max_queue_bytes == 0)

@@ -276,6 +276,14 @@ struct transport_options {
      * handshake with ADDR failed: ...") and closed. */
     struct tls_ctx *tls_server;
     struct tls_ctx *tls_client;
+    /* local_addr: a numeric IPv4 or IPv6 address every outgoing peer
+     * connection (messages and snapshots) is bound to, port 0, before it
+     * connects, so peers see it come from this member's own address (etcd
+     * 3.6's SetMemberLocalAddr; --experimental-set-member-localaddr). A
+     * peer of the other address family is dialled unbound. NULL or "":
+     * the system picks the source address. Parsed (and copied) by
+     * transport_new: a bad one is -EINVAL there. */
+    const char *local_addr;
     struct transport_callbacks cb;
     void *arg;
 };

@@ -1513,3 +1513,77 @@ Test(transport, tls_refuses_peers_without_the_right_certificate, .init = setup, 
     snprintf(cmd, sizeof(cmd), "rm -rf %s", tlsdir);
     cr_assert_eq(system(cmd), 0);
 }
+
+/* ---- the source address of outgoing links (options.local_addr) ---- */
+
+struct src_probe {
+    int fd;        /* a plain listening socket standing in for a peer */
+    char seen[64]; /* the address the accepted connection came from */
+};
+
+static bool src_accepted(void *arg)
+{
+    struct src_probe *sp = arg;
+    struct sockaddr_in a;
+    socklen_t len = sizeof(a);
+    int c = accept(sp->fd, (struct sockaddr *)&a, &len);
+    if (c < 0)
+        return false;
+    inet_ntop(AF_INET, &a.sin_addr, sp->seen, sizeof(sp->seen));
+    close(c);
+    return true;
+}
+
+/* dial_from makes a transport with |local| as its local_addr, has it send
+ * one message to a plain socket listening on 127.0.0.1 and returns (in
+ * |seen|) the address the connection came from. */
+static void dial_from(uv_loop_t *loop, const char *local, char *seen, size_t cap)
+{
+    struct node a;
+    node_init(&a, loop, 1);
+    struct transport_options o = node_opts(&a, CLUSTER);
+    o.local_addr = local;
+    node_start_opts(&a, &o);
+    struct src_probe sp = {.fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0)};
+    struct sockaddr_in la = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    cr_assert_eq(bind(sp.fd, (struct sockaddr *)&la, sizeof(la)), 0);
+    cr_assert_eq(listen(sp.fd, 8), 0);
+    socklen_t len = sizeof(la);
+    getsockname(sp.fd, (struct sockaddr *)&la, &len);
+    cr_assert_eq(transport_add_peer(a.t, 2, "127.0.0.1", ntohs(la.sin_port)), 0);
+    send_seq(&a, 2, 0);
+    cr_assert(run_until(loop, src_accepted, &sp, DEADLINE_MS), "no connection came");
+    snprintf(seen, cap, "%s", sp.seen);
+    close(sp.fd);
+    node_stop(&a);
+    dir_remove(a.dir);
+}
+
+/* Members on their own loopback addresses (127.0.0.x, a test cluster whose
+ * links are cut per address pair) must dial from their own address: the
+ * kernel's choice is 127.0.0.1 for every destination in 127/8. */
+Test(transport, outgoing_links_leave_from_local_addr, .init = setup, .timeout = 60)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    char seen[64];
+    dial_from(&loop, "127.0.0.7", seen, sizeof(seen));
+    cr_assert_str_eq(seen, "127.0.0.7");
+    /* without one, the system's choice (127.0.0.1 on loopback) */
+    dial_from(&loop, NULL, seen, sizeof(seen));
+    cr_assert_str_eq(seen, "127.0.0.1");
+    /* an IPv6 local address is not applied to an IPv4 peer */
+    dial_from(&loop, "::1", seen, sizeof(seen));
+    cr_assert_str_eq(seen, "127.0.0.1");
+    /* not a numeric address: refused at creation */
+    struct node b;
+    node_init(&b, &loop, 1);
+    struct transport_options o = node_opts(&b, CLUSTER);
+    struct transport *t;
+    o.local_addr = "localhost";
+    cr_assert_eq(transport_new(&loop, &o, &t), -EINVAL);
+    o.local_addr = "127.0.0.300";
+    cr_assert_eq(transport_new(&loop, &o, &t), -EINVAL);
+    dir_remove(b.dir);
+    loop_finish(&loop);
+}

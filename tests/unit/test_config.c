@@ -701,3 +701,32 @@ Test(config, bounds_flags)
     cr_assert_eq(cfg.client_idle_ms, 120000);
     cr_assert_eq(cfg.max_watch_buffer_bytes, 1048576);
 }
+
+/* --experimental-set-member-localaddr: the first advertised peer URL with
+ * a numeric, specified IP (loopback taken, unlike etcd: docs/campaign.md) */
+Test(config, member_localaddr)
+{
+    cr_assert_eq(parse("--initial-advertise-peer-urls http://127.0.0.3:2380 "
+                       "--initial-cluster default=http://127.0.0.3:2380"),
+                 0, "%s", err);
+    cr_assert_null(config_member_localaddr(&cfg), "off by default");
+    cr_assert_eq(parse("--experimental-set-member-localaddr "
+                       "--initial-advertise-peer-urls http://127.0.0.3:2380 "
+                       "--initial-cluster default=http://127.0.0.3:2380"),
+                 0, "%s", err);
+    cr_assert_str_eq(config_member_localaddr(&cfg), "127.0.0.3");
+    cr_assert_eq(parse("--experimental-set-member-localaddr=true "
+                       "--initial-advertise-peer-urls "
+                       "http://localhost:2380,http://0.0.0.0:2381,http://[::]:2382,"
+                       "http://[fd00::7]:2383,http://10.0.0.1:2384 "
+                       "--initial-cluster default=http://localhost:2380,default=http://"
+                       "0.0.0.0:2381,default=http://[::]:2382,default=http://[fd00::7]:2383,"
+                       "default=http://10.0.0.1:2384"),
+                 0, "%s", err);
+    cr_assert_str_eq(config_member_localaddr(&cfg), "fd00::7");
+    cr_assert_eq(parse("--experimental-set-member-localaddr "
+                       "--initial-advertise-peer-urls http://localhost:2380 "
+                       "--initial-cluster default=http://localhost:2380"),
+                 0, "%s", err);
+    cr_assert_null(config_member_localaddr(&cfg), "a name is not an address");
+}
