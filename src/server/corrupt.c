@@ -27,6 +27,20 @@
 #include "base/log.h"
 #include "transport/transport.h"
 
+/* ask_peers asks every peer for its HashKV at |rev|, for round |round| */
+static void ask_peers(struct server *s, int64_t rev, uint64_t round)
+{
+    for (size_t i = 0; i < s->n_peers; i++) {
+        struct raft_msg m = {.type = TRANSPORT_MSG_HASH,
+                             .from = s->member_id,
+                             .to = s->peers[i].id,
+                             .term = server_term(s),
+                             .index = (uint64_t)rev,
+                             .ctx = round};
+        transport_send(s->tp, &m);
+    }
+}
+
 static void on_check(uv_timer_t *t)
 {
     struct server *s = t->data;
@@ -40,15 +54,7 @@ static void on_check(uv_timer_t *t)
     s->corrupt.rev = rev;
     s->corrupt.compact = compact;
     s->corrupt.hash = hash;
-    for (size_t i = 0; i < s->n_peers; i++) {
-        struct raft_msg m = {.type = TRANSPORT_MSG_HASH,
-                             .from = s->member_id,
-                             .to = s->peers[i].id,
-                             .term = server_term(s),
-                             .index = (uint64_t)rev,
-                             .ctx = s->corrupt.round};
-        transport_send(s->tp, &m);
-    }
+    ask_peers(s, rev, s->corrupt.round);
 }
 
 void server_corrupt_on_request(struct server *s, const struct raft_msg *m)
@@ -161,15 +167,7 @@ static bool initial_start(struct server *s)
         return false;
     }
     s->corrupt.initial = true;
-    for (size_t i = 0; i < s->n_peers; i++) {
-        struct raft_msg m = {.type = TRANSPORT_MSG_HASH,
-                             .from = s->member_id,
-                             .to = s->peers[i].id,
-                             .term = server_term(s),
-                             .index = (uint64_t)rev,
-                             .ctx = INITIAL_ROUND};
-        transport_send(s->tp, &m);
-    }
+    ask_peers(s, rev, INITIAL_ROUND);
     uv_timer_start(&s->corrupt.timer, on_initial_timeout, timeout, 0);
     return true;
 }

@@ -718,23 +718,9 @@ int wal_sync(struct wal *w)
 
 int wal_release_to(struct wal *w, uint64_t index)
 {
-    size_t k = 0;
-    int rv = 0;
-    while (k + 1 < w->n_segs && w->segs[k + 1].first_index <= index + 1) {
-        char path[PATH_MAX];
-        seg_name(path, sizeof(path), w->dir, w->segs[k].seq, w->segs[k].first_index);
-        if (unlink(path) != 0 && errno != ENOENT) {
-            rv = -errno;
-            break;
-        }
-        k++;
-    }
-    if (k == 0)
-        return rv;
-    memmove(w->segs, w->segs + k, (w->n_segs - k) * sizeof(*w->segs));
-    w->n_segs -= k;
-    int sr = wal__fsync_dir(w->dir);
-    return rv ? rv : sr;
+    /* every covered segment: the purge that keeps only the newest one */
+    int rv = wal_purge(w, index, 1);
+    return rv < 0 ? rv : 0;
 }
 
 int wal_failed(const struct wal *w)
