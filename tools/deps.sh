@@ -5,7 +5,8 @@ QUORUM_DEBS="gcc meson ninja-build pkg-config libuv1-dev libnghttp2-dev protobuf
 libprotobuf-c-dev liblmdb-dev libcriterion-dev etcd-server etcd-client python3 python3-etcd3 \
 python3-grpcio python3-protobuf nghttp2-client clang lmdb-utils liburcu-dev \
 libssl-dev openssl libcrypt-dev libjansson-dev libhttp-parser-dev curl \
-python3-prometheus-client prometheus python3-yaml chromium chromium-driver python3-selenium"
+python3-prometheus-client prometheus python3-yaml chromium chromium-driver python3-selenium \
+zookeeper python3-kazoo"
 
 ensure_deps() {
     local missing=()

@@ -493,6 +493,7 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
     char ac_mode[16] = "periodic", ac_retention[64] = "0";
     char fronts[16] = "auto";
     const char *listen_metrics = NULL;
+    const char *listen_zk = NULL; /* the ZooKeeper face (docs/zookeeper.md) */
     char metrics_mode[16] = "basic";
 
     for (int i = 1; i < argc; i++) {
@@ -578,6 +579,7 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
             {"enable-v2", F_BOOL, &c->enable_v2, 0},
             {"experimental-enable-v2v3", F_STR, c->v2v3_prefix, sizeof(c->v2v3_prefix)},
             {"listen-metrics-urls", F_URLS, &listen_metrics, 0},
+            {"listen-zk-urls", F_URLS, &listen_zk, 0},
             {"metrics", F_STR, metrics_mode, sizeof(metrics_mode)},
             /* accepted for etcd compatibility, no effect in quorum */
             {"enable-pprof", F_IGNORED_BOOL, NULL, 0},
@@ -719,6 +721,10 @@ int config_parse(struct config *c, int argc, char **argv, char *err, size_t errl
     if (listen_metrics != NULL && listen_metrics[0] != '\0' &&
         config_parse_urls(listen_metrics, c->listen_metrics, CONFIG_MAX_URLS,
                           &c->n_listen_metrics, err, errlen))
+        return -EINVAL;
+    if (listen_zk != NULL && listen_zk[0] != '\0' &&
+        config_parse_urls(listen_zk, c->listen_zk, CONFIG_MAX_URLS, &c->n_listen_zk, err,
+                          errlen))
         return -EINVAL;
     /* as etcd 3.4: anything but "extensive" is basic */
     c->metrics_extensive = strcmp(metrics_mode, "extensive") == 0;

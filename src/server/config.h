@@ -121,6 +121,11 @@ struct config {
     struct url listen_metrics[CONFIG_MAX_URLS];
     size_t n_listen_metrics;
     bool metrics_extensive; /* --metrics=extensive (else basic) */
+
+    /* ---- the ZooKeeper face (docs/zookeeper.md) ---- */
+    /* --listen-zk-urls: ZooKeeper client listeners (http://host:port) */
+    struct url listen_zk[CONFIG_MAX_URLS];
+    size_t n_listen_zk;
 };
 
 #define CONFIG_FRONT_AUTO (~0u)

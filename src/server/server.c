@@ -1,6 +1,7 @@
 /* server/server.c: start and stop a member; the apply hook that turns the
  * writes of one loop pass into one durable LMDB batch (see server.h). */
 #include "server/server_int.h"
+#include "server/zk_service.h"
 #include "http/http.h"
 
 #include <errno.h>
@@ -407,6 +408,7 @@ static void serve(struct server *s)
     }
     for (size_t i = 0; i < s->cfg.n_listen_client; i++)
         log_info("server", "ready to serve client requests on %s", s->cfg.listen_client[i].text);
+    server_zk_serve(s);
 }
 
 int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
@@ -522,6 +524,9 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
     what = "listen for metrics";
     if ((rv = server_metrics_listen(s, &go)) != 0)
         goto fail;
+    what = "listen for ZooKeeper clients";
+    if ((rv = server_zk_listen(s)) != 0)
+        goto fail;
 
     uv_timer_init(loop, &s->watch_sync);
     s->watch_sync.data = s;
@@ -563,6 +568,7 @@ fail:
         grpc_server_close(s->grpc, NULL, NULL); /* nothing was accepted yet */
     if (s->metrics_grpc)
         grpc_server_close(s->metrics_grpc, NULL, NULL);
+    server_zk_close(s);
     if (s->tick.type == UV_TIMER) {
         server_node_close(s, NULL, NULL);
     } else if (s->tp != NULL) {
@@ -670,5 +676,6 @@ void server_stop(struct server *s, void (*cb)(void *arg), void *arg)
     s->closing = -1;
     for (size_t i = 0; i < s->n_client_polls; i++)
         uv_poll_stop(&s->client_polls[i]); /* no more connections */
+    server_zk_close(s);
     server_metrics_close(s, close_clients, s);
 }

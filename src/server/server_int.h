@@ -175,6 +175,7 @@ struct server {
     grpc_server *grpc;      /* the core loop's own, without front loops */
     grpc_server *metrics_grpc; /* --listen-metrics-urls (metrics.c) */
     struct fronts *fronts; /* the front loops (front.h), or NULL */
+    struct zsvc *zk;       /* the ZooKeeper face (zk_service.c), or NULL */
     struct server_tls tls;
     /* for the front loops, stored by the core each pass (__atomic) */
     uint64_t pub_term, pub_cluster_id;

@@ -1,0 +1,781 @@
+/* server/zk_service.c: the ZooKeeper face's service (docs/zookeeper.md).
+ *
+ * Connections come from zk/ (zk.h) on the core loop. Everything a
+ * ZooKeeper request needs from the store goes through the face-neutral
+ * call of call.h, as a gRPC or JSON request does: this file is a face
+ * whose calls are its own (struct zcall: the face's context, answers
+ * delivered to callbacks).
+ *
+ * Sessions are leases. A new session (ConnectRequest with session id 0):
+ * the member picks the id (the lease id generator, as LeaseGrant with id
+ * 0 does) and a 16-byte password, grants the lease (TTL: the negotiated
+ * timeout rounded up to seconds), puts the session key ("\0zkS" + the id,
+ * big-endian) holding the timeout and password attached to the lease, and
+ * answers the ConnectResponse once both are applied. A reconnect (id and
+ * password) reads the session key: a match keeps the session, anything
+ * else is answered as ZooKeeper answers an expired session (timeOut 0) and
+ * closed. Every packet renews the lease, at most every third of the
+ * timeout, on a LeaseKeepAlive stream the connection keeps open (a
+ * follower forwards renewals to the leader, lease_service.c); a renewal
+ * answered with TTL 0 means the lease expired: the connection is closed
+ * and the client's reconnect learns it is expired. closeSession revokes
+ * the lease.
+ *
+ * Replies leave in the order the requests came (ZooKeeper's FIFO client
+ * order): each request takes a slot in its connection's queue, and slots
+ * are written from the head as they are answered. Packets that arrive
+ * before the session is established (the Java client sends setWatches
+ * and auth right behind its ConnectRequest) wait for it.
+ */
+#include "server/server_int.h"
+#include "server/zk_service.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "base/err.h"
+#include "base/log.h"
+#include "base/version.h"
+#include "zk/zk.h"
+
+#define ZK_TICK_MS 2000 /* ZooKeeper's default tickTime */
+#define ZK_PASSWD_LEN 16
+#define ZK_SESSION_KEY_LEN 12 /* "\0zkS" + 8 */
+#define ZK_SESSION_VALUE_LEN (1 + 4 + ZK_PASSWD_LEN)
+#define ZK_4LW_WHITELIST "srvr" /* ZooKeeper 3.8's default 4lw.commands.whitelist */
+
+struct zsess;
+
+/* One call of this face (the face context of a qcall). */
+struct zcall {
+    qcall *call;
+    struct zsvc *svc;
+    struct zsess *zs; /* NULL once the connection is gone */
+    struct zcall *next, *prev; /* the service's live calls */
+    struct zcall *next_dead;
+    bool ended;
+    void (*on_msg)(struct zcall *zc, const uint8_t *msg, size_t len);
+    void (*on_end)(struct zcall *zc, int status, const char *message);
+    struct zslot *slot; /* the request it answers, if any */
+    int32_t xid;
+};
+
+/* A reply slot, in request order. */
+struct zslot {
+    struct zslot *next;
+    bool ready;
+    bool close_after; /* closeSession: the connection closes once it is out */
+    struct buf out;
+};
+
+/* A packet that came before the session was established. */
+struct zearly {
+    struct zearly *next;
+    size_t len;
+    uint8_t data[];
+};
+
+struct zsess {
+    struct zsvc *svc;
+    zk_conn *c;
+    int64_t id;
+    uint8_t passwd[ZK_PASSWD_LEN];
+    int32_t timeout_ms;
+    bool established;
+    bool closing; /* closeSession seen: nothing more is read */
+    uint64_t last_renew_ms;
+    struct zcall *ka; /* the LeaseKeepAlive stream */
+    struct zslot *head, *tail;
+    struct zearly *early, *early_tail;
+};
+
+struct zsvc {
+    struct server *s;
+    zk_listener *l;
+    uv_check_t reaper;
+    struct zcall *live;
+    struct zcall *dead;
+    const struct qcall_method *m_grant, *m_put, *m_range, *m_keepalive, *m_revoke;
+    uint64_t started_ms;
+    uint64_t packets_in, packets_out;
+};
+
+int server_zk_negotiate_timeout(int asked_ms, int tick_ms)
+{
+    int lo = 2 * tick_ms, hi = 20 * tick_ms;
+    return asked_ms < lo ? lo : asked_ms > hi ? hi : asked_ms;
+}
+
+static void session_key(int64_t id, uint8_t k[ZK_SESSION_KEY_LEN])
+{
+    k[0] = 0;
+    k[1] = 'z';
+    k[2] = 'k';
+    k[3] = 'S';
+    for (int i = 0; i < 8; i++)
+        k[4 + i] = (uint8_t)((uint64_t)id >> (56 - 8 * i));
+}
+
+static int64_t zxid_now(struct zsvc *z)
+{
+    return mvcc_rev(z->s->kv);
+}
+
+/* ---- the face ---- */
+
+static int zf_send(qcall *c, const uint8_t *msg, size_t len)
+{
+    struct zcall *zc = c->face_ctx;
+    if (zc->on_msg != NULL && zc->zs != NULL)
+        zc->on_msg(zc, msg, len);
+    return 0;
+}
+
+static void zcall_unlink(struct zcall *zc)
+{
+    struct zsvc *z = zc->svc;
+    if (zc->prev != NULL)
+        zc->prev->next = zc->next;
+    else
+        z->live = zc->next;
+    if (zc->next != NULL)
+        zc->next->prev = zc->prev;
+    zc->next = zc->prev = NULL;
+}
+
+static int zf_finish(qcall *c, int status, const char *message)
+{
+    struct zcall *zc = c->face_ctx;
+    if (zc->ended)
+        return 0;
+    zc->ended = true;
+    if (zc->on_end != NULL && zc->zs != NULL)
+        zc->on_end(zc, status, message);
+    /* freed on the next check phase: the service may still hold it now */
+    zcall_unlink(zc);
+    zc->next_dead = zc->svc->dead;
+    zc->svc->dead = zc;
+    return 0;
+}
+
+static size_t zf_pending(const qcall *c)
+{
+    (void)c;
+    return 0;
+}
+
+static const struct qcall_face zk_face = {zf_send, zf_finish, zf_pending};
+
+static void zcall_free(struct zcall *zc)
+{
+    zc->call->finished = true;
+    zc->call->m->on_close(zc->call);
+    qcall_free(zc->call);
+    free(zc);
+}
+
+static void on_reap(uv_check_t *h)
+{
+    struct zsvc *z = h->data;
+    while (z->dead != NULL) {
+        struct zcall *zc = z->dead;
+        z->dead = zc->next_dead;
+        zcall_free(zc);
+    }
+}
+
+/* zcall_msg hands one more request message to an open call. */
+static void zcall_msg(struct zcall *zc, const ProtobufCMessage *req)
+{
+    struct zsvc *z = zc->svc;
+    struct buf *b = &z->s->scratch;
+    if (server_pack(b, req) != 0) {
+        qcall_finish(zc->call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    /* the service may pack its answer into the same scratch buffer */
+    uint8_t *copy = malloc(b->len ? b->len : 1);
+    if (copy == NULL) {
+        qcall_finish(zc->call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    size_t len = b->len;
+    memcpy(copy, b->data, len);
+    zc->call->m->on_message(zc->call, copy, len);
+    free(copy);
+}
+
+/* zcall_start opens a call of |m| for session |zs| and sends |req|. */
+static struct zcall *zcall_start(struct zsess *zs, const struct qcall_method *m,
+                                 const ProtobufCMessage *req,
+                                 void (*on_msg)(struct zcall *, const uint8_t *, size_t),
+                                 void (*on_end)(struct zcall *, int, const char *),
+                                 struct zslot *slot, int32_t xid)
+{
+    struct zsvc *z = zs->svc;
+    struct zcall *zc = calloc(1, sizeof(*zc));
+    if (zc == NULL)
+        return NULL;
+    zc->call = qcall_new(z->s, m, &zk_face, zc);
+    if (zc->call == NULL) {
+        free(zc);
+        return NULL;
+    }
+    zc->svc = z;
+    zc->zs = zs;
+    zc->on_msg = on_msg;
+    zc->on_end = on_end;
+    zc->slot = slot;
+    zc->xid = xid;
+    zc->next = z->live;
+    if (z->live != NULL)
+        z->live->prev = zc;
+    z->live = zc;
+    zcall_msg(zc, req);
+    return zc;
+}
+
+/* ---- replies in order ---- */
+
+static struct zslot *slot_new(struct zsess *zs)
+{
+    struct zslot *sl = calloc(1, sizeof(*sl));
+    if (sl == NULL)
+        return NULL;
+    if (zs->tail != NULL)
+        zs->tail->next = sl;
+    else
+        zs->head = sl;
+    zs->tail = sl;
+    return sl;
+}
+
+static void slots_flush(struct zsess *zs)
+{
+    while (zs->head != NULL && zs->head->ready) {
+        struct zslot *sl = zs->head;
+        zs->head = sl->next;
+        if (zs->head == NULL)
+            zs->tail = NULL;
+        bool close_after = sl->close_after;
+        if (sl->out.len > 0 && zk_conn_send(zs->c, sl->out.data, sl->out.len) == 0)
+            zs->svc->packets_out++;
+        buf_free(&sl->out);
+        free(sl);
+        if (close_after) {
+            zk_conn_close(zs->c); /* on_close follows from the loop */
+            return;
+        }
+    }
+}
+
+/* slot_answer fills |sl| with a ReplyHeader (and |body| of record |rec|
+ * when err is 0) and writes what is ready. */
+static void slot_answer(struct zsess *zs, struct zslot *sl, int32_t xid, int32_t err,
+                        const struct jute_record *rec, const void *body)
+{
+    struct jute_out o = {&sl->out, 0};
+    struct zk_reply_header h = {xid, zxid_now(zs->svc), err};
+    jute_encode(&zk_rec_reply_header, &o, &h);
+    if (err == 0 && rec != NULL)
+        jute_encode(rec, &o, body);
+    sl->ready = true;
+    slots_flush(zs);
+}
+
+/* ---- sessions ---- */
+
+static void ka_msg(struct zcall *zc, const uint8_t *msg, size_t len)
+{
+    struct zsess *zs = zc->zs;
+    Etcdserverpb__LeaseKeepAliveResponse *r =
+        (Etcdserverpb__LeaseKeepAliveResponse *)protobuf_c_message_unpack(
+            &etcdserverpb__lease_keep_alive_response__descriptor, NULL, len, msg);
+    if (r == NULL)
+        return;
+    int64_t ttl = r->ttl;
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+    if (ttl <= 0) {
+        log_info("zk", "session 0x%llx expired: closing %s", (unsigned long long)zs->id,
+                 zk_conn_peer(zs->c));
+        zk_conn_close(zs->c);
+    }
+}
+
+static void ka_end(struct zcall *zc, int status, const char *message)
+{
+    (void)status;
+    (void)message;
+    if (zc->zs != NULL && zc->zs->ka == zc)
+        zc->zs->ka = NULL; /* the next renewal opens another stream */
+}
+
+static void renew(struct zsess *zs, bool force)
+{
+    struct zsvc *z = zs->svc;
+    uint64_t now = uv_now(z->s->loop);
+    if (!zs->established || zs->closing)
+        return;
+    if (!force && now - zs->last_renew_ms < (uint64_t)zs->timeout_ms / 3)
+        return;
+    zs->last_renew_ms = now;
+    Etcdserverpb__LeaseKeepAliveRequest r = ETCDSERVERPB__LEASE_KEEP_ALIVE_REQUEST__INIT;
+    r.id = zs->id;
+    if (zs->ka != NULL && !zs->ka->ended)
+        zcall_msg(zs->ka, &r.base);
+    else
+        zs->ka = zcall_start(zs, z->m_keepalive, &r.base, ka_msg, ka_end, NULL, 0);
+}
+
+static void on_packet(zk_conn *c, const uint8_t *pkt, size_t len);
+
+static void established(struct zsess *zs)
+{
+    struct zk_connect_resp r = {0, zs->timeout_ms, zs->id, {zs->passwd, ZK_PASSWD_LEN}, false};
+    struct buf b = {0};
+    struct jute_out o = {&b, 0};
+    zk_connect_resp_encode(&o, &r);
+    if (o.err == 0 && zk_conn_send(zs->c, b.data, b.len) == 0)
+        zs->svc->packets_out++;
+    buf_free(&b);
+    zs->established = true;
+    zs->last_renew_ms = uv_now(zs->svc->s->loop);
+    /* the packets that came meanwhile, in order */
+    struct zearly *e = zs->early;
+    zs->early = zs->early_tail = NULL;
+    zk_conn *conn = zs->c;
+    while (e != NULL) {
+        struct zearly *n = e->next;
+        if (zk_conn_get_data(conn) == zs && !zs->closing)
+            on_packet(conn, e->data, e->len);
+        free(e);
+        e = n;
+    }
+}
+
+/* refuse answers a connect as ZooKeeper answers an unknown or expired
+ * session (timeOut 0, session 0, a zero password) and closes. */
+static void refuse(struct zsess *zs)
+{
+    uint8_t zero[ZK_PASSWD_LEN] = {0};
+    struct zk_connect_resp r = {0, 0, 0, {zero, ZK_PASSWD_LEN}, false};
+    struct buf b = {0};
+    struct jute_out o = {&b, 0};
+    zk_connect_resp_encode(&o, &r);
+    if (o.err == 0)
+        zk_conn_send(zs->c, b.data, b.len);
+    buf_free(&b);
+    zk_conn_close(zs->c);
+}
+
+static void put_end(struct zcall *zc, int status, const char *message)
+{
+    struct zsess *zs = zc->zs;
+    if (status != GRPC_STATUS_OK) {
+        log_warn("zk", "cannot store session 0x%llx: %s", (unsigned long long)zs->id,
+                 message != NULL ? message : "");
+        zk_conn_close(zs->c);
+        return;
+    }
+    log_info("zk", "session 0x%llx established for %s, timeout %d ms", (unsigned long long)zs->id,
+             zk_conn_peer(zs->c), zs->timeout_ms);
+    established(zs);
+}
+
+static void grant_end(struct zcall *zc, int status, const char *message)
+{
+    struct zsess *zs = zc->zs;
+    if (status != GRPC_STATUS_OK) {
+        log_warn("zk", "cannot grant the lease of a new session: %s",
+                 message != NULL ? message : "");
+        zk_conn_close(zs->c);
+        return;
+    }
+    uint8_t key[ZK_SESSION_KEY_LEN], val[ZK_SESSION_VALUE_LEN];
+    session_key(zs->id, key);
+    val[0] = 1; /* the record's version */
+    val[1] = (uint8_t)((uint32_t)zs->timeout_ms >> 24);
+    val[2] = (uint8_t)((uint32_t)zs->timeout_ms >> 16);
+    val[3] = (uint8_t)((uint32_t)zs->timeout_ms >> 8);
+    val[4] = (uint8_t)zs->timeout_ms;
+    memcpy(val + 5, zs->passwd, ZK_PASSWD_LEN);
+    Etcdserverpb__PutRequest p = ETCDSERVERPB__PUT_REQUEST__INIT;
+    p.key.data = key;
+    p.key.len = sizeof(key);
+    p.value.data = val;
+    p.value.len = sizeof(val);
+    p.lease = zs->id;
+    if (zcall_start(zs, zs->svc->m_put, &p.base, NULL, put_end, NULL, 0) == NULL)
+        zk_conn_close(zs->c);
+}
+
+static void new_session(struct zsess *zs)
+{
+    struct server *s = zs->svc->s;
+    do
+        zs->id = (int64_t)(server_next_id(s) & (uint64_t)INT64_MAX);
+    while (zs->id == 0);
+    if (getrandom(zs->passwd, sizeof(zs->passwd), 0) != (ssize_t)sizeof(zs->passwd)) {
+        zk_conn_close(zs->c);
+        return;
+    }
+    Etcdserverpb__LeaseGrantRequest g = ETCDSERVERPB__LEASE_GRANT_REQUEST__INIT;
+    g.id = zs->id;
+    g.ttl = (zs->timeout_ms + 999) / 1000;
+    if (zcall_start(zs, zs->svc->m_grant, &g.base, NULL, grant_end, NULL, 0) == NULL)
+        zk_conn_close(zs->c);
+}
+
+/* reconnect: the session key's record against the password given (the
+ * lookup call's |xid| says what it found: 1 a match) */
+
+static void lookup_msg(struct zcall *zc, const uint8_t *msg, size_t len)
+{
+    struct zsess *zs = zc->zs;
+    Etcdserverpb__RangeResponse *r = (Etcdserverpb__RangeResponse *)protobuf_c_message_unpack(
+        &etcdserverpb__range_response__descriptor, NULL, len, msg);
+    if (r == NULL)
+        return;
+    zc->xid = 0;
+    if (r->n_kvs == 1 && r->kvs[0]->value.len == ZK_SESSION_VALUE_LEN &&
+        r->kvs[0]->value.data[0] == 1 &&
+        memcmp(r->kvs[0]->value.data + 5, zs->passwd, ZK_PASSWD_LEN) == 0)
+        zc->xid = 1; /* found, and the password matches */
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+}
+
+static void lookup_end(struct zcall *zc, int status, const char *message)
+{
+    (void)message;
+    struct zsess *zs = zc->zs;
+    if (status != GRPC_STATUS_OK) {
+        zk_conn_close(zs->c); /* let the client try again (another member) */
+        return;
+    }
+    if (zc->xid != 1) {
+        log_info("zk", "session 0x%llx of %s is expired or its password is wrong",
+                 (unsigned long long)zs->id, zk_conn_peer(zs->c));
+        refuse(zs);
+        return;
+    }
+    established(zs);
+    renew(zs, true);
+}
+
+static void on_connect(zk_conn *c, const struct zk_connect_req *req)
+{
+    struct zsvc *z = zk_listener_arg(zk_conn_listener(c));
+    z->packets_in++;
+    struct zsess *zs = calloc(1, sizeof(*zs));
+    if (zs == NULL) {
+        zk_conn_close(c);
+        return;
+    }
+    zs->svc = z;
+    zs->c = c;
+    zk_conn_set_data(c, zs);
+    int64_t ours = zxid_now(z);
+    if (req->last_zxid_seen > ours) {
+        /* ZooKeeper's answer: the client has seen a newer state than this
+         * member's; it must try another one */
+        log_info("zk",
+                 "refusing session request for client %s as it has seen zxid 0x%llx our last "
+                 "zxid is 0x%llx client must try another server",
+                 zk_conn_peer(c), (unsigned long long)req->last_zxid_seen,
+                 (unsigned long long)ours);
+        zk_conn_close(c);
+        return;
+    }
+    zs->timeout_ms = server_zk_negotiate_timeout(req->timeout, ZK_TICK_MS);
+    if (req->session_id == 0) {
+        new_session(zs);
+        return;
+    }
+    zs->id = req->session_id;
+    if (req->passwd.len != ZK_PASSWD_LEN) {
+        refuse(zs);
+        return;
+    }
+    memcpy(zs->passwd, req->passwd.p, ZK_PASSWD_LEN);
+    uint8_t key[ZK_SESSION_KEY_LEN];
+    session_key(zs->id, key);
+    Etcdserverpb__RangeRequest r = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    r.key.data = key;
+    r.key.len = sizeof(key);
+    r.serializable = true;
+    if (zcall_start(zs, z->m_range, &r.base, lookup_msg, lookup_end, NULL, 0) == NULL)
+        zk_conn_close(c);
+}
+
+static void revoke_end(struct zcall *zc, int status, const char *message)
+{
+    (void)message;
+    struct zsess *zs = zc->zs;
+    /* a lease already gone is a session already closed: fine either way,
+     * as ZooKeeper answers closeSession */
+    (void)status;
+    zc->slot->close_after = true;
+    slot_answer(zs, zc->slot, zc->xid, 0, NULL, NULL);
+}
+
+static void on_packet(zk_conn *c, const uint8_t *pkt, size_t len)
+{
+    struct zsess *zs = zk_conn_get_data(c);
+    if (zs == NULL || zs->closing)
+        return;
+    struct zsvc *z = zs->svc;
+    if (!zs->established) {
+        struct zearly *e = malloc(sizeof(*e) + len);
+        if (e == NULL) {
+            zk_conn_close(c);
+            return;
+        }
+        e->next = NULL;
+        e->len = len;
+        memcpy(e->data, pkt, len);
+        if (zs->early_tail != NULL)
+            zs->early_tail->next = e;
+        else
+            zs->early = e;
+        zs->early_tail = e;
+        return;
+    }
+    z->packets_in++;
+    struct arena *a = &z->s->arena;
+    arena_reset(a);
+    struct zk_request req;
+    int rv = zk_request_decode(pkt, len, a, &req);
+    if (rv != 0 && rv != -ENOTSUP) {
+        log_warn("zk", "closing %s (session 0x%llx): malformed request", zk_conn_peer(c),
+                 (unsigned long long)zs->id);
+        zk_conn_close(c);
+        return;
+    }
+    renew(zs, false);
+    struct zslot *sl = slot_new(zs);
+    if (sl == NULL) {
+        zk_conn_close(c);
+        return;
+    }
+    if (rv == -ENOTSUP) {
+        slot_answer(zs, sl, req.h.xid, ZK_UNIMPLEMENTED, NULL, NULL);
+        return;
+    }
+    switch (req.h.type) {
+    case ZK_OP_PING:
+        slot_answer(zs, sl, req.h.xid, 0, NULL, NULL);
+        return;
+    case ZK_OP_CLOSE_SESSION: {
+        zs->closing = true;
+        Etcdserverpb__LeaseRevokeRequest r = ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
+        r.id = zs->id;
+        log_info("zk", "closing session 0x%llx of %s", (unsigned long long)zs->id,
+                 zk_conn_peer(c));
+        if (zcall_start(zs, z->m_revoke, &r.base, NULL, revoke_end, sl, req.h.xid) == NULL)
+            zk_conn_close(c);
+        return;
+    }
+    default:
+        /* the operations come in the next steps (docs/zookeeper.md) */
+        slot_answer(zs, sl, req.h.xid, ZK_UNIMPLEMENTED, NULL, NULL);
+        return;
+    }
+}
+
+static void on_close(zk_conn *c)
+{
+    struct zsess *zs = zk_conn_get_data(c);
+    zk_conn_set_data(c, NULL);
+    if (zs == NULL)
+        return;
+    struct zsvc *z = zs->svc;
+    for (struct zcall *zc = z->live; zc != NULL; zc = zc->next)
+        if (zc->zs == zs) {
+            zc->zs = NULL;
+            zc->slot = NULL;
+        }
+    /* the session stays (its lease) until it expires or the client comes
+     * back: the keep-alive stream ends with the connection */
+    if (zs->ka != NULL && !zs->ka->ended)
+        qcall_finish(zs->ka->call, GRPC_STATUS_CANCELLED, NULL);
+    while (zs->head != NULL) {
+        struct zslot *sl = zs->head;
+        zs->head = sl->next;
+        buf_free(&sl->out);
+        free(sl);
+    }
+    while (zs->early != NULL) {
+        struct zearly *e = zs->early;
+        zs->early = e->next;
+        free(e);
+    }
+    free(zs);
+}
+
+/* ---- four-letter words ---- */
+
+static bool whitelisted(const char *cmd)
+{
+    const char *w = ZK_4LW_WHITELIST;
+    if (strcmp(w, "*") == 0)
+        return true;
+    size_t n = strlen(cmd);
+    for (const char *p = w; *p != '\0';) {
+        const char *e = strchr(p, ',');
+        size_t l = e != NULL ? (size_t)(e - p) : strlen(p);
+        if (l == n && memcmp(p, cmd, n) == 0)
+            return true;
+        if (e == NULL)
+            break;
+        p = e + 1;
+    }
+    return false;
+}
+
+static void appendf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void appendf(struct buf *b, const char *fmt, ...)
+{
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        buf_append(b, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
+}
+
+static void on_4lw(zk_conn *c, const char *cmd, struct buf *out)
+{
+    struct zsvc *z = zk_listener_arg(zk_conn_listener(c));
+    if (!whitelisted(cmd)) {
+        appendf(out, "%s is not executed because it is not in the whitelist.\n", cmd);
+        return;
+    }
+    struct server *s = z->s;
+    if (strcmp(cmd, "ruok") == 0) {
+        appendf(out, "imok");
+    } else if (strcmp(cmd, "srvr") == 0) {
+        const char *mode = s->raft == NULL || s->n_peers == 0 ? "standalone"
+                           : server_is_leader(s)               ? "leader"
+                                                               : "follower";
+        appendf(out, "Zookeeper version: 3.8.0-quorum-%s, built on quorum\n", QUORUM_VERSION);
+        appendf(out, "Latency min/avg/max: 0/0.0/0\n");
+        appendf(out, "Received: %llu\n", (unsigned long long)z->packets_in);
+        appendf(out, "Sent: %llu\n", (unsigned long long)z->packets_out);
+        appendf(out, "Connections: %zu\n", zk_listener_conns(z->l));
+        appendf(out, "Outstanding: 0\n");
+        appendf(out, "Zxid: 0x%llx\n", (unsigned long long)zxid_now(z));
+        appendf(out, "Mode: %s\n", mode);
+        appendf(out, "Node count: 0\n");
+    } else {
+        appendf(out, "%s is not executed because it is not in the whitelist.\n", cmd);
+    }
+}
+
+static const struct zk_conn_handler handler = {on_connect, on_packet, on_4lw, on_close};
+
+/* ---- start and stop ---- */
+
+static const struct qcall_method *method(const char *path)
+{
+    for (size_t i = 0; i < server_methods_n; i++)
+        if (strcmp(server_methods[i]->path, path) == 0)
+            return server_methods[i];
+    return NULL;
+}
+
+int server_zk_listen(struct server *s)
+{
+    if (s->cfg.n_listen_zk == 0)
+        return 0;
+    int rv = server_methods_init();
+    if (rv != 0)
+        return rv;
+    struct zsvc *z = calloc(1, sizeof(*z));
+    if (z == NULL)
+        return -ENOMEM;
+    z->s = s;
+    z->m_grant = method("/etcdserverpb.Lease/LeaseGrant");
+    z->m_put = method("/etcdserverpb.KV/Put");
+    z->m_range = method("/etcdserverpb.KV/Range");
+    z->m_keepalive = method("/etcdserverpb.Lease/LeaseKeepAlive");
+    z->m_revoke = method("/etcdserverpb.Lease/LeaseRevoke");
+    if (!z->m_grant || !z->m_put || !z->m_range || !z->m_keepalive || !z->m_revoke) {
+        free(z);
+        return -ENOENT;
+    }
+    if ((rv = zk_listener_new(s->loop, &handler, z, JUTE_MAX_BUFFER, &z->l)) != 0) {
+        free(z);
+        return rv;
+    }
+    s->zk = z;
+    uv_check_init(s->loop, &z->reaper);
+    z->reaper.data = z;
+    uv_check_start(&z->reaper, on_reap);
+    z->started_ms = uv_now(s->loop);
+    for (size_t i = 0; i < s->cfg.n_listen_zk; i++) {
+        const struct url *u = &s->cfg.listen_zk[i];
+        char err[300];
+        int fd;
+        if (u->unix_sock || u->tls) {
+            log_error("zk", "cannot listen for ZooKeeper clients on %s: only http:// URLs",
+                      u->text);
+            return -EINVAL;
+        }
+        if ((rv = server_listen_fd(u, &fd, err, sizeof(err))) != 0) {
+            log_error("zk", "cannot listen for ZooKeeper clients: %s", err);
+            return rv;
+        }
+        if ((rv = zk_listener_adopt(z->l, fd)) != 0) {
+            log_error("zk", "cannot listen for ZooKeeper clients on %s: %s", u->text,
+                      uv_strerror(rv));
+            return rv;
+        }
+    }
+    return 0;
+}
+
+void server_zk_serve(struct server *s)
+{
+    struct zsvc *z = s->zk;
+    if (z == NULL)
+        return;
+    int rv = zk_listener_start(z->l);
+    if (rv != 0) {
+        log_error("zk", "cannot accept ZooKeeper clients: %s", uv_strerror(rv));
+        return;
+    }
+    for (size_t i = 0; i < s->cfg.n_listen_zk; i++)
+        log_info("zk", "ready to serve ZooKeeper clients on %s", s->cfg.listen_zk[i].text);
+}
+
+static void on_reaper_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+void server_zk_close(struct server *s)
+{
+    struct zsvc *z = s->zk;
+    if (z == NULL)
+        return;
+    s->zk = NULL;
+    /* every connection closes; their on_close runs from the close
+     * callbacks, before the reaper's (uv_close order) */
+    zk_listener_close(z->l, NULL, NULL);
+    on_reap(&z->reaper);
+    /* calls still waiting for the store: the services forget them, now,
+     * while the services are still there */
+    while (z->live != NULL) {
+        struct zcall *zc = z->live;
+        if (zc->zs != NULL && zc->zs->ka == zc)
+            zc->zs->ka = NULL;
+        zcall_unlink(zc);
+        zcall_free(zc);
+    }
+    uv_close((uv_handle_t *)&z->reaper, on_reaper_closed);
+}
