@@ -102,6 +102,7 @@ struct zsvc {
     const struct qcall_method *m_grant, *m_put, *m_range, *m_keepalive, *m_revoke;
     uint64_t started_ms;
     uint64_t packets_in, packets_out;
+    int close_refs; /* closing: the listener and the reaper, not yet closed */
 };
 
 int server_zk_negotiate_timeout(int asked_ms, int tick_ms)
@@ -753,9 +754,23 @@ void server_zk_serve(struct server *s)
         log_info("zk", "ready to serve ZooKeeper clients on %s", s->cfg.listen_zk[i].text);
 }
 
+/* the service is freed once both the listener (every connection's
+ * on_close has run) and the reaper are closed, in whatever order libuv
+ * calls their close callbacks */
+static void zsvc_unref(struct zsvc *z)
+{
+    if (--z->close_refs == 0)
+        free(z);
+}
+
 static void on_reaper_closed(uv_handle_t *h)
 {
-    free(h->data);
+    zsvc_unref(h->data);
+}
+
+static void on_listener_closed(void *arg)
+{
+    zsvc_unref(arg);
 }
 
 void server_zk_close(struct server *s)
@@ -765,8 +780,9 @@ void server_zk_close(struct server *s)
         return;
     s->zk = NULL;
     /* every connection closes; their on_close runs from the close
-     * callbacks, before the reaper's (uv_close order) */
-    zk_listener_close(z->l, NULL, NULL);
+     * callbacks */
+    z->close_refs = 2;
+    zk_listener_close(z->l, on_listener_closed, z);
     on_reap(&z->reaper);
     /* calls still waiting for the store: the services forget them, now,
      * while the services are still there */

@@ -22,6 +22,7 @@ import zkref  # noqa: E402
 TARGET = os.environ.get("TARGET", "quorum")
 SERVER = None  # (host, port) of the ZooKeeper port under test
 QUORUM = None  # the quorum Server (TARGET=quorum)
+LINGER = None  # a connection left open until the member stops
 
 
 def setUpModule():
@@ -36,14 +37,26 @@ def setUpModule():
         QUORUM = Server("quorum", extra_args=["--listen-zk-urls", "http://127.0.0.1:%d" % port])
         QUORUM.start()
         SERVER = ("127.0.0.1", port)
+        # a client still connected when the member stops (tearDownModule):
+        # the stop must be clean (exit 0, no sanitizer report)
+        global LINGER
+        LINGER = Raw()
+        LINGER.connect()
+        LINGER.send_packet(struct.pack(">ii", -2, 11))
 
 
 def tearDownModule():
     if TARGET == "zookeeper":
         ZK.stop()
     elif QUORUM is not None:
-        QUORUM.stop()
-        QUORUM.cleanup()
+        try:
+            QUORUM.stop()
+        except Exception:
+            print(QUORUM.log_tail(20000), file=sys.stderr)
+            raise
+        finally:
+            QUORUM.cleanup()
+            LINGER.close()
 
 
 # ---- a raw jute client: just enough of the protocol to see the bytes ----
