@@ -2,6 +2,7 @@
  * writes of one loop pass into one durable LMDB batch (see server.h). */
 #include "server/server_int.h"
 #include "server/zk_service.h"
+#include "server/zk_tree.h"
 #include "http/http.h"
 
 #include <errno.h>
@@ -205,6 +206,8 @@ int server_apply_entry(struct server *s, struct entry *e)
     }
     case ENTRY_MEMBER:
         return server_member_apply(s, (const Etcdserverpb__Member *)e->req);
+    case ENTRY_ZK_WRITE:
+        return server_zk_apply(s, e); /* e->out: the ZooKeeper answer */
     default:
         rv = -EINVAL;
     }

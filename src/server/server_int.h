@@ -48,6 +48,9 @@ enum entry_kind {
     ENTRY_AUTH_ROLE_DELETE,
     ENTRY_AUTH_ROLE_GRANT_PERMISSION,
     ENTRY_AUTH_ROLE_REVOKE_PERMISSION,
+    /* the ZooKeeper face (zk_tree.c): quorumzk.Write. Its number is
+     * explicit so that kinds other work appends keep theirs. */
+    ENTRY_ZK_WRITE = 48,
     ENTRY__COUNT,
     /* not log entries: linearizable reads waiting for their read index */
     ENTRY_READ_RANGE = 64,

@@ -29,6 +29,8 @@
  */
 #include "server/server_int.h"
 #include "server/zk_service.h"
+#include "server/zk_tree.h"
+#include "zk.pb-c.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -36,9 +38,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 
 #include "base/err.h"
 #include "base/log.h"
+#include "base/sha1.h"
 #include "base/version.h"
 #include "zk/zk.h"
 
@@ -91,6 +95,14 @@ struct zsess {
     struct zcall *ka; /* the LeaseKeepAlive stream */
     struct zslot *head, *tail;
     struct zearly *early, *early_tail;
+    /* FIFO order: a read waits for the writes before it; while anything
+     * waits, what comes after waits behind it */
+    unsigned pending_writes;
+    struct zearly *deferred, *deferred_tail;
+    /* the connection's identities for ACLs: "ip:<addr>" first, then what
+     * addAuth added ("digest:user:hash") */
+    char **ids;
+    size_t n_ids;
 };
 
 struct zsvc {
@@ -210,12 +222,11 @@ static void zcall_msg(struct zcall *zc, const ProtobufCMessage *req)
     free(copy);
 }
 
-/* zcall_start opens a call of |m| for session |zs| and sends |req|. */
-static struct zcall *zcall_start(struct zsess *zs, const struct qcall_method *m,
-                                 const ProtobufCMessage *req,
-                                 void (*on_msg)(struct zcall *, const uint8_t *, size_t),
-                                 void (*on_end)(struct zcall *, int, const char *),
-                                 struct zslot *slot, int32_t xid)
+/* zcall_new makes a call of |m| for session |zs| (nothing sent yet). */
+static struct zcall *zcall_new(struct zsess *zs, const struct qcall_method *m,
+                               void (*on_msg)(struct zcall *, const uint8_t *, size_t),
+                               void (*on_end)(struct zcall *, int, const char *),
+                               struct zslot *slot, int32_t xid)
 {
     struct zsvc *z = zs->svc;
     struct zcall *zc = calloc(1, sizeof(*zc));
@@ -236,7 +247,19 @@ static struct zcall *zcall_start(struct zsess *zs, const struct qcall_method *m,
     if (z->live != NULL)
         z->live->prev = zc;
     z->live = zc;
-    zcall_msg(zc, req);
+    return zc;
+}
+
+/* zcall_start opens a call of |m| for session |zs| and sends |req|. */
+static struct zcall *zcall_start(struct zsess *zs, const struct qcall_method *m,
+                                 const ProtobufCMessage *req,
+                                 void (*on_msg)(struct zcall *, const uint8_t *, size_t),
+                                 void (*on_end)(struct zcall *, int, const char *),
+                                 struct zslot *slot, int32_t xid)
+{
+    struct zcall *zc = zcall_new(zs, m, on_msg, on_end, slot, xid);
+    if (zc != NULL)
+        zcall_msg(zc, req);
     return zc;
 }
 
@@ -333,6 +356,7 @@ static void renew(struct zsess *zs, bool force)
 }
 
 static void on_packet(zk_conn *c, const uint8_t *pkt, size_t len);
+static int add_id(struct zsess *zs, const char *scheme, const char *id);
 
 static void established(struct zsess *zs)
 {
@@ -479,6 +503,10 @@ static void on_connect(zk_conn *c, const struct zk_connect_req *req)
     zs->svc = z;
     zs->c = c;
     zk_conn_set_data(c, zs);
+    if (zk_conn_host(c)[0] != '\0' && add_id(zs, "ip", zk_conn_host(c)) != 0) {
+        zk_conn_close(c);
+        return;
+    }
     int64_t ours = zxid_now(z);
     if (req->last_zxid_seen > ours) {
         /* ZooKeeper's answer: the client has seen a newer state than this
@@ -523,6 +551,318 @@ static void revoke_end(struct zcall *zc, int status, const char *message)
     slot_answer(zs, zc->slot, zc->xid, 0, NULL, NULL);
 }
 
+static bool is_write(int32_t type)
+{
+    switch (type) {
+    case ZK_OP_CREATE:
+    case ZK_OP_CREATE2:
+    case ZK_OP_CREATE_CONTAINER:
+    case ZK_OP_CREATE_TTL:
+    case ZK_OP_DELETE:
+    case ZK_OP_SET_DATA:
+    case ZK_OP_SET_ACL:
+    case ZK_OP_CHECK:
+    case ZK_OP_MULTI:
+    case ZK_OP_SYNC:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static void run_deferred(struct zsess *zs);
+
+/* a write's log entry answered (e->out: i64 zxid, i32 err, the record) */
+static void write_msg(struct zcall *zc, const uint8_t *msg, size_t len)
+{
+    struct zsess *zs = zc->zs;
+    struct zslot *sl = zc->slot;
+    if (sl == NULL || sl->ready)
+        return;
+    struct jute_in in;
+    jute_in_init(&in, msg, len);
+    int64_t zxid = jute_get_long(&in);
+    int32_t err = jute_get_int(&in);
+    if (in.err != 0) {
+        zxid = zxid_now(zs->svc);
+        err = ZK_SYSTEMERROR;
+    }
+    struct jute_out o = {&sl->out, 0};
+    struct zk_reply_header h = {zc->xid, zxid, err};
+    jute_encode(&zk_rec_reply_header, &o, &h);
+    if (err == 0)
+        jute_put_raw(&o, in.p, jute_in_left(&in));
+    sl->ready = true;
+}
+
+static void write_end(struct zcall *zc, int status, const char *message)
+{
+    struct zsess *zs = zc->zs;
+    struct zslot *sl = zc->slot;
+    if (sl != NULL && !sl->ready) {
+        /* not applied: timed out, no leader, stopping */
+        log_info("zk", "session 0x%llx: a write failed: %s", (unsigned long long)zs->id,
+                 message != NULL ? message : "");
+        slot_answer(zs, sl, zc->xid,
+                    status == GRPC_STATUS_UNAVAILABLE || status == GRPC_STATUS_DEADLINE_EXCEEDED
+                        ? ZK_OPERATIONTIMEOUT
+                        : ZK_SYSTEMERROR,
+                    NULL, NULL);
+    } else {
+        slots_flush(zs);
+    }
+    if (zs->pending_writes > 0)
+        zs->pending_writes--;
+    run_deferred(zs);
+}
+
+static void write_on_message(qcall *call, const uint8_t *msg, size_t len)
+{
+    (void)call;
+    (void)msg;
+    (void)len;
+}
+
+/* the face's own method: writes are proposed directly (server_propose) */
+static const struct qcall_method zk_write_method = {"/quorum.ZooKeeper/Write", QCALL_UNARY,
+                                                    write_on_message, NULL,
+                                                    server_entry_call_closed};
+
+static void propose_write(struct zsess *zs, struct zslot *sl, int32_t xid, const uint8_t *pkt,
+                          size_t len)
+{
+    struct zsvc *z = zs->svc;
+    struct zcall *zc = zcall_new(zs, &zk_write_method, write_msg, write_end, sl, xid);
+    if (zc == NULL) {
+        slot_answer(zs, sl, xid, ZK_SYSTEMERROR, NULL, NULL);
+        return;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    Quorumzk__Write w = QUORUMZK__WRITE__INIT;
+    w.session = zs->id;
+    w.now_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    w.ids = zs->ids;
+    w.n_ids = zs->n_ids;
+    w.request.data = (uint8_t *)pkt;
+    w.request.len = len;
+    zs->pending_writes++;
+    server_propose_copy(z->s, zc->call, ENTRY_ZK_WRITE, &w.base);
+}
+
+static void who_am_i(struct zsess *zs, struct zslot *sl, int32_t xid)
+{
+    struct arena *a = &zs->svc->s->arena;
+    struct zk_client_info *ci = arena_alloc(a, sizeof(*ci) * (zs->n_ids ? zs->n_ids : 1));
+    size_t k = 0;
+    for (size_t i = 0; ci != NULL && i < zs->n_ids; i++) {
+        const char *w = zs->ids[i];
+        const char *colon = strchr(w, ':');
+        if (colon == NULL)
+            continue;
+        ci[k].scheme = (struct jute_bytes){(const uint8_t *)w, (int32_t)(colon - w)};
+        /* digest ids show the user only, as ZooKeeper's whoAmI */
+        const char *user = colon + 1;
+        size_t ul = strlen(user);
+        if (strncmp(w, "digest:", 7) == 0 && strchr(user, ':') != NULL)
+            ul = (size_t)(strchr(user, ':') - user);
+        ci[k].user = (struct jute_bytes){(const uint8_t *)user, (int32_t)ul};
+        k++;
+    }
+    struct zk_who_am_i_resp r = {{ci, (int32_t)k}};
+    slot_answer(zs, sl, xid, 0, &zk_rec_who_am_i_resp, &r);
+}
+
+static int add_id(struct zsess *zs, const char *scheme, const char *id)
+{
+    for (size_t i = 0; i < zs->n_ids; i++) {
+        const char *w = zs->ids[i];
+        size_t sl = strlen(scheme);
+        if (strncmp(w, scheme, sl) == 0 && w[sl] == ':' && strcmp(w + sl + 1, id) == 0)
+            return 0;
+    }
+    char **v = realloc(zs->ids, sizeof(*v) * (zs->n_ids + 1));
+    if (v == NULL)
+        return -ENOMEM;
+    zs->ids = v;
+    size_t n = strlen(scheme) + 1 + strlen(id) + 1;
+    char *e = malloc(n);
+    if (e == NULL)
+        return -ENOMEM;
+    snprintf(e, n, "%s:%s", scheme, id);
+    zs->ids[zs->n_ids++] = e;
+    return 0;
+}
+
+static void base64(const uint8_t *p, size_t n, char *out)
+{
+    static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t k = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) |
+                     (i + 2 < n ? p[i + 2] : 0);
+        out[k++] = t[(v >> 18) & 63];
+        out[k++] = t[(v >> 12) & 63];
+        out[k++] = i + 1 < n ? t[(v >> 6) & 63] : '=';
+        out[k++] = i + 2 < n ? t[v & 63] : '=';
+    }
+    out[k] = '\0';
+}
+
+/* addAuth: the digest scheme ("user:password" -> "user:base64(sha1(...))"),
+ * as ZooKeeper's DigestAuthenticationProvider; anything else fails the
+ * authentication and closes the connection, as ZooKeeper does */
+static void add_auth(struct zsess *zs, struct zslot *sl, const struct zk_request *req)
+{
+    const struct zk_auth_packet *ap = &req->u.auth;
+    char cred[1024];
+    if (ap->scheme.len == 6 && memcmp(ap->scheme.p, "digest", 6) == 0 && ap->auth.len > 0 &&
+        (size_t)ap->auth.len < sizeof(cred)) {
+        memcpy(cred, ap->auth.p, (size_t)ap->auth.len);
+        cred[ap->auth.len] = '\0';
+        char *colon = strchr(cred, ':');
+        if (colon != NULL) {
+            uint8_t d[20];
+            sha1(cred, strlen(cred), d);
+            char b64[32], id[1100];
+            base64(d, sizeof(d), b64);
+            snprintf(id, sizeof(id), "%.*s:%s", (int)(colon - cred), cred, b64);
+            if (add_id(zs, "digest", id) == 0) {
+                slot_answer(zs, sl, req->h.xid, 0, NULL, NULL);
+                return;
+            }
+        }
+    }
+    slot_answer(zs, sl, req->h.xid, ZK_AUTHFAILED, NULL, NULL);
+    sl->close_after = true; /* written already: close now */
+    zk_conn_close(zs->c);
+}
+
+/* handle serves one request now (its turn has come) */
+static void handle(struct zsess *zs, const uint8_t *pkt, size_t len)
+{
+    struct zsvc *z = zs->svc;
+    zk_conn *c = zs->c;
+    struct arena *a = &z->s->arena;
+    arena_reset(a);
+    struct zk_request req;
+    int rv = zk_request_decode(pkt, len, a, &req);
+    if (rv != 0 && rv != -ENOTSUP) {
+        log_warn("zk", "closing %s (session 0x%llx): malformed request", zk_conn_peer(c),
+                 (unsigned long long)zs->id);
+        zk_conn_close(c);
+        return;
+    }
+    struct zslot *sl = slot_new(zs);
+    if (sl == NULL) {
+        zk_conn_close(c);
+        return;
+    }
+    if (rv == -ENOTSUP) {
+        slot_answer(zs, sl, req.h.xid, ZK_UNIMPLEMENTED, NULL, NULL);
+        return;
+    }
+    int32_t type = req.h.type;
+    if (is_write(type)) {
+        propose_write(zs, sl, req.h.xid, pkt, len);
+        return;
+    }
+    if (zk_is_read(type)) {
+        struct buf out = {0};
+        struct zk_ids who = {(const char *const *)zs->ids, zs->n_ids};
+        rv = zk_read(z->s->kv, &req, zs->id, &who, a, &out);
+        if (rv != 0 || out.len < 4) {
+            buf_free(&out);
+            slot_answer(zs, sl, req.h.xid, ZK_SYSTEMERROR, NULL, NULL);
+            return;
+        }
+        int32_t err = (int32_t)((uint32_t)out.data[0] << 24 | (uint32_t)out.data[1] << 16 |
+                                (uint32_t)out.data[2] << 8 | out.data[3]);
+        struct jute_out o = {&sl->out, 0};
+        struct zk_reply_header h = {req.h.xid, zxid_now(z), err};
+        jute_encode(&zk_rec_reply_header, &o, &h);
+        if (err == 0)
+            jute_put_raw(&o, out.data + 4, out.len - 4);
+        buf_free(&out);
+        sl->ready = true;
+        slots_flush(zs);
+        return;
+    }
+    switch (type) {
+    case ZK_OP_PING:
+        slot_answer(zs, sl, req.h.xid, 0, NULL, NULL);
+        return;
+    case ZK_OP_AUTH:
+        add_auth(zs, sl, &req);
+        return;
+    case ZK_OP_WHO_AM_I:
+        who_am_i(zs, sl, req.h.xid);
+        return;
+    case ZK_OP_SET_WATCHES:
+    case ZK_OP_SET_WATCHES2:
+        /* watches are the next step (docs/zookeeper.md) */
+        slot_answer(zs, sl, req.h.xid, 0, NULL, NULL);
+        return;
+    case ZK_OP_CLOSE_SESSION: {
+        zs->closing = true;
+        Etcdserverpb__LeaseRevokeRequest r = ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
+        r.id = zs->id;
+        log_info("zk", "closing session 0x%llx of %s", (unsigned long long)zs->id,
+                 zk_conn_peer(c));
+        if (zcall_start(zs, z->m_revoke, &r.base, NULL, revoke_end, sl, req.h.xid) == NULL)
+            zk_conn_close(c);
+        return;
+    }
+    case ZK_OP_RECONFIG:
+        slot_answer(zs, sl, req.h.xid, ZK_RECONFIGDISABLED, NULL, NULL);
+        return;
+    default:
+        slot_answer(zs, sl, req.h.xid, ZK_UNIMPLEMENTED, NULL, NULL);
+        return;
+    }
+}
+
+static int defer(struct zsess *zs, const uint8_t *pkt, size_t len)
+{
+    struct zearly *e = malloc(sizeof(*e) + len);
+    if (e == NULL)
+        return -ENOMEM;
+    e->next = NULL;
+    e->len = len;
+    memcpy(e->data, pkt, len);
+    if (zs->deferred_tail != NULL)
+        zs->deferred_tail->next = e;
+    else
+        zs->deferred = e;
+    zs->deferred_tail = e;
+    return 0;
+}
+
+static int32_t type_of(const uint8_t *pkt, size_t len)
+{
+    if (len < 8)
+        return 0;
+    return (int32_t)((uint32_t)pkt[4] << 24 | (uint32_t)pkt[5] << 16 | (uint32_t)pkt[6] << 8 |
+                     pkt[7]);
+}
+
+/* run_deferred serves what waited, in order, until a read must wait for
+ * a write again */
+static void run_deferred(struct zsess *zs)
+{
+    while (zs->deferred != NULL && !zs->closing) {
+        struct zearly *e = zs->deferred;
+        int32_t t = type_of(e->data, e->len);
+        if (zs->pending_writes > 0 && !is_write(t))
+            return;
+        zs->deferred = e->next;
+        if (zs->deferred == NULL)
+            zs->deferred_tail = NULL;
+        handle(zs, e->data, e->len);
+        free(e);
+    }
+}
+
 static void on_packet(zk_conn *c, const uint8_t *pkt, size_t len)
 {
     struct zsess *zs = zk_conn_get_data(c);
@@ -546,45 +886,16 @@ static void on_packet(zk_conn *c, const uint8_t *pkt, size_t len)
         return;
     }
     z->packets_in++;
-    struct arena *a = &z->s->arena;
-    arena_reset(a);
-    struct zk_request req;
-    int rv = zk_request_decode(pkt, len, a, &req);
-    if (rv != 0 && rv != -ENOTSUP) {
-        log_warn("zk", "closing %s (session 0x%llx): malformed request", zk_conn_peer(c),
-                 (unsigned long long)zs->id);
-        zk_conn_close(c);
-        return;
-    }
     renew(zs, false);
-    struct zslot *sl = slot_new(zs);
-    if (sl == NULL) {
-        zk_conn_close(c);
-        return;
-    }
-    if (rv == -ENOTSUP) {
-        slot_answer(zs, sl, req.h.xid, ZK_UNIMPLEMENTED, NULL, NULL);
-        return;
-    }
-    switch (req.h.type) {
-    case ZK_OP_PING:
-        slot_answer(zs, sl, req.h.xid, 0, NULL, NULL);
-        return;
-    case ZK_OP_CLOSE_SESSION: {
-        zs->closing = true;
-        Etcdserverpb__LeaseRevokeRequest r = ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
-        r.id = zs->id;
-        log_info("zk", "closing session 0x%llx of %s", (unsigned long long)zs->id,
-                 zk_conn_peer(c));
-        if (zcall_start(zs, z->m_revoke, &r.base, NULL, revoke_end, sl, req.h.xid) == NULL)
+    int32_t t = type_of(pkt, len);
+    /* FIFO: behind anything waiting, and a read behind a write in flight
+     * (pings too: their answers keep their place) */
+    if (zs->deferred != NULL || (zs->pending_writes > 0 && !is_write(t))) {
+        if (defer(zs, pkt, len) != 0)
             zk_conn_close(c);
         return;
     }
-    default:
-        /* the operations come in the next steps (docs/zookeeper.md) */
-        slot_answer(zs, sl, req.h.xid, ZK_UNIMPLEMENTED, NULL, NULL);
-        return;
-    }
+    handle(zs, pkt, len);
 }
 
 static void on_close(zk_conn *c)
@@ -614,6 +925,14 @@ static void on_close(zk_conn *c)
         zs->early = e->next;
         free(e);
     }
+    while (zs->deferred != NULL) {
+        struct zearly *e = zs->deferred;
+        zs->deferred = e->next;
+        free(e);
+    }
+    for (size_t i = 0; i < zs->n_ids; i++)
+        free(zs->ids[i]);
+    free(zs->ids);
     free(zs);
 }
 
