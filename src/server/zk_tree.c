@@ -21,9 +21,8 @@
 #include "zk.pb-c.h"
 
 #define ZNODE_VERSION 1
-/* EphemeralType: what ephemeralOwner shows for containers and TTL nodes */
-#define CONTAINER_OWNER ((int64_t)0x8000000000000000ull)
-#define TTL_OWNER_BITS 0xff00000000000000ull
+/* the longest TTL (EphemeralType.TTL's 40 bits); containers and TTL
+ * nodes show ephemeralOwner 0 to clients, as Apache ZooKeeper 3.8 does */
 #define TTL_MAX 0xffffffffffull
 
 static const struct jute_field acl_vec_field = {"acl", JUTE_VECTOR, JUTE_RECORD, 0, &zk_rec_acl};
@@ -144,6 +143,10 @@ struct znode {
     struct jute_bytes data;
     int32_t cversion, num_children;
     int64_t pzxid;
+    /* children ever created: the next sequential name. Apache ZooKeeper
+     * 3.8 numbers sequential children by this count, not by cversion
+     * (which deletes advance too): seen against it, see test_zk.py */
+    int32_t seq;
     int64_t lease; /* the D key's lease (ephemerals: the session) */
     bool c_stored; /* the C key exists in the store */
 };
@@ -201,6 +204,7 @@ static int encode_c(struct buf *b, const struct znode *z)
     jute_put_int(&o, z->cversion);
     jute_put_long(&o, z->pzxid);
     jute_put_int(&o, z->num_children);
+    jute_put_int(&o, z->seq);
     return o.err;
 }
 
@@ -213,6 +217,7 @@ static int decode_c(const uint8_t *v, size_t n, struct znode *z)
     z->cversion = jute_get_int(&in);
     z->pzxid = jute_get_long(&in);
     z->num_children = jute_get_int(&in);
+    z->seq = jute_get_int(&in);
     return in.err != 0 ? QERR_CORRUPT : 0;
 }
 
@@ -228,10 +233,6 @@ static void stat_of(const struct znode *z, struct zk_stat *st)
     st->aversion = z->aversion;
     if (is_ephemeral(z->mode))
         st->ephemeral_owner = z->owner;
-    else if (z->mode == ZK_MODE_CONTAINER)
-        st->ephemeral_owner = CONTAINER_OWNER;
-    else if (is_ttl(z->mode))
-        st->ephemeral_owner = (int64_t)(TTL_OWNER_BITS | ((uint64_t)z->ttl & TTL_MAX));
     st->data_length = z->data.len > 0 ? z->data.len : 0;
     st->num_children = z->num_children;
     st->pzxid = z->pzxid;
@@ -496,7 +497,10 @@ static int op_create(struct ztx *x, int32_t type, const struct zk_create_req *r,
         return ZK_BADARGUMENTS;
     if (ttl_mode && (type != ZK_OP_CREATE_TTL || r->ttl <= 0 || (uint64_t)r->ttl > TTL_MAX))
         return ZK_BADARGUMENTS;
-    if (r->path.len <= 0 || !zk_path_valid(r->path.p, (size_t)r->path.len, seq))
+    /* ZooKeeper's order: a path without '/' or with NUL, the ACL, the
+     * parent (so "/a//b" is NONODE), the permission, then the whole path */
+    if (r->path.len <= 0 || r->path.p[0] != '/' ||
+        memchr(r->path.p, 0, (size_t)r->path.len) != NULL)
         return ZK_BADARGUMENTS;
     struct jute_vec acl;
     int err = fixup_acl(r->acl, x->who, x->a, &acl);
@@ -518,9 +522,11 @@ static int op_create(struct ztx *x, int32_t type, const struct zk_create_req *r,
         if (np == NULL)
             return ZK_SYSTEMERROR;
         memcpy(np, r->path.p, n);
-        n += (size_t)snprintf((char *)np + n, 12, "%010d", parent->z.cversion);
+        n += (size_t)snprintf((char *)np + n, 12, "%010d", parent->z.seq);
         path = np;
     }
+    if (!zk_path_valid(path, n, false))
+        return ZK_BADARGUMENTS;
     if (n == 1)
         return ZK_NODEEXISTS; /* "/" */
     struct zover *o = get(x, path, n);
@@ -549,6 +555,7 @@ static int op_create(struct ztx *x, int32_t type, const struct zk_create_req *r,
     o->d_dirty = o->c_dirty = true;
     o->deleted = false;
     parent->z.cversion++;
+    parent->z.seq++;
     parent->z.num_children++;
     parent->z.pzxid = x->zxid;
     parent->c_dirty = true;
@@ -652,6 +659,36 @@ static int op_set_acl(struct ztx *x, const struct zk_set_acl_req *r, struct zk_s
     return 0;
 }
 
+/* ensure_system_nodes: /zookeeper, /zookeeper/config and /zookeeper/quota
+ * exist as in ZooKeeper; made by the first ZooKeeper write (before it,
+ * "/" lists no children) */
+static void ensure_system_nodes(struct ztx *x)
+{
+    static const char *const paths[] = {"/zookeeper", "/zookeeper/config", "/zookeeper/quota"};
+    static const struct zk_acl open = {ZK_PERM_ALL,
+                                       {{(const uint8_t *)"world", 5},
+                                        {(const uint8_t *)"anyone", 6}}};
+    struct zover *sys = get(x, (const uint8_t *)paths[0], strlen(paths[0]));
+    if (sys == NULL || sys->z.exists)
+        return;
+    for (size_t i = 0; i < 3; i++) {
+        size_t n = strlen(paths[i]);
+        struct zover *o = get(x, (const uint8_t *)paths[i], n);
+        struct zover *parent = get(x, (const uint8_t *)paths[i], parent_len((const uint8_t *)paths[i], n));
+        if (o == NULL || parent == NULL)
+            return;
+        struct znode *z = &o->z;
+        memset(z, 0, sizeof(*z));
+        z->exists = true;
+        z->czxid = z->mzxid = z->pzxid = x->zxid;
+        z->acl = (struct jute_vec){(void *)&open, 1};
+        z->data = (struct jute_bytes){NULL, 0};
+        o->d_dirty = o->c_dirty = true;
+        parent->z.num_children++; /* as ZooKeeper's: no cversion change */
+        parent->c_dirty = true;
+    }
+}
+
 /* one write operation: 0 or its ZooKeeper error; |res| gets its result */
 static int run_op(struct ztx *x, int32_t type, const void *body, struct zk_multi_result *res)
 {
@@ -713,7 +750,7 @@ static int write_overlay(struct ztx *x)
          * comes: written only for nodes that had a child change */
         if (rv == 0 && o->c_dirty &&
             (o->c_stale || !(o->d_dirty && o->z.num_children == 0 && o->z.cversion == 0 &&
-                             o->z.pzxid == o->z.czxid))) {
+                             o->z.seq == 0 && o->z.pzxid == o->z.czxid))) {
             buf_reset(&b);
             uint8_t *k = node_key(x->a, 'C', o->path, o->n, &kl);
             rv = k == NULL ? -ENOMEM : encode_c(&b, &o->z);
@@ -756,6 +793,7 @@ int server_zk_apply(struct server *s, struct entry *e)
     struct buf body = {0};
     struct jute_out bo = {&body, 0};
     int32_t type = req.h.type;
+    ensure_system_nodes(&x);
     if (type == ZK_OP_MULTI) {
         size_t n = req.n_multi;
         struct zk_multi_result *res = n ? arena_alloc(a, sizeof(*res) * n) : NULL;

@@ -1,7 +1,9 @@
 """The ZooKeeper face (docs/zookeeper.md): connect, session timeout
 negotiation, ping, reconnect with the session's id and password, a wrong
 password, closeSession, expiry, the connect refusals and the four-letter
-words, over the raw jute protocol and with kazoo.
+words; the operations (every create mode, versions, ZooKeeper's errors,
+multi, ACLs with digest auth, the Stat's fields, FIFO order of pipelined
+requests, multiRead), over the raw jute protocol, with kazoo and zkCli.
 
 TARGET=quorum (default) runs it against quorum started with
 --listen-zk-urls; TARGET=zookeeper against Apache ZooKeeper 3.8 (Debian's
@@ -284,6 +286,311 @@ class Kazoo(unittest.TestCase):
                  what="kazoo notices its session closed elsewhere")
         zk.stop()
         zk.close()
+
+
+def jpath(p):
+    return jstr(p.encode())
+
+
+def unpack_stat(b):
+    f = struct.unpack(">qqqqiiiqiiq", b[:68])
+    keys = ("czxid", "mzxid", "ctime", "mtime", "version", "cversion", "aversion",
+            "ephemeralOwner", "dataLength", "numChildren", "pzxid")
+    return dict(zip(keys, f))
+
+
+def kz():
+    from kazoo.client import KazooClient
+    c = KazooClient(hosts="%s:%d" % SERVER, timeout=10)
+    c.start(timeout=15)
+    return c
+
+
+def err_name(f):
+    try:
+        f()
+    except Exception as e:  # noqa: BLE001
+        return type(e).__name__
+    return "ok"
+
+
+class Operations(unittest.TestCase):
+    def test_kazoo_operations_and_errors(self):
+        zk = kz()
+        try:
+            zk.ensure_path("/ops/b")
+            self.assertEqual(zk.create("/ops/b/c", b"hello"), "/ops/b/c")
+            self.assertEqual(zk.create("/ops/seq-", b"", sequence=True), "/ops/seq-0000000001")
+            self.assertEqual(zk.create("/ops/seq-", b"", sequence=True), "/ops/seq-0000000002")
+            self.assertEqual(zk.create("/ops/eph", b"x", ephemeral=True), "/ops/eph")
+            d, st = zk.get("/ops/b/c")
+            self.assertEqual((d, st.version, st.dataLength, st.numChildren), (b"hello", 0, 5, 0))
+            self.assertEqual(zk.set("/ops/b/c", b"world", version=0).version, 1)
+            self.assertEqual(err_name(lambda: zk.set("/ops/b/c", b"x", version=0)),
+                             "BadVersionError")
+            self.assertEqual(sorted(zk.get_children("/ops")),
+                             ["b", "eph", "seq-0000000001", "seq-0000000002"])
+            st = zk.exists("/ops")
+            self.assertEqual((st.numChildren, st.cversion), (4, 4))
+            self.assertIsNone(zk.exists("/nope"))
+            self.assertEqual(err_name(lambda: zk.delete("/ops")), "NotEmptyError")
+            self.assertEqual(err_name(lambda: zk.create("/ops/eph/x", b"")),
+                             "NoChildrenForEphemeralsError")
+            self.assertEqual(err_name(lambda: zk.create("/x/y", b"")), "NoNodeError")
+            self.assertEqual(err_name(lambda: zk.create("/ops/b/c", b"")), "NodeExistsError")
+            self.assertEqual(err_name(lambda: zk.delete("/ops/b/c", version=7)),
+                             "BadVersionError")
+            self.assertEqual(err_name(lambda: zk.get("/ops/none")), "NoNodeError")
+            # a deleted node's name is free again; sequence numbers go on,
+            # counting the children created (ZooKeeper 3.8: not cversion,
+            # which deletes advance too)
+            zk.delete("/ops/seq-0000000001")
+            self.assertEqual(zk.exists("/ops").cversion, 5)
+            self.assertEqual(zk.create("/ops/seq-", b"", sequence=True), "/ops/seq-0000000004")
+            zk.delete("/ops/eph")
+            self.assertEqual(zk.create("/ops/seq-", b"", sequence=True), "/ops/seq-0000000005")
+            zk.delete("/ops", recursive=True)
+            self.assertIsNone(zk.exists("/ops"))
+        finally:
+            zk.stop()
+            zk.close()
+
+    def test_multi_atomic(self):
+        zk = kz()
+        try:
+            zk.create("/m", b"0")
+            t = zk.transaction()
+            t.create("/m/t1", b"1")
+            t.check("/m", 0)
+            t.set_data("/m", b"v")
+            t.delete("/m/t1")
+            r = t.commit()
+            self.assertEqual(r[0], "/m/t1")
+            self.assertEqual((r[1], r[3]), (True, True))
+            self.assertEqual(r[2].version, 1)
+            # one zxid for the whole multi
+            self.assertEqual(zk.exists("/m").mzxid, r[2].mzxid)
+            t = zk.transaction()
+            t.create("/m/t2", b"1")
+            t.create("/m", b"dup")
+            t.create("/m/t3", b"")
+            r = t.commit()
+            self.assertEqual([type(x).__name__ for x in r],
+                             ["RolledBackError", "NodeExistsError", "RuntimeInconsistency"])
+            self.assertIsNone(zk.exists("/m/t2"))
+            self.assertEqual(zk.get("/m")[0], b"v")
+            zk.delete("/m", recursive=True)
+        finally:
+            zk.stop()
+            zk.close()
+
+    def test_acls_and_digest_auth(self):
+        from kazoo.security import make_digest_acl
+        zk = kz()
+        other = kz()
+        try:
+            zk.add_auth("digest", "user:pw")
+            zk.create("/secret", b"s", acl=[make_digest_acl("user", "pw", all=True)])
+            acl = zk.get_acls("/secret")[0]
+            self.assertEqual([(a.perms, a.id.scheme, a.id.id) for a in acl],
+                             [(31, "digest", "user:2Om+GBbT2q/tS6pdvACZbbm7/1A=")])
+            self.assertEqual(err_name(lambda: other.get("/secret")), "NoAuthError")
+            self.assertEqual(err_name(lambda: other.set("/secret", b"")), "NoAuthError")
+            self.assertEqual(err_name(lambda: other.create("/secret/x", b"")), "NoAuthError")
+            self.assertEqual(zk.get("/secret")[0], b"s")
+            # read-only for everyone, all for the user
+            zk.set_acls("/secret", [make_digest_acl("user", "pw", all=True),
+                                    make_digest_acl("x", "y", read=True)])
+            self.assertEqual(zk.get_acls("/secret")[1].aversion, 1)
+            self.assertEqual(err_name(lambda: zk.set_acls("/secret", [], version=0)),
+                             "InvalidACLError")
+            from kazoo.security import ACL, Id
+            self.assertEqual(err_name(lambda: zk.create("/bad", b"",
+                                                        acl=[ACL(31, Id("world", "someone"))])),
+                             "InvalidACLError")
+            other.add_auth("digest", "x:y")
+            self.assertEqual(other.get("/secret")[0], b"s")
+            self.assertEqual(err_name(lambda: other.set("/secret", b"")), "NoAuthError")
+            zk.delete("/secret")
+        finally:
+            zk.stop()
+            zk.close()
+            other.stop()
+            other.close()
+
+    def test_stat_fields(self):
+        zk = kz()
+        try:
+            zk.create("/st", b"")
+            p0 = zk.exists("/st")
+            self.assertEqual((p0.czxid, p0.pzxid), (p0.mzxid, p0.czxid))
+            self.assertEqual(p0.ephemeralOwner, 0)
+            zk.create("/st/c", b"abc")
+            c = zk.exists("/st/c")
+            p1 = zk.exists("/st")
+            self.assertGreater(c.czxid, p0.czxid)
+            self.assertEqual(p1.pzxid, c.czxid)       # the last child change
+            self.assertEqual(p1.mzxid, p0.mzxid)      # a child is not a data change
+            self.assertEqual((p1.cversion, p1.numChildren), (1, 1))
+            s2 = zk.set("/st/c", b"abcd")
+            self.assertGreater(s2.mzxid, c.mzxid)
+            self.assertEqual((s2.czxid, s2.ctime, s2.dataLength), (c.czxid, c.ctime, 4))
+            self.assertGreaterEqual(s2.mtime, c.mtime)
+            zk.create("/st/e", b"", ephemeral=True)
+            self.assertEqual(zk.exists("/st/e").ephemeralOwner, zk.client_id[0])
+            zk.delete("/st/c")
+            p2 = zk.exists("/st")
+            self.assertEqual((p2.cversion, p2.numChildren), (3, 1))
+            self.assertGreater(p2.pzxid, p1.pzxid)
+            zk.delete("/st", recursive=True)
+        finally:
+            zk.stop()
+            zk.close()
+
+    def test_ephemeral_goes_with_its_session(self):
+        zk = kz()
+        watcher = kz()
+        try:
+            zk.create("/eph-owner", b"", ephemeral=True)
+            self.assertIsNotNone(watcher.exists("/eph-owner"))
+            zk.stop()  # closeSession
+            wait_for(lambda: watcher.exists("/eph-owner") is None, 20,
+                     what="the ephemeral gone with its session")
+        finally:
+            zk.close()
+            watcher.stop()
+            watcher.close()
+
+
+class RawOperations(unittest.TestCase):
+    def test_pipelined_requests_answered_in_order(self):
+        # a read sent right behind a write, before its answer, sees the
+        # write (ZooKeeper's FIFO client order), and answers keep the order
+        c = Raw()
+        c.connect()
+        acl = struct.pack(">i", 1) + struct.pack(">i", 31) + jpath("world") + jpath("anyone")
+        reqs = b""
+        for i in range(5):
+            body = jpath("/fifo%d" % i) + jstr(b"v%d" % i) + acl + struct.pack(">i", 0)
+            pkt = struct.pack(">ii", 100 + 2 * i, 1) + body
+            reqs += struct.pack(">i", len(pkt)) + pkt
+            pkt = struct.pack(">ii", 101 + 2 * i, 4) + jpath("/fifo%d" % i) + b"\0"
+            reqs += struct.pack(">i", len(pkt)) + pkt
+        c.s.sendall(reqs)
+        last = 0
+        for i in range(10):
+            p = c.recv_packet()
+            xid, zxid, err = struct.unpack(">iqi", p[:16])
+            self.assertEqual((xid, err), (100 + i, 0))
+            self.assertGreaterEqual(zxid, last)
+            last = zxid
+            if i % 2 == 1:
+                n = struct.unpack(">i", p[16:20])[0]
+                self.assertEqual(p[20:20 + n], b"v%d" % (i // 2))
+        for i in range(5):
+            r = c.request(200 + i, 2, jpath("/fifo%d" % i) + struct.pack(">i", -1))
+            self.assertEqual(r["err"], 0)
+        c.close()
+
+    def test_create_modes_and_counts(self):
+        c = Raw()
+        c.connect()
+        acl = struct.pack(">i", 1) + struct.pack(">i", 31) + jpath("world") + jpath("anyone")
+
+        def create(path, flags, op=15, ttl=None):
+            body = jpath(path) + jstr(b"d") + acl + struct.pack(">i", flags)
+            if ttl is not None:
+                body += struct.pack(">q", ttl)
+            return c.request(1, op, body)
+        r = create("/modes", 0)
+        self.assertEqual(r["err"], 0)
+        n = struct.unpack(">i", r["body"][:4])[0]
+        self.assertEqual(r["body"][4:4 + n], b"/modes")
+        st = unpack_stat(r["body"][4 + n:])
+        self.assertEqual((st["czxid"], st["mzxid"], st["pzxid"]), (r["zxid"],) * 3)
+        # container (createContainer, 19): ephemeralOwner 0 (ZooKeeper 3.8)
+        r = create("/modes/cont", 4, op=19)
+        self.assertEqual(r["err"], 0)
+        n = struct.unpack(">i", r["body"][:4])[0]
+        self.assertEqual(unpack_stat(r["body"][4 + n:])["ephemeralOwner"], 0)
+        # TTL (createTTL, 21): ephemeralOwner 0 too
+        r = create("/modes/ttl", 5, op=21, ttl=5000)
+        self.assertEqual(r["err"], 0)
+        n = struct.unpack(">i", r["body"][:4])[0]
+        self.assertEqual(unpack_stat(r["body"][4 + n:])["ephemeralOwner"], 0)
+        self.assertEqual(create("/modes/ttl2", 5, op=21, ttl=0)["err"], -8)   # BADARGUMENTS
+        self.assertEqual(create("/modes/ttl3", 0, op=21, ttl=100)["err"], -8)
+        self.assertEqual(create("/modes/eph", 1)["err"], 0)
+        self.assertEqual(create("/modes/cont/x", 0)["err"], 0)
+        self.assertEqual(create("bad", 0)["err"], -8)
+        self.assertEqual(create("/modes/", 0)["err"], -8)
+        # the parent is looked up before the whole path is checked: "/modes/"
+        # and "/modes/." do not exist (NONODE); "/modes/." itself is invalid
+        self.assertEqual(create("/modes//x", 0)["err"], -101)
+        self.assertEqual(create("/modes/./x", 0)["err"], -101)
+        self.assertEqual(create("/modes/.", 0)["err"], -8)
+        self.assertEqual(create("/modes/..", 0)["err"], -8)
+        # getAllChildrenNumber (104): every node below
+        r = c.request(2, 104, jpath("/modes"))
+        self.assertEqual((r["err"], struct.unpack(">i", r["body"])[0]), (0, 4))
+        self.assertEqual(c.request(2, 104, jpath("/nope"))["err"], -101)
+        # getEphemerals (103): this session's, under a prefix
+        r = c.request(3, 103, jpath("/modes"))
+        self.assertEqual(r["err"], 0)
+        cnt = struct.unpack(">i", r["body"][:4])[0]
+        n = struct.unpack(">i", r["body"][4:8])[0]
+        self.assertEqual((cnt, r["body"][8:8 + n]), (1, b"/modes/eph"))
+        # multiRead (22): getData and getChildren, each with its own result
+        mr = (struct.pack(">i?i", 4, False, -1) + jpath("/modes") + b"\0"
+              + struct.pack(">i?i", 8, False, -1) + jpath("/modes/cont") + b"\0"
+              + struct.pack(">i?i", 4, False, -1) + jpath("/missing") + b"\0"
+              + struct.pack(">i?i", -1, True, -1))
+        r = c.request(4, 22, mr)
+        self.assertEqual(r["err"], 0)
+        b = r["body"]
+        t, done, e = struct.unpack(">i?i", b[:9])
+        self.assertEqual((t, done, e), (4, False, 0))
+        n = struct.unpack(">i", b[9:13])[0]
+        self.assertEqual(b[13:13 + n], b"d")
+        b = b[13 + n + 68:]
+        t, done, e = struct.unpack(">i?i", b[:9])
+        self.assertEqual((t, e), (8, 0))
+        cnt = struct.unpack(">i", b[9:13])[0]
+        n = struct.unpack(">i", b[13:17])[0]
+        self.assertEqual((cnt, b[17:17 + n]), (1, b"x"))
+        b = b[17 + n:]
+        t, done, e = struct.unpack(">i?i", b[:9])
+        self.assertEqual((t, e), (-1, -101))
+        self.assertEqual(struct.unpack(">i", b[9:13])[0], -101)
+        self.assertEqual(struct.unpack(">i?i", b[13:22]), (-1, True, -1))
+        c.close()
+        zk = kz()
+        zk.delete("/modes", recursive=True)
+        zk.stop()
+        zk.close()
+
+
+class ZkCli(unittest.TestCase):
+    def test_zkcli_drives_the_basic_commands(self):
+        cli = "/usr/share/zookeeper/bin/zkCli.sh"
+        if not os.path.exists(cli):
+            self.skipTest("zkCli not installed")
+        cmds = ["create /cli data", "create -s /cli/s- x", "create -e /cli/e y",
+                "get /cli", "set /cli more", "get /cli", "stat /cli", "ls /cli",
+                "getAllChildrenNumber /cli", "delete /cli", "deleteall /cli", "ls /",
+                "quit"]
+        r = subprocess.run([cli, "-server", "%s:%d" % SERVER], input="\n".join(cmds) + "\n",
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=120)
+        out = r.stdout
+        for want in ("Created /cli\n", "Created /cli/s-0000000000\n", "Created /cli/e\n",
+                     "data\n", "more\n", "dataVersion = 1\n", "numChildren = 2\n",
+                     "[e, s-0000000000]\n", "\n2\n",
+                     "Node not empty: /cli\n"):
+            self.assertIn(want, out, out[-3000:])
+        lists = [ln for ln in out.splitlines() if ln.startswith("[")]
+        self.assertIn("zookeeper", lists[-1])  # ls / after deleteall
+        self.assertNotIn("cli", lists[-1])
 
 
 if __name__ == "__main__":
