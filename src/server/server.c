@@ -235,6 +235,8 @@ static void on_change(enum mvcc_event_type type, const struct mvcc_kv *kv,
 {
     struct server *s = arg;
     watch_hub_observe(type, kv, prev, s->watches);
+    if (s->zk != NULL)
+        server_zk_observe(s, type, kv, prev); /* ZooKeeper watches */
     if (prev != NULL && prev->lease != 0 && (type == MVCC_EVENT_DELETE || prev->lease != kv->lease))
         lessor_detach(s->leases, prev->lease, prev->key, prev->key_len);
     if (type == MVCC_EVENT_PUT && kv->lease != 0 &&

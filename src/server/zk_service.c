@@ -105,7 +105,21 @@ struct zsess {
     size_t n_ids;
 };
 
+/* A watch of a connection (ZooKeeper's WatchManager: data watches from
+ * getData and exists, child watches from getChildren, one-shot; and
+ * addWatch's persistent and persistent recursive ones). */
+enum { W_DATA = 1, W_CHILD = 2, W_PERSISTENT = 4, W_RECURSIVE = 8 };
+struct zwatch {
+    struct zwatch *next;
+    struct zsess *zs;
+    unsigned kind;
+    size_t n;
+    uint8_t path[];
+};
+
 struct zsvc {
+    struct zwatch *watches;
+    size_t n_watches;
     struct server *s;
     zk_listener *l;
     uv_check_t reaper;
@@ -551,6 +565,193 @@ static void revoke_end(struct zcall *zc, int status, const char *message)
     slot_answer(zs, zc->slot, zc->xid, 0, NULL, NULL);
 }
 
+/* ---- watches ---- */
+
+static struct zwatch *watch_find(struct zsvc *z, struct zsess *zs, const uint8_t *p, size_t n,
+                                 unsigned kind)
+{
+    for (struct zwatch *w = z->watches; w != NULL; w = w->next)
+        if (w->zs == zs && w->kind == kind && w->n == n && memcmp(w->path, p, n) == 0)
+            return w;
+    return NULL;
+}
+
+static void watch_add(struct zsess *zs, const uint8_t *p, size_t n, unsigned kind)
+{
+    struct zsvc *z = zs->svc;
+    if (watch_find(z, zs, p, n, kind) != NULL)
+        return;
+    struct zwatch *w = malloc(sizeof(*w) + n);
+    if (w == NULL)
+        return;
+    w->zs = zs;
+    w->kind = kind;
+    w->n = n;
+    memcpy(w->path, p, n);
+    w->next = z->watches;
+    z->watches = w;
+    z->n_watches++;
+}
+
+/* watch_remove drops |zs|'s watches of |kinds| on |p| (all paths when p
+ * is NULL); the number dropped */
+static size_t watch_remove(struct zsvc *z, struct zsess *zs, const uint8_t *p, size_t n,
+                           unsigned kinds)
+{
+    size_t k = 0;
+    for (struct zwatch **pp = &z->watches; *pp != NULL;) {
+        struct zwatch *w = *pp;
+        if (w->zs == zs && (w->kind & kinds) &&
+            (p == NULL || (w->n == n && memcmp(w->path, p, n) == 0))) {
+            *pp = w->next;
+            free(w);
+            z->n_watches--;
+            k++;
+        } else {
+            pp = &w->next;
+        }
+    }
+    return k;
+}
+
+static void notify(struct zsess *zs, int32_t type, const uint8_t *p, size_t n)
+{
+    struct buf b = {0};
+    struct jute_out o = {&b, 0};
+    struct zk_reply_header h = {ZK_XID_NOTIFICATION, -1, 0};
+    struct zk_watcher_event ev = {type, ZK_STATE_SYNC_CONNECTED, {p, (int32_t)n}};
+    jute_encode(&zk_rec_reply_header, &o, &h);
+    jute_encode(&zk_rec_watcher_event, &o, &ev);
+    if (o.err == 0 && zk_conn_send(zs->c, b.data, b.len) == 0)
+        zs->svc->packets_out++;
+    buf_free(&b);
+}
+
+/* fire sends |type| for |p| to every watch of |kinds| on |p| (and to
+ * persistent watches on it, and recursive ones above it unless |type| is
+ * NodeChildrenChanged); one-shot watches go, each session once */
+static void fire(struct zsvc *z, int32_t type, const uint8_t *p, size_t n, unsigned kinds)
+{
+    struct zsess *told[64];
+    size_t nt = 0;
+    for (struct zwatch **pp = &z->watches; *pp != NULL;) {
+        struct zwatch *w = *pp;
+        bool match = false, drop = false;
+        if ((w->kind & kinds) && w->n == n && memcmp(w->path, p, n) == 0) {
+            match = true;
+            drop = true;
+        } else if (w->kind == W_PERSISTENT && w->n == n && memcmp(w->path, p, n) == 0) {
+            match = true;
+        } else if (w->kind == W_RECURSIVE && type != ZK_EVENT_NODE_CHILDREN_CHANGED &&
+                   (w->n == n ? memcmp(w->path, p, n) == 0
+                              : w->n < n && memcmp(w->path, p, w->n) == 0 &&
+                                    (w->n == 1 || p[w->n] == '/'))) {
+            match = true;
+        }
+        if (match) {
+            bool again = false;
+            for (size_t i = 0; i < nt; i++)
+                again |= told[i] == w->zs;
+            if (!again) {
+                notify(w->zs, type, p, n);
+                if (nt < 64)
+                    told[nt++] = w->zs;
+            }
+        }
+        if (drop) {
+            *pp = w->next;
+            free(w);
+            z->n_watches--;
+        } else {
+            pp = &w->next;
+        }
+    }
+}
+
+void server_zk_observe(struct server *s, int type, const struct mvcc_kv *kv,
+                       const struct mvcc_kv *prev)
+{
+    struct zsvc *z = s->zk;
+    if (z == NULL || z->watches == NULL)
+        return;
+    const uint8_t *p;
+    size_t n;
+    enum zk_change c = zk_tree_change(type, kv, prev, &p, &n);
+    if (c == ZK_CHANGE_NONE)
+        return;
+    /* the parent's path: everything before the last '/' ("/" for "/a") */
+    size_t pl = n;
+    while (pl > 0 && p[pl - 1] != '/')
+        pl--;
+    pl = pl <= 1 ? 1 : pl - 1;
+    switch (c) {
+    case ZK_CHANGE_CREATED:
+        fire(z, ZK_EVENT_NODE_CREATED, p, n, W_DATA);
+        fire(z, ZK_EVENT_NODE_CHILDREN_CHANGED, p, pl, W_CHILD);
+        break;
+    case ZK_CHANGE_DELETED:
+        fire(z, ZK_EVENT_NODE_DELETED, p, n, W_DATA | W_CHILD);
+        fire(z, ZK_EVENT_NODE_CHILDREN_CHANGED, p, pl, W_CHILD);
+        break;
+    case ZK_CHANGE_DATA:
+        fire(z, ZK_EVENT_NODE_DATA_CHANGED, p, n, W_DATA);
+        break;
+    default:
+        break;
+    }
+}
+
+/* setWatches(2) on reconnect, as ZooKeeper's DataTree.setWatches: what
+ * changed since |rel| fires now, the rest is armed */
+static void set_watches(struct zsess *zs, const struct zk_set_watches *sw)
+{
+    struct zsvc *z = zs->svc;
+    struct arena *a = &z->s->arena;
+    const struct jute_vec *lists[5] = {&sw->data, &sw->exist, &sw->child, &sw->persistent,
+                                       &sw->persistent_recursive};
+    for (int l = 0; l < 5; l++) {
+        const struct jute_bytes *v = lists[l]->v;
+        for (int32_t i = 0; i < lists[l]->n; i++) {
+            const uint8_t *p = v[i].p;
+            size_t n = v[i].len > 0 ? (size_t)v[i].len : 0;
+            bool exists = false;
+            int64_t mzxid = 0, pzxid = 0;
+            if (n == 0 || zk_node_info(z->s->kv, p, n, a, &exists, &mzxid, &pzxid) != 0)
+                continue;
+            switch (l) {
+            case 0:
+                if (!exists)
+                    notify(zs, ZK_EVENT_NODE_DELETED, p, n);
+                else if (mzxid > sw->relative_zxid)
+                    notify(zs, ZK_EVENT_NODE_DATA_CHANGED, p, n);
+                else
+                    watch_add(zs, p, n, W_DATA);
+                break;
+            case 1:
+                if (exists)
+                    notify(zs, ZK_EVENT_NODE_CREATED, p, n);
+                else
+                    watch_add(zs, p, n, W_DATA);
+                break;
+            case 2:
+                if (!exists)
+                    notify(zs, ZK_EVENT_NODE_DELETED, p, n);
+                else if (pzxid > sw->relative_zxid)
+                    notify(zs, ZK_EVENT_NODE_CHILDREN_CHANGED, p, n);
+                else
+                    watch_add(zs, p, n, W_CHILD);
+                break;
+            case 3:
+                watch_add(zs, p, n, W_PERSISTENT);
+                break;
+            default:
+                watch_add(zs, p, n, W_RECURSIVE);
+                break;
+            }
+        }
+    }
+}
+
 static bool is_write(int32_t type)
 {
     switch (type) {
@@ -778,6 +979,15 @@ static void handle(struct zsess *zs, const uint8_t *pkt, size_t len)
         }
         int32_t err = (int32_t)((uint32_t)out.data[0] << 24 | (uint32_t)out.data[1] << 16 |
                                 (uint32_t)out.data[2] << 8 | out.data[3]);
+        /* the watch flag: exists arms a watch whether the node exists or
+         * not, getData and getChildren only when they succeed */
+        if ((type == ZK_OP_EXISTS || type == ZK_OP_GET_DATA || type == ZK_OP_GET_CHILDREN ||
+             type == ZK_OP_GET_CHILDREN2) &&
+            req.u.pw.watch && req.u.pw.path.len > 0 &&
+            (err == 0 || (type == ZK_OP_EXISTS && err == ZK_NONODE)))
+            watch_add(zs, req.u.pw.path.p, (size_t)req.u.pw.path.len,
+                      type == ZK_OP_GET_CHILDREN || type == ZK_OP_GET_CHILDREN2 ? W_CHILD
+                                                                                : W_DATA);
         struct jute_out o = {&sl->out, 0};
         struct zk_reply_header h = {req.h.xid, zxid_now(z), err};
         jute_encode(&zk_rec_reply_header, &o, &h);
@@ -800,9 +1010,40 @@ static void handle(struct zsess *zs, const uint8_t *pkt, size_t len)
         return;
     case ZK_OP_SET_WATCHES:
     case ZK_OP_SET_WATCHES2:
-        /* watches are the next step (docs/zookeeper.md) */
+        set_watches(zs, &req.u.sw);
         slot_answer(zs, sl, req.h.xid, 0, NULL, NULL);
         return;
+    case ZK_OP_ADD_WATCH: {
+        const struct zk_path_int *r = &req.u.pi;
+        if (r->path.len <= 0 || !zk_path_valid(r->path.p, (size_t)r->path.len, false) ||
+            (r->n != ZK_ADD_WATCH_PERSISTENT && r->n != ZK_ADD_WATCH_PERSISTENT_RECURSIVE)) {
+            slot_answer(zs, sl, req.h.xid, ZK_BADARGUMENTS, NULL, NULL);
+            return;
+        }
+        watch_add(zs, r->path.p, (size_t)r->path.len,
+                  r->n == ZK_ADD_WATCH_PERSISTENT ? W_PERSISTENT : W_RECURSIVE);
+        struct zk_int ok = {0};
+        slot_answer(zs, sl, req.h.xid, 0, &zk_rec_error_resp, &ok);
+        return;
+    }
+    case ZK_OP_REMOVE_WATCHES:
+    case ZK_OP_CHECK_WATCHES: {
+        const struct zk_path_int *r = &req.u.pi;
+        unsigned kinds = r->n == ZK_WATCHER_CHILDREN ? W_CHILD
+                         : r->n == ZK_WATCHER_DATA   ? W_DATA
+                                                     : W_DATA | W_CHILD | W_PERSISTENT | W_RECURSIVE;
+        size_t n = r->path.len > 0 ? (size_t)r->path.len : 0;
+        size_t k = 0;
+        if (type == ZK_OP_REMOVE_WATCHES) {
+            k = watch_remove(z, zs, r->path.p, n, kinds);
+        } else {
+            for (struct zwatch *w = z->watches; w != NULL; w = w->next)
+                k += w->zs == zs && (w->kind & kinds) && w->n == n &&
+                     memcmp(w->path, r->path.p, n) == 0;
+        }
+        slot_answer(zs, sl, req.h.xid, k > 0 ? 0 : ZK_NOWATCHER, NULL, NULL);
+        return;
+    }
     case ZK_OP_CLOSE_SESSION: {
         zs->closing = true;
         Etcdserverpb__LeaseRevokeRequest r = ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
@@ -905,6 +1146,7 @@ static void on_close(zk_conn *c)
     if (zs == NULL)
         return;
     struct zsvc *z = zs->svc;
+    watch_remove(z, zs, NULL, 0, W_DATA | W_CHILD | W_PERSISTENT | W_RECURSIVE);
     for (struct zcall *zc = z->live; zc != NULL; zc = zc->next)
         if (zc->zs == zs) {
             zc->zs = NULL;

@@ -19,6 +19,12 @@ void server_zk_serve(struct server *s);
  * listeners; synchronous for the calls they had open. */
 void server_zk_close(struct server *s);
 
+/* server_zk_observe: a change of the store (the change observer, during
+ * apply): ZooKeeper watches of the connections on this member fire. */
+struct mvcc_kv;
+void server_zk_observe(struct server *s, int type, const struct mvcc_kv *kv,
+                       const struct mvcc_kv *prev);
+
 /* ZooKeeper 3.8's session timeout bounds for a tickTime of |tick_ms|: the
  * asked timeout clamped to [2, 20] ticks. */
 int server_zk_negotiate_timeout(int asked_ms, int tick_ms);

@@ -1133,3 +1133,49 @@ int zk_read(mvcc_store *kv, const struct zk_request *req, int64_t session,
         rv = o.err;
     return rv;
 }
+
+int zk_node_info(mvcc_store *kv, const uint8_t *path, size_t n, struct arena *a, bool *exists,
+                 int64_t *mzxid, int64_t *pzxid)
+{
+    mvcc_read *r;
+    int rv = mvcc_read_begin(kv, &r);
+    if (rv != 0)
+        return rv;
+    struct zstore st = {NULL, r};
+    struct znode z;
+    rv = load(&st, a, path, n, &z);
+    mvcc_read_end(r);
+    if (rv != 0)
+        return rv;
+    *exists = z.exists;
+    *mzxid = z.mzxid;
+    *pzxid = z.pzxid;
+    return 0;
+}
+
+static int64_t mzxid_of(const uint8_t *v, size_t n)
+{
+    if (n < 10 || v[0] != ZNODE_VERSION)
+        return -1;
+    uint64_t x = 0;
+    for (int i = 0; i < 8; i++)
+        x = x << 8 | v[2 + i];
+    return (int64_t)x;
+}
+
+enum zk_change zk_tree_change(int type, const struct mvcc_kv *kv, const struct mvcc_kv *prev,
+                              const uint8_t **path, size_t *n)
+{
+    if (kv->key_len < 7 || kv->key[0] != 0 || kv->key[1] != 'z' || kv->key[2] != 'k' ||
+        kv->key[3] != 'D')
+        return ZK_CHANGE_NONE;
+    *path = kv->key + 6;
+    *n = kv->key_len - 6;
+    if (type == MVCC_EVENT_DELETE)
+        return ZK_CHANGE_DELETED;
+    if (prev == NULL || kv->create_revision == kv->mod_revision)
+        return ZK_CHANGE_CREATED;
+    return mzxid_of(kv->value, kv->value_len) != mzxid_of(prev->value, prev->value_len)
+               ? ZK_CHANGE_DATA
+               : ZK_CHANGE_NONE;
+}

@@ -57,4 +57,17 @@ int zk_read(mvcc_store *kv, const struct zk_request *req, int64_t session,
 /* zk_is_read: the request type is answered by zk_read. */
 bool zk_is_read(int32_t type);
 
+/* zk_node_info reads |path|'s existence, mzxid and pzxid (setWatches). */
+int zk_node_info(mvcc_store *kv, const uint8_t *path, size_t n, struct arena *a, bool *exists,
+                 int64_t *mzxid, int64_t *pzxid);
+
+/* What a change of the store means to ZooKeeper watches (the store's
+ * change observer): a znode created, deleted, or its data changed (a
+ * setACL rewrites the D key but changes no data: no event). */
+enum zk_change { ZK_CHANGE_NONE, ZK_CHANGE_CREATED, ZK_CHANGE_DELETED, ZK_CHANGE_DATA };
+/* zk_tree_change classifies a change of |kv| (|prev| its value before, or
+ * NULL); the znode's path is at *path (*n bytes, inside kv's key). */
+enum zk_change zk_tree_change(int type, const struct mvcc_kv *kv, const struct mvcc_kv *prev,
+                              const uint8_t **path, size_t *n);
+
 #endif

@@ -593,5 +593,129 @@ class ZkCli(unittest.TestCase):
         self.assertNotIn("cli", lists[-1])
 
 
+class Watches(unittest.TestCase):
+    def test_one_shot_watches_and_kazoo_watchers(self):
+        import threading
+        from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+        zk, zk2 = kz(), kz()
+        try:
+            ev = []
+            zk.create("/w", b"0")
+            zk.get("/w", watch=lambda e: ev.append(("get", e.type, e.path)))
+            zk.exists("/w/new", watch=lambda e: ev.append(("exists", e.type, e.path)))
+            zk.get_children("/w", watch=lambda e: ev.append(("children", e.type, e.path)))
+            zk2.set("/w", b"1")
+            zk2.create("/w/new", b"")
+            zk2.set("/w", b"2")  # one-shot: the get watch fired already
+            wait_for(lambda: len(ev) >= 3, 10, what="three events")
+            time.sleep(0.3)
+            self.assertEqual(sorted(ev), [("children", "CHILD", "/w"),
+                                          ("exists", "CREATED", "/w/new"),
+                                          ("get", "CHANGED", "/w")])
+            datas, kids = [], []
+            DataWatch(zk, "/w", lambda d, s: datas.append(d))
+            ChildrenWatch(zk, "/w", lambda c: kids.append(sorted(c)))
+            zk2.set("/w", b"3")
+            wait_for(lambda: datas[-1:] == [b"3"], 10, what="DataWatch")
+            zk2.create("/w/k2", b"")
+            wait_for(lambda: kids[-1:] == [["k2", "new"]], 10, what="ChildrenWatch")
+            zk2.delete("/w/new")
+            wait_for(lambda: kids[-1:] == [["k2"]], 10, what="ChildrenWatch after delete")
+            self.assertEqual(datas, [b"2", b"3"])
+            self.assertEqual(kids, [["new"], ["k2", "new"], ["k2"]])
+            # a lock: the second waits for the first's release (watch on
+            # the node before it)
+            lock, lock2 = zk.Lock("/lock", "a"), zk2.Lock("/lock", "b")
+            lock.acquire()
+            got = []
+            t = threading.Thread(target=lambda: (lock2.acquire(timeout=10), got.append("b")))
+            t.start()
+            time.sleep(0.5)
+            self.assertEqual(got, [])
+            lock.release()
+            t.join()
+            self.assertEqual(got, ["b"])
+            lock2.release()
+            zk.delete("/w", recursive=True)
+        finally:
+            for c in (zk, zk2):
+                c.stop()
+                c.close()
+
+    def test_raw_watch_protocol(self):
+        """addWatch persistent recursive, removeWatches/checkWatches, and
+        setWatches on reconnect delivering what changed while away."""
+        w, c = Raw(), Raw()
+        w.connect()
+        c.connect()
+        acl = struct.pack(">i", 1) + struct.pack(">i", 31) + jpath("world") + jpath("anyone")
+
+        def create(conn, path):
+            r = conn.request(1, 1, jpath(path) + jstr(b"") + acl + struct.pack(">i", 0))
+            self.assertEqual(r["err"], 0)
+            return r
+
+        def event(conn):
+            p = conn.recv_packet()
+            xid, zxid, err = struct.unpack(">iqi", p[:16])
+            self.assertEqual((xid, err), (-1, 0))
+            t, st, n = struct.unpack(">iii", p[16:28])
+            return t, st, p[28:28 + n].decode()
+        create(c, "/rw")
+        r = w.request(2, 106, jpath("/rw") + struct.pack(">i", 1))  # addWatch recursive
+        self.assertEqual((r["err"], r["body"]), (0, b"\0\0\0\0"))
+        create(c, "/rw/a")
+        self.assertEqual(event(w), (1, 3, "/rw/a"))  # NodeCreated, SyncConnected
+        c.request(3, 5, jpath("/rw/a") + jstr(b"x") + struct.pack(">i", -1))
+        self.assertEqual(event(w), (3, 3, "/rw/a"))  # NodeDataChanged
+        c.request(4, 2, jpath("/rw/a") + struct.pack(">i", -1))
+        self.assertEqual(event(w), (2, 3, "/rw/a"))  # NodeDeleted (and no child event)
+        # checkWatches / removeWatches: ANY on the path, then none left
+        self.assertEqual(w.request(5, 17, jpath("/rw") + struct.pack(">i", 3))["err"], 0)
+        self.assertEqual(w.request(6, 18, jpath("/rw") + struct.pack(">i", 3))["err"], 0)
+        self.assertEqual(w.request(7, 18, jpath("/rw") + struct.pack(">i", 3))["err"], -121)
+        # a data watch, then away: the change made meanwhile is delivered by
+        # setWatches on reconnect (data, exist and child lists); a watch on
+        # what did not change is armed
+        create(c, "/rw/b")
+        v = Raw()
+        got = v.connect()
+        sid, pw = got["session"], got["passwd"]
+        r = v.request(10, 4, jpath("/rw/b") + b"\1")
+        self.assertEqual(r["err"], 0)
+        seen = r["zxid"]
+        v.close()
+        c.request(11, 5, jpath("/rw/b") + jstr(b"newer") + struct.pack(">i", -1))
+        create(c, "/rw/c")
+        v = Raw()
+        self.assertEqual(v.connect(session=sid, passwd=pw, last_zxid=seen)["session"], sid)
+        sw = (struct.pack(">q", seen) + struct.pack(">i", 1) + jpath("/rw/b")
+              + struct.pack(">i", 2) + jpath("/rw/c") + jpath("/rw/zz")
+              + struct.pack(">i", 1) + jpath("/rw/gone"))
+        v.send_packet(struct.pack(">ii", -8, 101) + sw)
+        got = []
+        for _ in range(4):
+            p = v.recv_packet()
+            xid = struct.unpack(">i", p[:4])[0]
+            if xid == -1:
+                t, st, n = struct.unpack(">iii", p[16:28])
+                got.append((t, p[28:28 + n].decode()))
+            else:
+                got.append(("reply", xid, struct.unpack(">i", p[12:16])[0]))
+        # /rw/b changed since |seen|, /rw/c exists now, /rw/gone's child
+        # watch finds no node; /rw/zz is armed
+        self.assertEqual(sorted(got, key=str),
+                         sorted([(3, "/rw/b"), (1, "/rw/c"), (2, "/rw/gone"), ("reply", -8, 0)],
+                                key=str))
+        create(c, "/rw/zz")
+        self.assertEqual(event(v), (1, 3, "/rw/zz"))
+        v.close()
+        c.close()
+        zk = kz()
+        zk.delete("/rw", recursive=True)
+        zk.stop()
+        zk.close()
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
