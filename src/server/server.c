@@ -178,6 +178,12 @@ int server_apply_entry(struct server *s, struct entry *e)
         e->err = rv;
         return 0;
     }
+    /* a lease that is a ZooKeeper session: its ephemerals go first, with
+     * their parents' child stat, in one revision (zk_tree.c) */
+    if (e->kind == ENTRY_LEASE_REVOKE &&
+        (rv = server_zk_session_end(s, ((const Etcdserverpb__LeaseRevokeRequest *)e->req)->id)) !=
+            0)
+        return rv;
     if (e->kind >= ENTRY_AUTH_ENABLE && e->kind <= ENTRY_AUTH_ROLE_REVOKE_PERMISSION) {
         rv = server_auth_apply(s, e, &resp, &h);
         goto done;

@@ -1179,3 +1179,96 @@ enum zk_change zk_tree_change(int type, const struct mvcc_kv *kv, const struct m
                ? ZK_CHANGE_DATA
                : ZK_CHANGE_NONE;
 }
+
+struct keys {
+    struct arena *a;
+    struct jute_bytes *v;
+    size_t n, cap;
+    int err;
+};
+
+static void collect_key(const uint8_t *key, size_t len, void *arg)
+{
+    struct keys *k = arg;
+    if (k->err != 0 || len < 4 || key[0] != 0 || key[1] != 'z' || key[2] != 'k')
+        return;
+    if (k->n == k->cap) {
+        size_t cap = k->cap ? k->cap * 2 : 8;
+        struct jute_bytes *v = arena_alloc(k->a, sizeof(*v) * cap);
+        if (v == NULL) {
+            k->err = -ENOMEM;
+            return;
+        }
+        if (k->n > 0)
+            memcpy(v, k->v, sizeof(*v) * k->n);
+        k->v = v;
+        k->cap = cap;
+    }
+    const uint8_t *p = arena_dup(k->a, key, len);
+    if (p == NULL) {
+        k->err = -ENOMEM;
+        return;
+    }
+    k->v[k->n++] = (struct jute_bytes){p, (int32_t)len};
+}
+
+static int key_cmp(const void *a, const void *b)
+{
+    const struct jute_bytes *x = a, *y = b;
+    return bytes_compare(x->p, (size_t)x->len, y->p, (size_t)y->len);
+}
+
+int server_zk_session_end(struct server *s, int64_t lease)
+{
+    if (s->leases == NULL || !lessor_exists(s->leases, lease))
+        return 0;
+    struct arena *a = &s->arena;
+    struct keys k = {a, NULL, 0, 0, 0};
+    lessor_keys(s->leases, lease, collect_key, &k);
+    if (k.err != 0)
+        return k.err;
+    bool any = false;
+    for (size_t i = 0; i < k.n; i++)
+        any |= k.v[i].len > 6 && k.v[i].p[3] == 'D';
+    if (!any)
+        return 0; /* no ephemerals: the revoke alone is the same thing */
+    /* byte order: every member deletes in the same order (sub-revisions) */
+    qsort(k.v, k.n, sizeof(*k.v), key_cmp);
+    mvcc_txn *t;
+    int rv = mvcc_txn_begin(s->kv, &t);
+    if (rv != 0)
+        return rv;
+    struct ztx x = {s, {t, NULL}, a, mvcc_rev(s->kv) + 1, 0, lease, NULL, NULL, NULL, 0};
+    for (size_t i = 0; i < k.n && x.storage_err == 0; i++) {
+        if (k.v[i].len <= 6 || k.v[i].p[3] != 'D')
+            continue;
+        const uint8_t *p = k.v[i].p + 6;
+        size_t n = (size_t)k.v[i].len - 6;
+        struct zover *parent = get(&x, p, parent_len(p, n));
+        struct zover *o = parent != NULL ? get(&x, p, n) : NULL;
+        if (o == NULL || !o->z.exists)
+            continue;
+        o->c_stale = o->c_stale || o->z.c_stored;
+        o->z.exists = false;
+        o->deleted = true;
+        o->d_dirty = o->c_dirty = false;
+        if (parent->z.exists) {
+            parent->z.cversion++;
+            parent->z.num_children--;
+            parent->z.pzxid = x.zxid;
+            parent->c_dirty = true;
+        }
+    }
+    if (x.storage_err == 0)
+        rv = write_overlay(&x);
+    /* the session key (and any other key of the lease) in the same
+     * revision: the revoke that follows finds nothing left to delete */
+    for (size_t i = 0; rv == 0 && x.storage_err == 0 && i < k.n; i++) {
+        if (k.v[i].len > 6 && k.v[i].p[3] == 'D')
+            continue;
+        int64_t del;
+        rv = mvcc_txn_delete_range(t, k.v[i].p, (size_t)k.v[i].len, NULL, 0, NULL, NULL, &del);
+    }
+    mvcc_txn_end(t);
+    return x.storage_err != 0 ? x.storage_err : rv;
+}

@@ -47,6 +47,14 @@ bool zk_path_valid(const uint8_t *p, size_t n, bool sequential);
  * entry). */
 int server_zk_apply(struct server *s, struct entry *e);
 
+/* server_zk_session_end runs before a LeaseRevoke entry is applied (an
+ * expiry, a closeSession, an etcd client's revoke): when the lease holds
+ * ephemeral znodes, they are deleted and their parents' child stat
+ * updated (cversion, numChildren, pzxid) in one MVCC transaction, the
+ * session key with them; the revoke then finds no keys left. Returns 0 or
+ * a storage error. */
+int server_zk_session_end(struct server *s, int64_t lease);
+
 /* zk_read serves a read request (exists, getData, getChildren(2), getACL,
  * getAllChildrenNumber, getEphemerals, multiRead) from the store on the
  * core loop: |out| gets i32 err, then the reply's record. |session| for

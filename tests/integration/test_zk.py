@@ -451,13 +451,41 @@ class Operations(unittest.TestCase):
         zk = kz()
         watcher = kz()
         try:
-            zk.create("/eph-owner", b"", ephemeral=True)
-            self.assertIsNotNone(watcher.exists("/eph-owner"))
+            watcher.create("/eph-parent", b"")
+            zk.create("/eph-parent/owner", b"", ephemeral=True)
+            ev = []
+            self.assertIsNotNone(watcher.exists("/eph-parent/owner", watch=ev.append))
+            kids = []
+            watcher.get_children("/eph-parent", watch=kids.append)
             zk.stop()  # closeSession
-            wait_for(lambda: watcher.exists("/eph-owner") is None, 20,
+            wait_for(lambda: watcher.exists("/eph-parent/owner") is None, 20,
                      what="the ephemeral gone with its session")
+            wait_for(lambda: len(ev) == 1 and len(kids) == 1, 10, what="the watches fired")
+            self.assertEqual((ev[0].type, kids[0].type), ("DELETED", "CHILD"))
+            # the parent's child stat follows, so it can be deleted
+            st = watcher.exists("/eph-parent")
+            self.assertEqual((st.numChildren, st.cversion), (0, 2))
+            watcher.delete("/eph-parent")
         finally:
             zk.close()
+            watcher.stop()
+            watcher.close()
+
+    def test_ephemeral_goes_with_an_expired_session(self):
+        watcher = kz()
+        try:
+            watcher.create("/exp-parent", b"")
+            c = Raw()
+            c.connect(timeout_ms=4000)
+            acl = struct.pack(">i", 1) + struct.pack(">i", 31) + jpath("world") + jpath("anyone")
+            r = c.request(1, 1, jpath("/exp-parent/e") + jstr(b"") + acl + struct.pack(">i", 1))
+            self.assertEqual(r["err"], 0)
+            c.close()  # no closeSession: it expires
+            wait_for(lambda: watcher.exists("/exp-parent/e") is None, 30,
+                     what="the ephemeral gone with its expired session")
+            self.assertEqual(watcher.exists("/exp-parent").numChildren, 0)
+            watcher.delete("/exp-parent")
+        finally:
             watcher.stop()
             watcher.close()
 
