@@ -604,18 +604,25 @@ class ZkCli(unittest.TestCase):
         if not os.path.exists(cli):
             self.skipTest("zkCli not installed")
         cmds = ["create /cli data", "create -s /cli/s- x", "create -e /cli/e y",
+                "addWatch -m PERSISTENT_RECURSIVE /cli", "create /cli/w 1", "set /cli/w 2",
                 "get /cli", "set /cli more", "get /cli", "stat /cli", "ls /cli",
-                "getAllChildrenNumber /cli", "delete /cli", "deleteall /cli", "ls /",
-                "quit"]
+                "getAllChildrenNumber /cli", "delete /cli",
+                "create /cli2 z", "setAcl /cli2 world:anyone:r", "getAcl /cli2", "set /cli2 no",
+                "delete /cli2", "getEphemerals /cli", "whoami", "sync /cli",
+                "deleteall /cli", "ls /", "quit"]
         r = subprocess.run([cli, "-server", "%s:%d" % SERVER], input="\n".join(cmds) + "\n",
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            timeout=120)
-        out = r.stdout
+        out = r.stdout.split("Welcome to ZooKeeper!")[-1]
         for want in ("Created /cli\n", "Created /cli/s-0000000000\n", "Created /cli/e\n",
-                     "data\n", "more\n", "dataVersion = 1\n", "numChildren = 2\n",
-                     "[e, s-0000000000]\n", "\n2\n",
-                     "Node not empty: /cli\n"):
+                     "type:NodeCreated path:/cli/w\n", "type:NodeDataChanged path:/cli/w\n",
+                     "data\n", "more\n", "dataVersion = 1\n", "numChildren = 3\n",
+                     "[e, s-0000000000, w]\n", "\n3\n",
+                     "Node not empty: /cli\n", "'world,'anyone\n: r\n",
+                     "Insufficient permission : /cli2\n", "[/cli/e]\n",
+                     "ip: 127.0.0.1\n", "Sync is OK\n"):
             self.assertIn(want, out, out[-3000:])
+        self.assertNotIn("Failed to delete", out)
         lists = [ln for ln in out.splitlines() if ln.startswith("[")]
         self.assertIn("zookeeper", lists[-1])  # ls / after deleteall
         self.assertNotIn("cli", lists[-1])
