@@ -752,5 +752,93 @@ class Watches(unittest.TestCase):
         zk.close()
 
 
+class FreezableProxy:
+    """A TCP proxy to the server under test that can stop forwarding (a
+    client cut off from the server without either side closing)."""
+
+    def __init__(self):
+        import threading
+        self.frozen = threading.Event()
+        self.ls = socket.socket()
+        self.ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.ls.bind(("127.0.0.1", 0))
+        self.ls.listen(8)
+        self.port = self.ls.getsockname()[1]
+        self.socks = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        import threading
+        while True:
+            try:
+                c, _ = self.ls.accept()
+            except OSError:
+                return
+            u = socket.create_connection(SERVER)
+            self.socks += [c, u]
+            for a, b in ((c, u), (u, c)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, a, b):
+        while True:
+            try:
+                d = a.recv(65536)
+            except OSError:
+                d = b""
+            if not d:
+                for x in (a, b):
+                    try:
+                        x.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+                return
+            while self.frozen.is_set():
+                time.sleep(0.05)
+            try:
+                b.sendall(d)
+            except OSError:
+                return
+
+    def close(self):
+        self.ls.close()
+        for x in self.socks:
+            try:
+                x.close()
+            except OSError:
+                pass
+
+
+class CutOff(unittest.TestCase):
+    def test_client_cut_off_longer_than_its_timeout(self):
+        """Its ephemerals vanish, other clients' watches fire, and the
+        client learns its session expired when it gets through again."""
+        from kazoo.client import KazooClient, KazooState
+        proxy = FreezableProxy()
+        cut = KazooClient(hosts="127.0.0.1:%d" % proxy.port, timeout=4)
+        cut.start(timeout=15)
+        other = kz()
+        states = []
+        try:
+            sid = cut.client_id[0]
+            cut.create("/cut-eph", b"", ephemeral=True)
+            ev = []
+            self.assertIsNotNone(other.exists("/cut-eph", watch=ev.append))
+            cut.add_listener(states.append)
+            proxy.frozen.set()
+            wait_for(lambda: len(ev) == 1, 30, what="the ephemeral's watch fired")
+            self.assertEqual(ev[0].type, "DELETED")
+            self.assertIsNone(other.exists("/cut-eph"))
+            proxy.frozen.clear()
+            wait_for(lambda: KazooState.LOST in states, 30, what="the client saw its session lost")
+            wait_for(lambda: cut.connected and cut.client_id[0] != sid, 30,
+                     what="kazoo's new session")
+        finally:
+            cut.stop()
+            cut.close()
+            other.stop()
+            other.close()
+            proxy.close()
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
