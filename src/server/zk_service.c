@@ -103,6 +103,7 @@ struct zsess {
      * addAuth added ("digest:user:hash") */
     char **ids;
     size_t n_ids;
+    uint64_t told_gen; /* the event it was last notified of (fire) */
 };
 
 /* A watch of a connection (ZooKeeper's WatchManager: data watches from
@@ -118,8 +119,13 @@ struct zwatch {
 };
 
 struct zsvc {
-    struct zwatch *watches;
+    /* watches on one path (data, child, persistent) by a hash of it;
+     * persistent recursive ones in a list (they match paths below theirs) */
+    struct zwatch **tab;
+    size_t cap; /* a power of two, or 0 */
+    struct zwatch *recursive;
     size_t n_watches;
+    uint64_t fire_gen; /* one notification per session and event */
     struct server *s;
     zk_listener *l;
     uv_check_t reaper;
@@ -567,19 +573,63 @@ static void revoke_end(struct zcall *zc, int status, const char *message)
 
 /* ---- watches ---- */
 
+static size_t path_hash(const uint8_t *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    return (size_t)h;
+}
+
+/* the chain a watch of |kind| on |p| lives in */
+static struct zwatch **chain(struct zsvc *z, const uint8_t *p, size_t n, unsigned kind)
+{
+    if (kind == W_RECURSIVE)
+        return &z->recursive;
+    return &z->tab[path_hash(p, n) & (z->cap - 1)];
+}
+
 static struct zwatch *watch_find(struct zsvc *z, struct zsess *zs, const uint8_t *p, size_t n,
                                  unsigned kind)
 {
-    for (struct zwatch *w = z->watches; w != NULL; w = w->next)
+    if (z->cap == 0 && kind != W_RECURSIVE)
+        return NULL;
+    for (struct zwatch *w = *chain(z, p, n, kind); w != NULL; w = w->next)
         if (w->zs == zs && w->kind == kind && w->n == n && memcmp(w->path, p, n) == 0)
             return w;
     return NULL;
+}
+
+/* grow doubles the table (rehashing) once it holds as many watches as
+ * buckets */
+static int grow(struct zsvc *z)
+{
+    size_t cap = z->cap ? z->cap * 2 : 64;
+    struct zwatch **tab = calloc(cap, sizeof(*tab));
+    if (tab == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < z->cap; i++) {
+        struct zwatch *w = z->tab[i];
+        while (w != NULL) {
+            struct zwatch *next = w->next;
+            size_t b = path_hash(w->path, w->n) & (cap - 1);
+            w->next = tab[b];
+            tab[b] = w;
+            w = next;
+        }
+    }
+    free(z->tab);
+    z->tab = tab;
+    z->cap = cap;
+    return 0;
 }
 
 static void watch_add(struct zsess *zs, const uint8_t *p, size_t n, unsigned kind)
 {
     struct zsvc *z = zs->svc;
     if (watch_find(z, zs, p, n, kind) != NULL)
+        return;
+    if (kind != W_RECURSIVE && z->n_watches >= z->cap && grow(z) != 0 && z->cap == 0)
         return;
     struct zwatch *w = malloc(sizeof(*w) + n);
     if (w == NULL)
@@ -588,29 +638,61 @@ static void watch_add(struct zsess *zs, const uint8_t *p, size_t n, unsigned kin
     w->kind = kind;
     w->n = n;
     memcpy(w->path, p, n);
-    w->next = z->watches;
-    z->watches = w;
-    z->n_watches++;
+    struct zwatch **c = chain(z, p, n, kind);
+    w->next = *c;
+    *c = w;
+    if (kind != W_RECURSIVE)
+        z->n_watches++;
 }
 
-/* watch_remove drops |zs|'s watches of |kinds| on |p| (all paths when p
- * is NULL); the number dropped */
-static size_t watch_remove(struct zsvc *z, struct zsess *zs, const uint8_t *p, size_t n,
-                           unsigned kinds)
+/* drop_in removes from one chain |zs|'s watches of |kinds| (on |p|, or
+ * any path when p is NULL); the number dropped */
+static size_t drop_in(struct zsvc *z, struct zwatch **pp, struct zsess *zs, const uint8_t *p,
+                      size_t n, unsigned kinds)
 {
     size_t k = 0;
-    for (struct zwatch **pp = &z->watches; *pp != NULL;) {
+    while (*pp != NULL) {
         struct zwatch *w = *pp;
         if (w->zs == zs && (w->kind & kinds) &&
             (p == NULL || (w->n == n && memcmp(w->path, p, n) == 0))) {
             *pp = w->next;
+            if (w->kind != W_RECURSIVE)
+                z->n_watches--;
             free(w);
-            z->n_watches--;
             k++;
         } else {
             pp = &w->next;
         }
     }
+    return k;
+}
+
+/* watch_remove drops |zs|'s watches of |kinds| on |p| (all paths when p
+ * is NULL: O(buckets), on close only); the number dropped */
+static size_t watch_remove(struct zsvc *z, struct zsess *zs, const uint8_t *p, size_t n,
+                           unsigned kinds)
+{
+    size_t k = 0;
+    if (kinds & W_RECURSIVE)
+        k += drop_in(z, &z->recursive, zs, p, n, kinds);
+    if (z->cap == 0)
+        return k;
+    if (p != NULL)
+        return k + drop_in(z, chain(z, p, n, W_DATA), zs, p, n, kinds);
+    for (size_t i = 0; i < z->cap; i++)
+        k += drop_in(z, &z->tab[i], zs, NULL, 0, kinds);
+    return k;
+}
+
+/* watch_count: |zs|'s watches of |kinds| on |p| */
+static size_t watch_count(struct zsvc *z, struct zsess *zs, const uint8_t *p, size_t n,
+                          unsigned kinds)
+{
+    size_t k = 0;
+    for (struct zwatch *w = z->recursive; (kinds & W_RECURSIVE) && w != NULL; w = w->next)
+        k += w->zs == zs && w->n == n && memcmp(w->path, p, n) == 0;
+    for (struct zwatch *w = z->cap ? *chain(z, p, n, W_DATA) : NULL; w != NULL; w = w->next)
+        k += w->zs == zs && (w->kind & kinds) && w->n == n && memcmp(w->path, p, n) == 0;
     return k;
 }
 
@@ -628,35 +710,19 @@ static void notify(struct zsess *zs, int32_t type, const uint8_t *p, size_t n)
 }
 
 /* fire sends |type| for |p| to every watch of |kinds| on |p| (and to
- * persistent watches on it, and recursive ones above it unless |type| is
- * NodeChildrenChanged); one-shot watches go, each session once */
+ * persistent watches on it, and recursive ones on it or above it unless
+ * |type| is NodeChildrenChanged); one-shot watches go; each session is
+ * told once */
 static void fire(struct zsvc *z, int32_t type, const uint8_t *p, size_t n, unsigned kinds)
 {
-    struct zsess *told[64];
-    size_t nt = 0;
-    for (struct zwatch **pp = &z->watches; *pp != NULL;) {
+    uint64_t gen = ++z->fire_gen;
+    for (struct zwatch **pp = z->cap ? chain(z, p, n, W_DATA) : NULL; pp != NULL && *pp != NULL;) {
         struct zwatch *w = *pp;
-        bool match = false, drop = false;
-        if ((w->kind & kinds) && w->n == n && memcmp(w->path, p, n) == 0) {
-            match = true;
-            drop = true;
-        } else if (w->kind == W_PERSISTENT && w->n == n && memcmp(w->path, p, n) == 0) {
-            match = true;
-        } else if (w->kind == W_RECURSIVE && type != ZK_EVENT_NODE_CHILDREN_CHANGED &&
-                   (w->n == n ? memcmp(w->path, p, n) == 0
-                              : w->n < n && memcmp(w->path, p, w->n) == 0 &&
-                                    (w->n == 1 || p[w->n] == '/'))) {
-            match = true;
-        }
-        if (match) {
-            bool again = false;
-            for (size_t i = 0; i < nt; i++)
-                again |= told[i] == w->zs;
-            if (!again) {
-                notify(w->zs, type, p, n);
-                if (nt < 64)
-                    told[nt++] = w->zs;
-            }
+        bool on_p = w->n == n && memcmp(w->path, p, n) == 0;
+        bool drop = on_p && (w->kind & kinds);
+        if ((drop || (on_p && w->kind == W_PERSISTENT)) && w->zs->told_gen != gen) {
+            w->zs->told_gen = gen;
+            notify(w->zs, type, p, n);
         }
         if (drop) {
             *pp = w->next;
@@ -666,13 +732,24 @@ static void fire(struct zsvc *z, int32_t type, const uint8_t *p, size_t n, unsig
             pp = &w->next;
         }
     }
+    if (type == ZK_EVENT_NODE_CHILDREN_CHANGED)
+        return;
+    for (struct zwatch *w = z->recursive; w != NULL; w = w->next) {
+        bool below = w->n == n ? memcmp(w->path, p, n) == 0
+                               : w->n < n && memcmp(w->path, p, w->n) == 0 &&
+                                     (w->n == 1 || p[w->n] == '/');
+        if (below && w->zs->told_gen != gen) {
+            w->zs->told_gen = gen;
+            notify(w->zs, type, p, n);
+        }
+    }
 }
 
 void server_zk_observe(struct server *s, int type, const struct mvcc_kv *kv,
                        const struct mvcc_kv *prev)
 {
     struct zsvc *z = s->zk;
-    if (z == NULL || z->watches == NULL)
+    if (z == NULL || (z->n_watches == 0 && z->recursive == NULL))
         return;
     const uint8_t *p;
     size_t n;
@@ -971,7 +1048,7 @@ static void handle(struct zsess *zs, const uint8_t *pkt, size_t len)
     if (zk_is_read(type)) {
         struct buf out = {0};
         struct zk_ids who = {(const char *const *)zs->ids, zs->n_ids};
-        rv = zk_read(z->s->kv, &req, zs->id, &who, a, &out);
+        rv = zk_read(z->s->kv, z->s->leases, &req, zs->id, &who, a, &out);
         if (rv != 0 || out.len < 4) {
             buf_free(&out);
             slot_answer(zs, sl, req.h.xid, ZK_SYSTEMERROR, NULL, NULL);
@@ -1034,13 +1111,10 @@ static void handle(struct zsess *zs, const uint8_t *pkt, size_t len)
                                                      : W_DATA | W_CHILD | W_PERSISTENT | W_RECURSIVE;
         size_t n = r->path.len > 0 ? (size_t)r->path.len : 0;
         size_t k = 0;
-        if (type == ZK_OP_REMOVE_WATCHES) {
+        if (type == ZK_OP_REMOVE_WATCHES)
             k = watch_remove(z, zs, r->path.p, n, kinds);
-        } else {
-            for (struct zwatch *w = z->watches; w != NULL; w = w->next)
-                k += w->zs == zs && (w->kind & kinds) && w->n == n &&
-                     memcmp(w->path, r->path.p, n) == 0;
-        }
+        else
+            k = watch_count(z, zs, r->path.p, n, kinds);
         slot_answer(zs, sl, req.h.xid, k > 0 ? 0 : ZK_NOWATCHER, NULL, NULL);
         return;
     }
@@ -1320,8 +1394,10 @@ void server_zk_serve(struct server *s)
  * calls their close callbacks */
 static void zsvc_unref(struct zsvc *z)
 {
-    if (--z->close_refs == 0)
+    if (--z->close_refs == 0) {
+        free(z->tab); /* every watch went with its connection */
         free(z);
+    }
 }
 
 static void on_reaper_closed(uv_handle_t *h)

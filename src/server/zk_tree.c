@@ -934,28 +934,16 @@ static int children(struct zstore *st, struct arena *a, const uint8_t *p, size_t
 
 struct counter {
     int64_t n;
-    int64_t session;
-    const uint8_t *prefix;
-    size_t prefix_len;
-    struct names *nm;
 };
 
 static int count_kv(const struct mvcc_kv *kv, void *arg)
 {
-    struct counter *c = arg;
-    if (c->nm == NULL) {
-        c->n++;
-        return 0;
-    }
-    /* getEphemerals: this session's nodes whose path starts with the prefix */
-    if (kv->lease != c->session || kv->key_len < 6 + c->prefix_len ||
-        memcmp(kv->key + 6, c->prefix, c->prefix_len) != 0)
-        return 0;
-    c->nm->skip = 6;
-    return add_name(kv, c->nm);
+    (void)kv;
+    ((struct counter *)arg)->n++;
+    return 0;
 }
 
-/* walk_subtree visits every D key below |p| (depth by depth, each level
+/* walk_subtree counts every D key below |p| (depth by depth, each level
  * one range of keys starting with p + "/", until a level is empty) */
 static int walk_subtree(struct zstore *st, struct arena *a, const uint8_t *p, size_t n,
                         struct counter *c)
@@ -987,9 +975,18 @@ static int walk_subtree(struct zstore *st, struct arena *a, const uint8_t *p, si
     return 0;
 }
 
-static int read_one(struct zstore *st, struct arena *a, int32_t type, const void *body,
-                    int64_t session, const struct zk_ids *who, struct jute_out *o, int32_t *err,
-                    struct zk_multi_result *mres)
+struct keys;
+static void collect_key(const uint8_t *key, size_t len, void *arg);
+static int key_cmp(const void *a, const void *b);
+
+/* getEphemerals: the session's D keys (the lessor knows its lease's keys:
+ * no walk of the store), those under the prefix, in byte order */
+static int ephemerals(lessor *leases, struct arena *a, int64_t session, const uint8_t *prefix,
+                      size_t pl, struct jute_vec *out);
+
+static int read_one(struct zstore *st, struct arena *a, lessor *leases, int32_t type,
+                    const void *body, int64_t session, const struct zk_ids *who,
+                    struct jute_out *o, int32_t *err, struct zk_multi_result *mres)
 {
     struct znode z;
     int rv;
@@ -998,11 +995,9 @@ static int read_one(struct zstore *st, struct arena *a, int32_t type, const void
         const struct zk_path *r = body;
         const uint8_t *prefix = r->path.len > 0 ? r->path.p : (const uint8_t *)"/";
         size_t pl = r->path.len > 0 ? (size_t)r->path.len : 1;
-        struct names nm = {a, 6, NULL, 0, 0};
-        struct counter c = {0, session, prefix, pl, &nm};
-        if ((rv = walk_subtree(st, a, (const uint8_t *)"/", 1, &c)) != 0)
+        struct zk_children_resp resp = {0};
+        if ((rv = ephemerals(leases, a, session, prefix, pl, &resp.children)) != 0)
             return rv;
-        struct zk_children_resp resp = {.children = {nm.v, nm.n}};
         jute_encode(&zk_rec_get_ephemerals_resp, o, &resp);
         return 0;
     }
@@ -1083,7 +1078,7 @@ static int read_one(struct zstore *st, struct arena *a, int32_t type, const void
     }
 }
 
-int zk_read(mvcc_store *kv, const struct zk_request *req, int64_t session,
+int zk_read(mvcc_store *kv, lessor *leases, const struct zk_request *req, int64_t session,
             const struct zk_ids *who, struct arena *a, struct buf *out)
 {
     mvcc_read *r;
@@ -1109,7 +1104,8 @@ int zk_read(mvcc_store *kv, const struct zk_request *req, int64_t session,
             if (t != ZK_OP_GET_DATA && t != ZK_OP_GET_CHILDREN) {
                 err = ZK_BADARGUMENTS;
             } else {
-                rv = read_one(&st, a, t, &req->multi[i].u, session, who, &so, &err, &res[i]);
+                rv = read_one(&st, a, leases, t, &req->multi[i].u, session, who, &so, &err,
+                              &res[i]);
             }
             res[i].type = err != 0 ? ZK_OP_ERROR : t;
             res[i].err = err;
@@ -1122,7 +1118,7 @@ int zk_read(mvcc_store *kv, const struct zk_request *req, int64_t session,
         int32_t err = 0;
         struct buf body = {0};
         struct jute_out bo = {&body, 0};
-        rv = read_one(&st, a, req->h.type, &req->u, session, who, &bo, &err, NULL);
+        rv = read_one(&st, a, leases, req->h.type, &req->u, session, who, &bo, &err, NULL);
         jute_put_int(&o, err);
         if (rv == 0 && err == 0)
             jute_put_raw(&o, body.data, body.len);
@@ -1271,4 +1267,33 @@ int server_zk_session_end(struct server *s, int64_t lease)
     }
     mvcc_txn_end(t);
     return x.storage_err != 0 ? x.storage_err : rv;
+}
+
+static int ephemerals(lessor *leases, struct arena *a, int64_t session, const uint8_t *prefix,
+                      size_t pl, struct jute_vec *out)
+{
+    struct keys k = {a, NULL, 0, 0, 0};
+    out->v = NULL;
+    out->n = 0;
+    if (leases == NULL || session == 0 || !lessor_exists(leases, session))
+        return 0;
+    lessor_keys(leases, session, collect_key, &k);
+    if (k.err != 0)
+        return k.err;
+    if (k.n > 0)
+        qsort(k.v, k.n, sizeof(*k.v), key_cmp);
+    struct jute_bytes *v = arena_alloc(a, sizeof(*v) * (k.n ? k.n : 1));
+    if (v == NULL)
+        return -ENOMEM;
+    int32_t n = 0;
+    for (size_t i = 0; i < k.n; i++) {
+        const uint8_t *key = k.v[i].p;
+        size_t len = (size_t)k.v[i].len;
+        if (len <= 6 || key[3] != 'D' || len - 6 < pl || memcmp(key + 6, prefix, pl) != 0)
+            continue;
+        v[n++] = (struct jute_bytes){key + 6, (int32_t)(len - 6)};
+    }
+    out->v = v;
+    out->n = n;
+    return 0;
 }

@@ -19,6 +19,7 @@
 
 #include "base/arena.h"
 #include "base/buf.h"
+#include "lease/lessor.h"
 #include "mvcc/mvcc.h"
 #include "zk/proto.h"
 
@@ -59,7 +60,7 @@ int server_zk_session_end(struct server *s, int64_t lease);
  * getAllChildrenNumber, getEphemerals, multiRead) from the store on the
  * core loop: |out| gets i32 err, then the reply's record. |session| for
  * getEphemerals. Returns 0 or a storage error. */
-int zk_read(mvcc_store *kv, const struct zk_request *req, int64_t session,
+int zk_read(mvcc_store *kv, lessor *leases, const struct zk_request *req, int64_t session,
             const struct zk_ids *who, struct arena *a, struct buf *out);
 
 /* zk_is_read: the request type is answered by zk_read. */
