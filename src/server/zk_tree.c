@@ -469,6 +469,10 @@ static struct zover *get(struct ztx *x, const uint8_t *p, size_t n)
     o->path = arena_dup(x->a, p, n);
     o->n = n;
     int rv = load(&x->st, x->a, p, n, &o->z);
+    if (rv == QERR_CORRUPT)
+        return NULL; /* a record quorum did not write (an etcd client's raw
+                        put under the prefix): this write fails (SYSTEMERROR)
+                        on every member alike, nothing stops */
     if (rv != 0 || o->path == NULL) {
         x->storage_err = rv != 0 ? rv : -ENOMEM;
         return NULL;

@@ -490,6 +490,33 @@ class Operations(unittest.TestCase):
             watcher.close()
 
 
+class ForeignWrites(unittest.TestCase):
+    def test_raw_etcd_put_under_the_prefix_is_no_crash(self):
+        """quorum only: an etcd client's Put of junk over a znode's record
+        makes that znode's requests fail (SYSTEMERROR), on every member
+        alike; the member keeps serving everything else."""
+        if QUORUM is None:
+            self.skipTest("quorum only")
+        import etcd3
+        zk = kz()
+        try:
+            zk.create("/junk", b"x")
+            e = etcd3.client("127.0.0.1", QUORUM.client_port)
+            e.put("\0zkD\0\x01/junk", b"not a znode")
+            for f in (lambda: zk.get("/junk"), lambda: zk.set("/junk", b"y"),
+                      lambda: zk.create("/junk/d", b""), lambda: zk.exists("/junk")):
+                self.assertEqual(err_name(f), "SystemZookeeperError")
+            zk.create("/fine", b"ok")
+            self.assertEqual(zk.get("/fine")[0], b"ok")
+            self.assertIsNone(QUORUM.proc.poll())
+            e.delete("\0zkD\0\x01/junk")
+            zk.delete("/fine")
+            e.close()
+        finally:
+            zk.stop()
+            zk.close()
+
+
 class RawOperations(unittest.TestCase):
     def test_pipelined_requests_answered_in_order(self):
         # a read sent right behind a write, before its answer, sees the
