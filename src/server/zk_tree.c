@@ -438,6 +438,7 @@ static int fixup_acl(struct jute_vec in, const struct zk_ids *who, struct arena 
 
 struct zover {
     struct zover *next;
+    struct zover *hnext; /* the overlay's hash chain */
     const uint8_t *path;
     size_t n;
     struct znode z;
@@ -454,11 +455,37 @@ struct ztx {
     const struct zk_ids *who;
     struct zover *head, *tail;
     int storage_err; /* a read of the store failed: fatal */
+    /* the overlay by path: a multi of many ops finds each node in O(1) */
+    struct zover **hb;
+    size_t hcap; /* a power of two */
 };
+
+static size_t over_hash(const uint8_t *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    return (size_t)h;
+}
+
+/* ztx_index sizes the overlay's hash for about |ops| operations (each
+ * touches at most three nodes) */
+static int ztx_index(struct ztx *x, size_t ops)
+{
+    size_t cap = 16;
+    while (cap < 4 * (ops + 2))
+        cap *= 2;
+    x->hb = arena_alloc(x->a, sizeof(*x->hb) * cap);
+    if (x->hb == NULL)
+        return -ENOMEM;
+    x->hcap = cap;
+    return 0;
+}
 
 static struct zover *get(struct ztx *x, const uint8_t *p, size_t n)
 {
-    for (struct zover *o = x->head; o != NULL; o = o->next)
+    size_t b = over_hash(p, n) & (x->hcap - 1);
+    for (struct zover *o = x->hb[b]; o != NULL; o = o->hnext)
         if (o->n == n && memcmp(o->path, p, n) == 0)
             return o;
     struct zover *o = arena_alloc(x->a, sizeof(*o));
@@ -478,6 +505,8 @@ static struct zover *get(struct ztx *x, const uint8_t *p, size_t n)
         return NULL;
     }
     o->in_store = o->z.exists;
+    o->hnext = x->hb[b];
+    x->hb[b] = o;
     if (x->tail != NULL)
         x->tail->next = o;
     else
@@ -792,7 +821,11 @@ int server_zk_apply(struct server *s, struct entry *e)
     if (rv != 0)
         return rv;
     struct ztx x = {s, {t, NULL}, a, mvcc_rev(s->kv) + 1, w->now_ms, w->session, &who,
-                    NULL, NULL, 0};
+                    NULL, NULL, 0, NULL, 0};
+    if ((rv = ztx_index(&x, req.n_multi + 8)) != 0) {
+        mvcc_txn_end(t);
+        return rv;
+    }
     int32_t err = 0;
     struct buf body = {0};
     struct jute_out bo = {&body, 0};
@@ -1238,7 +1271,12 @@ int server_zk_session_end(struct server *s, int64_t lease)
     int rv = mvcc_txn_begin(s->kv, &t);
     if (rv != 0)
         return rv;
-    struct ztx x = {s, {t, NULL}, a, mvcc_rev(s->kv) + 1, 0, lease, NULL, NULL, NULL, 0};
+    struct ztx x = {s, {t, NULL}, a, mvcc_rev(s->kv) + 1, 0, lease, NULL, NULL, NULL, 0,
+                    NULL, 0};
+    if ((rv = ztx_index(&x, k.n)) != 0) {
+        mvcc_txn_end(t);
+        return rv;
+    }
     for (size_t i = 0; i < k.n && x.storage_err == 0; i++) {
         if (k.v[i].len <= 6 || k.v[i].p[3] != 'D')
             continue;
