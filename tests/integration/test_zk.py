@@ -547,6 +547,33 @@ class RawOperations(unittest.TestCase):
             self.assertEqual(r["err"], 0)
         c.close()
 
+    def test_large_multi_one_zxid(self):
+        c = Raw()
+        c.connect()
+        acl = struct.pack(">i", 1) + struct.pack(">i", 31) + jpath("world") + jpath("anyone")
+        n = 3000
+        ops = struct.pack(">i?i", 1, False, -1) + jpath("/big") + jstr(b"") + acl + \
+            struct.pack(">i", 0)
+        for i in range(n):
+            ops += (struct.pack(">i?i", 1, False, -1) + jpath("/big/n%d" % i) + jstr(b"x")
+                    + acl + struct.pack(">i", 0))
+        ops += struct.pack(">i?i", -1, True, -1)
+        r = c.request(1, 14, ops)
+        self.assertEqual(r["err"], 0)
+        self.assertEqual(struct.unpack(">i?i", r["body"][:9]), (1, False, 0))
+        cnt = c.request(2, 104, jpath("/big"))
+        self.assertEqual(struct.unpack(">i", cnt["body"])[0], n)
+        zx = set()
+        for p in ("/big", "/big/n0", "/big/n%d" % (n - 1)):
+            st = unpack_stat(c.request(3, 3, jpath(p) + b"\0")["body"])
+            zx.add(st["czxid"])
+        self.assertEqual(len(zx), 1, "one zxid for the whole multi")
+        c.close()
+        zk = kz()
+        zk.delete("/big", recursive=True)
+        zk.stop()
+        zk.close()
+
     def test_create_modes_and_counts(self):
         c = Raw()
         c.connect()
