@@ -493,6 +493,23 @@ static void lookup_msg(struct zcall *zc, const uint8_t *msg, size_t len)
     protobuf_c_message_free_unpacked(&r->base, NULL);
 }
 
+/* a session that reconnects here closes its older connection on this
+ * member, as ZooKeeper does */
+struct moved {
+    struct zsess *now;
+};
+
+static void close_older(zk_conn *c, void *arg)
+{
+    struct moved *m = arg;
+    struct zsess *zs = zk_conn_get_data(c);
+    if (zs != NULL && zs != m->now && zs->established && zs->id == m->now->id) {
+        log_info("zk", "session 0x%llx moved to %s: closing %s", (unsigned long long)zs->id,
+                 zk_conn_peer(m->now->c), zk_conn_peer(c));
+        zk_conn_close(c);
+    }
+}
+
 static void lookup_end(struct zcall *zc, int status, const char *message)
 {
     (void)message;
@@ -507,6 +524,8 @@ static void lookup_end(struct zcall *zc, int status, const char *message)
         refuse(zs);
         return;
     }
+    struct moved m = {zs};
+    zk_conn_foreach(zs->svc->l, close_older, &m);
     established(zs);
     renew(zs, true);
 }

@@ -163,6 +163,15 @@ class Session(unittest.TestCase):
         self.assertEqual(r2["passwd"], pw)
         self.assertEqual(r2["timeout"], 30000)
         self.assertEqual(d.request(-2, 11)["err"], 0)
+        # the session moved: its older connection to this server is closed
+        old = Raw()
+        old.connect(timeout_ms=30000, session=sid, passwd=pw)
+        newer = Raw()
+        newer.connect(timeout_ms=30000, session=sid, passwd=pw)
+        self.assertTrue(old.closed_by_server())
+        self.assertEqual(newer.request(-2, 11)["err"], 0)
+        old.close()
+        newer.close()
         d.close()
         # a wrong password: answered as an expired session, then closed
         e = Raw()
