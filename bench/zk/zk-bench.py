@@ -5,7 +5,7 @@ setData, getData and exists with many requests in flight, one member and
 three members; prints each rate, the quorum/ZooKeeper ratios and the
 servers' peak RSS (VmHWM, summed over members).
 
-    bench/zk/zk-bench.py [--seconds 5] [--inflight 128] [--members 1,3]
+    bench/zk/zk-bench.py [--seconds 5] [--clients 4] [--inflight 128] [--members 1,3]
 
 Needs: zookeeper, libzookeeper-mt-dev (tools/deps.sh), a build dir with
 bench/zk/zk-bench (ninja -C build). Every process is killed by its PID.
@@ -134,15 +134,21 @@ class QuorumTarget:
 
 
 def run(binary, target, args):
+    """Each op with --clients zk-bench processes at once (a session each):
+    the rates summed."""
     rates = {}
     for op in OPS:
-        out = subprocess.run([binary, target.hosts, op, str(args.seconds), str(args.inflight),
-                              str(args.value_size)], capture_output=True, text=True,
-                             timeout=args.seconds * 4 + 120).stdout
-        fields = dict(kv.split("=") for kv in out.split())
-        rates[op] = float(fields.get("rate", 0))
-        if int(fields.get("errors", 1)) != 0:
-            print("  %s: %s errors" % (op, fields.get("errors")), file=sys.stderr)
+        procs = [subprocess.Popen([binary, target.hosts, op, str(args.seconds),
+                                   str(args.inflight), str(args.value_size)],
+                                  stdout=subprocess.PIPE, text=True)
+                 for _ in range(args.clients)]
+        rates[op] = 0.0
+        for p in procs:
+            out, _ = p.communicate(timeout=args.seconds * 4 + 120)
+            fields = dict(kv.split("=") for kv in out.split())
+            rates[op] += float(fields.get("rate", 0))
+            if int(fields.get("errors", 1)) != 0:
+                print("  %s: %s errors" % (op, fields.get("errors")), file=sys.stderr)
     rss = sum(peak_rss_kib(p) for p in target.pids())
     return rates, rss
 
@@ -151,6 +157,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=5)
     ap.add_argument("--inflight", type=int, default=128)
+    ap.add_argument("--clients", type=int, default=4,
+                    help="zk-bench processes at once (one session each)")
     ap.add_argument("--value-size", type=int, default=100)
     ap.add_argument("--members", default="1,3")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -165,8 +173,9 @@ def main():
                 res[name] = run(binary, t, args)
             finally:
                 t.stop()
-        print("%d member%s, %d in flight, %d-byte values, %.0f s per op"
-              % (n, "s" if n > 1 else "", args.inflight, args.value_size, args.seconds))
+        print("%d member%s, %d clients x %d in flight, %d-byte values, %.0f s per op"
+              % (n, "s" if n > 1 else "", args.clients, args.inflight, args.value_size,
+                 args.seconds))
         print("  %-8s %14s %14s %8s" % ("op", "zookeeper/s", "quorum/s", "ratio"))
         for op in OPS:
             z, q = res["zookeeper"][0][op], res["quorum"][0][op]

@@ -23,6 +23,11 @@ struct zk_conn {
     bool closed;    /* uv_close was called */
     bool told;      /* on_close was called */
     unsigned writes; /* in flight */
+    /* answers of this loop pass, written together by the listener's idle
+     * handle (one write for many pipelined answers) */
+    struct buf out;
+    bool dirty;
+    zk_conn *dnext;
     void *data;
     char peer[64];
     char host[48];
@@ -40,6 +45,9 @@ struct zk_listener {
     zk_conn *conns;
     size_t n_conns;
     unsigned open_handles; /* listeners and connections not yet closed */
+    uv_idle_t flush;       /* writes the dirty connections' output */
+    bool flush_init;
+    zk_conn *dirty;
     void (*close_cb)(void *);
     void *close_arg;
 };
@@ -87,6 +95,12 @@ static void on_conn_closed(uv_handle_t *h)
     zk_conn *c = h->data;
     zk_listener *l = c->l;
     tell_closed(c); /* from the loop: never inside a handler's own call */
+    for (zk_conn **pp = &l->dirty; *pp != NULL; pp = &(*pp)->dnext)
+        if (*pp == c) {
+            *pp = c->dnext;
+            break;
+        }
+    buf_free(&c->out);
     buf_free(&c->in);
     free(c);
     l->open_handles--;
@@ -149,21 +163,58 @@ static int write_raw(zk_conn *c, const uint8_t *hdr, size_t hlen, const uint8_t 
     return 0;
 }
 
+static void flush_conn(zk_conn *c)
+{
+    c->dirty = false;
+    if (c->out.len == 0 || c->closed)
+        return;
+    if (write_raw(c, NULL, 0, c->out.data, c->out.len) != 0 && !c->closed) {
+        buf_reset(&c->out);
+        conn_end(c);
+        return;
+    }
+    buf_reset(&c->out);
+}
+
+static void on_flush(uv_idle_t *h)
+{
+    zk_listener *l = h->data;
+    while (l->dirty != NULL) {
+        zk_conn *c = l->dirty;
+        l->dirty = c->dnext;
+        c->dnext = NULL;
+        if (c->dirty)
+            flush_conn(c);
+    }
+    uv_idle_stop(h);
+}
+
 int zk_conn_send(zk_conn *c, const uint8_t *pkt, size_t len)
 {
     if (c->closing)
         return -EPIPE;
     uint8_t hdr[4] = {(uint8_t)(len >> 24), (uint8_t)(len >> 16), (uint8_t)(len >> 8),
                       (uint8_t)len};
-    int rv = write_raw(c, hdr, 4, pkt, len);
-    if (rv == 0)
-        c->st.packets_out++;
-    return rv;
+    if (buf_reserve(&c->out, 4 + len) != 0)
+        return -ENOMEM;
+    buf_append(&c->out, hdr, 4);
+    buf_append(&c->out, pkt, len);
+    c->st.packets_out++;
+    if (!c->dirty) {
+        c->dirty = true;
+        c->dnext = c->l->dirty;
+        c->l->dirty = c;
+        uv_idle_start(&c->l->flush, on_flush);
+    }
+    return 0;
 }
 
 void zk_conn_close(zk_conn *c)
 {
     if (c->closing)
+        return;
+    flush_conn(c); /* what was sent goes out first */
+    if (c->closed)
         return;
     c->closing = true;
     uv_read_stop((uv_stream_t *)&c->tcp);
@@ -341,6 +392,10 @@ int zk_listener_new(uv_loop_t *loop, const struct zk_conn_handler *h, void *arg,
     l->h = h;
     l->arg = arg;
     l->max_packet = max_packet;
+    uv_idle_init(loop, &l->flush);
+    l->flush.data = l;
+    l->flush_init = true;
+    l->open_handles++;
     *out = l;
     return 0;
 }
@@ -396,8 +451,11 @@ void zk_listener_close(zk_listener *l, void (*cb)(void *arg), void *arg)
     l->close_arg = arg;
     while (l->conns != NULL)
         conn_end(l->conns);
+    l->dirty = NULL;
     for (size_t i = 0; i < l->n_lis; i++)
         uv_close((uv_handle_t *)&l->lis[i], on_lis_closed);
+    if (l->flush_init)
+        uv_close((uv_handle_t *)&l->flush, on_lis_closed);
     l->open_handles++; /* the reference this call holds */
     l->open_handles--;
     maybe_done(l);
