@@ -58,7 +58,9 @@ void zk_listener_close(zk_listener *l, void (*cb)(void *arg), void *arg);
 /* zk_listener_conns is the number of open connections. */
 size_t zk_listener_conns(const zk_listener *l);
 
-/* zk_conn_send writes one packet (|len| bytes, the length prefix added).
+/* zk_conn_send queues one packet (|len| bytes, the length prefix added);
+ * what a connection queued in one loop pass is written with one write at
+ * the start of the next (an idle handle), or at once by zk_conn_close.
  * Errors: -EPIPE once the connection is closing, -ENOMEM. */
 int zk_conn_send(zk_conn *c, const uint8_t *pkt, size_t len);
 /* zk_conn_close closes the connection once what was sent is written;
