@@ -255,6 +255,35 @@ class Refusals(unittest.TestCase):
         self.assertTrue(c.closed_by_server())
         c.close()
 
+    def test_garbage_requests_never_stop_the_server(self):
+        """Seeded random bodies behind valid headers of every op type, one
+        connection each: answered or closed, and the server still serves."""
+        import random
+        rng = random.Random(1234)
+        types = [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22,
+                 100, 101, 102, 103, 104, 105, 106, 107, 999, -11, -10, 0]
+        for i in range(120):
+            c = Raw(timeout=10)
+            if c.connect() is None:
+                c.close()
+                continue
+            t = types[i % len(types)]
+            body = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 60)))
+            if rng.random() < 0.5:
+                # a plausible start: a path, then garbage
+                body = jpath("/g%d" % i) + body
+            try:
+                c.send_packet(struct.pack(">ii", i + 1, t) + body)
+                c.recv_packet()
+            except OSError:
+                pass
+            c.close()
+        self.assertTrue(four(b"srvr").startswith("Zookeeper version"))
+        c = Raw()
+        self.assertIsNotNone(c.connect())
+        self.assertEqual(c.request(-2, 11)["err"], 0)
+        c.close()
+
     def test_negative_length(self):
         c = Raw()
         c.s.sendall(struct.pack(">i", -5))
