@@ -488,8 +488,17 @@ static void lookup_msg(struct zcall *zc, const uint8_t *msg, size_t len)
     zc->xid = 0;
     if (r->n_kvs == 1 && r->kvs[0]->value.len == ZK_SESSION_VALUE_LEN &&
         r->kvs[0]->value.data[0] == 1 &&
-        memcmp(r->kvs[0]->value.data + 5, zs->passwd, ZK_PASSWD_LEN) == 0)
+        memcmp(r->kvs[0]->value.data + 5, zs->passwd, ZK_PASSWD_LEN) == 0) {
         zc->xid = 1; /* found, and the password matches */
+        /* the session keeps the timeout its lease was granted with (the
+         * lease TTL does not change on a reconnect), whatever this
+         * reconnect asked: the client then pings often enough */
+        const uint8_t *v = r->kvs[0]->value.data;
+        int32_t to = (int32_t)((uint32_t)v[1] << 24 | (uint32_t)v[2] << 16 |
+                               (uint32_t)v[3] << 8 | v[4]);
+        if (to > 0)
+            zs->timeout_ms = to;
+    }
     protobuf_c_message_free_unpacked(&r->base, NULL);
 }
 
