@@ -23,10 +23,12 @@ from harness import free_port, wait_for  # noqa: E402
 from kazoo.client import KazooClient, KazooState  # noqa: E402
 
 
-def raw_connect(port, session, passwd, timeout_ms=10000):
-    """A bare ConnectRequest: (negotiated timeout, session id) or None."""
+def raw_connect(port, session, passwd, timeout_ms=10000, last_zxid=0):
+    """A bare ConnectRequest: (negotiated timeout, session id) or None (the
+    member closed the connection without an answer)."""
     with socket.create_connection(("127.0.0.1", port), 10) as s:
-        body = struct.pack(">iqiq", 0, 0, timeout_ms, session) + struct.pack(">i", 16) + passwd
+        body = struct.pack(">iqiq", 0, last_zxid, timeout_ms, session) + \
+            struct.pack(">i", 16) + passwd
         body += b"\0"
         s.sendall(struct.pack(">i", len(body)) + body)
         buf = b""
@@ -70,6 +72,7 @@ class ZkCluster(unittest.TestCase):
             sid, pw = zk.client_id
             zk.create("/cl-eph", b"e", ephemeral=True)
             zk.create("/cl-p", b"p")
+            other.sync("/cl-eph")
             self.assertEqual(other.exists("/cl-eph").ephemeralOwner, sid)
             time.sleep(12)
             self.assertEqual(zk.state, KazooState.CONNECTED)
@@ -88,6 +91,38 @@ class ZkCluster(unittest.TestCase):
         other.delete("/cl-p")
         other.stop()
         other.close()
+
+    def test_never_back_in_time_on_a_lagging_member(self):
+        """A client that has seen zxid Z is never served by a member that
+        has not applied Z: a member behind it refuses the connection (the
+        client tries another); one that accepts shows the state at Z."""
+        c = self.c
+        leader = c.leader_index()
+        lag = [i for i in range(3) if i != leader][0]
+        zk = self.client([leader])
+        try:
+            zk.create("/lag", b"0")
+            c.kill(lag, signal.SIGSTOP)  # it falls behind
+            for i in range(1, 40):
+                zk.set("/lag", b"%d" % i)
+            seen = zk.exists("/lag").mzxid
+            sid, pw = zk.client_id
+            c.kill(lag, signal.SIGCONT)
+            # refused while behind, accepted once caught up: then it reads
+            # the state at Z (a fresh session there, no sync)
+            wait_for(lambda: raw_connect(self.zk_ports[lag], sid, pw, last_zxid=seen)
+                     is not None, 20, what="the lagging member caught up")
+            other = KazooClient(hosts="127.0.0.1:%d" % self.zk_ports[lag], timeout=10)
+            other.start(timeout=20)
+            self.assertEqual(other.get("/lag")[0], b"39")
+            other.stop()
+            other.close()
+            zk.delete("/lag")
+        finally:
+            if c.members[lag].stopped:
+                c.kill(lag, signal.SIGCONT)
+            zk.stop()
+            zk.close()
 
     def test_session_survives_kill_of_its_member(self):
         c = self.c
@@ -110,8 +145,11 @@ class ZkCluster(unittest.TestCase):
             self.assertEqual(zk.client_id[0], sid)
             others = [i for i in range(3) if i != victim]
             watcher = self.client(others)
+            # another client's writes: sync, then read (ZooKeeper's rule)
+            watcher.sync("/kill-eph")
             self.assertEqual(watcher.exists("/kill-eph").ephemeralOwner, sid)
             zk.create("/kill-after", b"x")
+            watcher.sync("/kill-after")
             self.assertEqual(watcher.get("/kill-after")[0], b"x")
             watcher.delete("/kill-after")
         finally:
