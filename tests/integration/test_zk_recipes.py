@@ -112,6 +112,7 @@ class Recipes(unittest.TestCase):
                             inside[0] -= 1
             run_all([lambda k=k: worker(k) for k in cs])
             self.assertEqual(max(seen), 1)
+            cs[0].sync("/r/lock-count")  # the others' writes (another member)
             self.assertEqual(cs[0].get("/r/lock-count")[0], b"20")
 
     def test_read_write_lock(self):
@@ -256,6 +257,7 @@ class Recipes(unittest.TestCase):
                 for _ in range(10):
                     c += 1
             run_all([lambda c=c: bump(c) for c in counters])
+            cs[0].sync("/r/counter")
             self.assertEqual(cs[0].Counter("/r/counter").value, 30)
 
     def test_tree_cache(self):
