@@ -51,6 +51,9 @@
 #define ZK_SESSION_KEY_LEN 12 /* "\0zkS" + 8 */
 #define ZK_SESSION_VALUE_LEN (1 + 4 + ZK_PASSWD_LEN)
 #define ZK_4LW_WHITELIST "srvr" /* ZooKeeper 3.8's default 4lw.commands.whitelist */
+/* a connection with this many requests not yet answered is not read
+ * until it is down to half (ZooKeeper throttles at 1000 outstanding) */
+#define ZK_MAX_OUTSTANDING 1000
 
 struct zsess;
 
@@ -99,6 +102,7 @@ struct zsess {
      * waits, what comes after waits behind it */
     unsigned pending_writes;
     struct zearly *deferred, *deferred_tail;
+    size_t outstanding; /* requests read and not yet answered (slots, deferred) */
     /* the connection's identities for ACLs: "ip:<addr>" first, then what
      * addAuth added ("digest:user:hash") */
     char **ids;
@@ -290,6 +294,7 @@ static struct zslot *slot_new(struct zsess *zs)
     struct zslot *sl = calloc(1, sizeof(*sl));
     if (sl == NULL)
         return NULL;
+    zs->outstanding++;
     if (zs->tail != NULL)
         zs->tail->next = sl;
     else
@@ -310,11 +315,14 @@ static void slots_flush(struct zsess *zs)
             zs->svc->packets_out++;
         buf_free(&sl->out);
         free(sl);
+        zs->outstanding--;
         if (close_after) {
             zk_conn_close(zs->c); /* on_close follows from the loop */
             return;
         }
     }
+    if (zs->outstanding <= ZK_MAX_OUTSTANDING / 2)
+        zk_conn_pause(zs->c, false);
 }
 
 /* slot_answer fills |sl| with a ReplyHeader (and |body| of record |rec|
@@ -1201,6 +1209,7 @@ static void run_deferred(struct zsess *zs)
         zs->deferred = e->next;
         if (zs->deferred == NULL)
             zs->deferred_tail = NULL;
+        zs->outstanding--; /* its slot counts from now on */
         handle(zs, e->data, e->len);
         free(e);
     }
@@ -1234,11 +1243,19 @@ static void on_packet(zk_conn *c, const uint8_t *pkt, size_t len)
     /* FIFO: behind anything waiting, and a read behind a write in flight
      * (pings too: their answers keep their place) */
     if (zs->deferred != NULL || (zs->pending_writes > 0 && !is_write(t))) {
-        if (defer(zs, pkt, len) != 0)
+        if (defer(zs, pkt, len) != 0) {
             zk_conn_close(c);
-        return;
+            return;
+        }
+        zs->outstanding++; /* until it is handled (then its slot counts) */
+    } else {
+        handle(zs, pkt, len);
     }
-    handle(zs, pkt, len);
+    if (zs->outstanding >= ZK_MAX_OUTSTANDING) {
+        log_debug("zk", "session 0x%llx: %zu requests outstanding, not reading %s for now",
+                  (unsigned long long)zs->id, zs->outstanding, zk_conn_peer(c));
+        zk_conn_pause(c, true);
+    }
 }
 
 static void on_close(zk_conn *c)

@@ -27,6 +27,9 @@ struct zk_conn {
      * handle (one write for many pipelined answers) */
     struct buf out;
     bool dirty;
+    bool listed;         /* in the listener's dirty list */
+    bool paused;         /* the handler asked: read nothing more for now */
+    bool resume_pending; /* buffered input to process after a resume */
     zk_conn *dnext;
     void *data;
     char peer[64];
@@ -176,6 +179,21 @@ static void flush_conn(zk_conn *c)
     buf_reset(&c->out);
 }
 
+static void process(zk_conn *c);
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b);
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b);
+static void on_flush(uv_idle_t *h);
+
+static void list_dirty(zk_conn *c)
+{
+    if (c->listed)
+        return;
+    c->listed = true;
+    c->dnext = c->l->dirty;
+    c->l->dirty = c;
+    uv_idle_start(&c->l->flush, on_flush);
+}
+
 static void on_flush(uv_idle_t *h)
 {
     zk_listener *l = h->data;
@@ -183,10 +201,16 @@ static void on_flush(uv_idle_t *h)
         zk_conn *c = l->dirty;
         l->dirty = c->dnext;
         c->dnext = NULL;
+        c->listed = false;
+        if (c->resume_pending && !c->closing && !c->paused) {
+            c->resume_pending = false;
+            process(c); /* what was read before the pause */
+        }
         if (c->dirty)
             flush_conn(c);
     }
-    uv_idle_stop(h);
+    if (l->dirty == NULL)
+        uv_idle_stop(h);
 }
 
 int zk_conn_send(zk_conn *c, const uint8_t *pkt, size_t len)
@@ -200,12 +224,8 @@ int zk_conn_send(zk_conn *c, const uint8_t *pkt, size_t len)
     buf_append(&c->out, hdr, 4);
     buf_append(&c->out, pkt, len);
     c->st.packets_out++;
-    if (!c->dirty) {
-        c->dirty = true;
-        c->dnext = c->l->dirty;
-        c->l->dirty = c;
-        uv_idle_start(&c->l->flush, on_flush);
-    }
+    c->dirty = true;
+    list_dirty(c);
     return 0;
 }
 
@@ -220,6 +240,20 @@ void zk_conn_close(zk_conn *c)
     uv_read_stop((uv_stream_t *)&c->tcp);
     if (c->writes == 0)
         conn_end(c);
+}
+
+void zk_conn_pause(zk_conn *c, bool paused)
+{
+    if (c->closing || c->paused == paused)
+        return;
+    c->paused = paused;
+    if (paused) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        return;
+    }
+    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    c->resume_pending = true; /* from the loop, not inside the caller */
+    list_dirty(c);
 }
 
 void zk_conn_set_data(zk_conn *c, void *data)
@@ -272,7 +306,7 @@ static void process(zk_conn *c)
 {
     zk_listener *l = c->l;
     size_t off = 0;
-    while (!c->closing) {
+    while (!c->closing && !c->paused) {
         const uint8_t *p = c->in.data + off;
         size_t left = c->in.len - off;
         if (!c->connected && c->st.packets_in == 0 && left >= 4 && zk_is_4lw(p)) {

@@ -66,6 +66,11 @@ int zk_conn_send(zk_conn *c, const uint8_t *pkt, size_t len);
 /* zk_conn_close closes the connection once what was sent is written;
  * nothing more is read. on_close follows. */
 void zk_conn_close(zk_conn *c);
+/* zk_conn_pause stops (true) or resumes (false) reading a connection:
+ * a handler holding too many of its requests lets it wait, as ZooKeeper
+ * stops reading a connection with too many outstanding. Packets already
+ * read are handed on after the resume, from the loop. */
+void zk_conn_pause(zk_conn *c, bool paused);
 void zk_conn_set_data(zk_conn *c, void *data);
 void *zk_conn_get_data(const zk_conn *c);
 zk_listener *zk_conn_listener(const zk_conn *c);

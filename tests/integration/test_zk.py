@@ -592,6 +592,32 @@ class RawOperations(unittest.TestCase):
             self.assertEqual(r["err"], 0)
         c.close()
 
+    def test_many_pipelined_reads_behind_a_write(self):
+        # 3000 reads sent behind a create, before any answer: they wait for
+        # it (FIFO), the server stops reading past 1000 outstanding and goes
+        # on as answers leave; every one is answered, in order, and sees it
+        c = Raw(timeout=30)
+        c.connect()
+        acl = struct.pack(">i", 1) + struct.pack(">i", 31) + jpath("world") + jpath("anyone")
+        body = jpath("/pipe") + jstr(b"p") + acl + struct.pack(">i", 0)
+        pkt = struct.pack(">ii", 1, 1) + body
+        out = struct.pack(">i", len(pkt)) + pkt
+        for i in range(3000):
+            pkt = struct.pack(">ii", 2 + i, 4) + jpath("/pipe") + b"\0"
+            out += struct.pack(">i", len(pkt)) + pkt
+        import threading
+        t = threading.Thread(target=c.s.sendall, args=(out,))
+        t.start()
+        for i in range(3001):
+            p = c.recv_packet()
+            xid, zxid, err = struct.unpack(">iqi", p[:16])
+            self.assertEqual((xid, err), (1 + i, 0))
+            if i > 0:
+                self.assertEqual(p[16:21], b"\0\0\0\1p")
+        t.join()
+        self.assertEqual(c.request(9999, 2, jpath("/pipe") + struct.pack(">i", -1))["err"], 0)
+        c.close()
+
     def test_large_multi_one_zxid(self):
         c = Raw()
         c.connect()

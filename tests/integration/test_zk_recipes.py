@@ -171,8 +171,10 @@ class Recipes(unittest.TestCase):
             b = cs[0].Barrier("/r/barrier")
             b.create()
             passed = []
-            ts = [threading.Thread(target=lambda k=k: passed.append(
-                k.Barrier("/r/barrier").wait(20))) for k in cs[1:]]
+            # (another client made the barrier: sync, so a member behind does
+            # not answer that there is none)
+            ts = [threading.Thread(target=lambda k=k: (k.sync("/r/barrier"), passed.append(
+                k.Barrier("/r/barrier").wait(20)))) for k in cs[1:]]
             for t in ts:
                 t.start()
             time.sleep(0.5)
