@@ -1090,6 +1090,11 @@ static int read_one(struct zstore *st, struct arena *a, lessor *leases, int32_t 
         return 0;
     }
     case ZK_OP_GET_ACL: {
+        /* READ or ADMIN, as ZooKeeper 3.8 asks */
+        if (!zk_acl_permits(z.acl.v, z.acl.n, ZK_PERM_READ | ZK_PERM_ADMIN, who)) {
+            *err = ZK_NOAUTH;
+            return 0;
+        }
         struct zk_get_acl_resp r = {z.acl, stat};
         if (z.acl.n < 0 || n == 1) {
             /* "/": world:anyone, all permissions, as ZooKeeper's root */

@@ -440,6 +440,7 @@ class Operations(unittest.TestCase):
             self.assertEqual([(a.perms, a.id.scheme, a.id.id) for a in acl],
                              [(31, "digest", "user:2Om+GBbT2q/tS6pdvACZbbm7/1A=")])
             self.assertEqual(err_name(lambda: other.get("/secret")), "NoAuthError")
+            self.assertEqual(err_name(lambda: other.get_acls("/secret")), "NoAuthError")
             self.assertEqual(err_name(lambda: other.set("/secret", b"")), "NoAuthError")
             self.assertEqual(err_name(lambda: other.create("/secret/x", b"")), "NoAuthError")
             self.assertEqual(zk.get("/secret")[0], b"s")
