@@ -279,22 +279,26 @@ static int load(struct zstore *st, struct arena *a, const uint8_t *p, size_t n, 
     z->data.len = -1;
     size_t kl;
     int rv;
-    if (n == 1) {
-        z->exists = true; /* "/" always exists */
-    } else {
+    {
         uint8_t *k = node_key(a, 'D', p, n, &kl);
         if (k == NULL)
             return -ENOMEM;
         struct kvcopy c = {a, false, NULL, 0, 0, 0};
         if ((rv = zrange(st, k, kl, NULL, 0, copy_kv, &c)) != 0)
             return rv;
-        if (!c.found)
-            return 0;
-        if ((rv = decode_d(c.v, c.n, a, z)) != 0)
+        if (c.found && (rv = decode_d(c.v, c.n, a, z)) != 0)
             return rv;
-        z->exists = true;
-        z->czxid = c.create_rev;
-        z->lease = c.lease;
+        if (n == 1) {
+            /* "/" always exists; its D key only once setData or setACL
+             * wrote it, and its czxid stays 0 as ZooKeeper's */
+            z->exists = true;
+        } else {
+            if (!c.found)
+                return 0;
+            z->exists = true;
+            z->czxid = c.create_rev;
+            z->lease = c.lease;
+        }
     }
     z->pzxid = z->czxid;
     uint8_t *k = node_key(a, 'C', p, n, &kl);
@@ -603,8 +607,8 @@ static int op_delete(struct ztx *x, const struct zk_path_version *r)
     if (r->path.len <= 0 || !zk_path_valid(r->path.p, (size_t)r->path.len, false))
         return ZK_BADARGUMENTS;
     size_t n = (size_t)r->path.len;
-    if (n == 1)
-        return ZK_BADARGUMENTS; /* "/" cannot go */
+    if (n == 1 || (n == 10 && memcmp(r->path.p, "/zookeeper", 10) == 0))
+        return ZK_BADARGUMENTS; /* "/" and "/zookeeper" cannot go (ZooKeeper's answer) */
     struct zover *parent = get(x, r->path.p, parent_len(r->path.p, n));
     struct zover *o = parent != NULL ? get(x, r->path.p, n) : NULL;
     if (o == NULL)
@@ -641,8 +645,6 @@ static int op_set_data(struct ztx *x, const struct zk_set_data_req *r, struct zk
         return ZK_NOAUTH;
     if (r->version != -1 && r->version != o->z.version)
         return ZK_BADVERSION;
-    if (r->path.len == 1)
-        return ZK_BADARGUMENTS; /* quorum keeps no data on "/" */
     o->z.version++;
     o->z.mzxid = x->zxid;
     o->z.mtime = x->now;
@@ -683,8 +685,6 @@ static int op_set_acl(struct ztx *x, const struct zk_set_acl_req *r, struct zk_s
         return err;
     if (r->version != -1 && r->version != o->z.aversion)
         return ZK_BADVERSION;
-    if (r->path.len == 1)
-        return ZK_BADARGUMENTS;
     o->z.aversion++;
     o->z.acl = acl;
     o->d_dirty = true;
@@ -766,7 +766,7 @@ static int write_overlay(struct ztx *x)
                 rv = mvcc_txn_delete_range(x->st.t, k, kl, NULL, 0, NULL, NULL, &del);
             continue;
         }
-        if (o->d_dirty && o->n > 1) {
+        if (o->d_dirty) {
             buf_reset(&b);
             uint8_t *k = node_key(x->a, 'D', o->path, o->n, &kl);
             rv = k == NULL ? -ENOMEM : encode_d(&b, &o->z);
@@ -1096,7 +1096,7 @@ static int read_one(struct zstore *st, struct arena *a, lessor *leases, int32_t 
             return 0;
         }
         struct zk_get_acl_resp r = {z.acl, stat};
-        if (z.acl.n < 0 || n == 1) {
+        if (z.acl.n < 0) {
             /* "/": world:anyone, all permissions, as ZooKeeper's root */
             static const struct zk_acl open = {ZK_PERM_ALL,
                                                {{(const uint8_t *)"world", 5},
@@ -1209,6 +1209,12 @@ enum zk_change zk_tree_change(int type, const struct mvcc_kv *kv, const struct m
         return ZK_CHANGE_NONE;
     *path = kv->key + 6;
     *n = kv->key_len - 6;
+    if (*n == 1) /* "/" is never created or deleted: its D key is data only */
+        return type == MVCC_EVENT_DELETE ? ZK_CHANGE_NONE
+               : prev == NULL || mzxid_of(kv->value, kv->value_len) !=
+                                     mzxid_of(prev->value, prev->value_len)
+                   ? ZK_CHANGE_DATA
+                   : ZK_CHANGE_NONE;
     if (type == MVCC_EVENT_DELETE)
         return ZK_CHANGE_DELETED;
     if (prev == NULL || kv->create_revision == kv->mod_revision)

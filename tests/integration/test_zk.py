@@ -536,6 +536,33 @@ class Operations(unittest.TestCase):
             watcher.close()
 
 
+class RootAndSystemNodes(unittest.TestCase):
+    def test_root_and_zookeeper_nodes(self):
+        zk = kz()
+        try:
+            zk.create("/warm", b"")  # quorum makes /zookeeper with the first write
+            ev = []
+            zk.get("/", watch=ev.append)
+            self.assertEqual(zk.set("/", b"rootdata").version, 1)
+            wait_for(lambda: len(ev) == 1, 10, what="the data watch on /")
+            self.assertEqual((ev[0].type, ev[0].path), ("CHANGED", "/"))
+            d, st = zk.get("/")
+            self.assertEqual((d, st.czxid), (b"rootdata", 0))
+            self.assertIn("zookeeper", zk.get_children("/"))
+            self.assertEqual(sorted(zk.get_children("/zookeeper"))[:2], ["config", "quota"])
+            self.assertEqual(err_name(lambda: zk.delete("/zookeeper")), "BadArgumentsError")
+            self.assertEqual(err_name(lambda: zk.delete("/")), "BadArgumentsError")
+            self.assertEqual(err_name(lambda: zk.create("/", b"")), "NodeExistsError")
+            self.assertEqual([(a.perms, a.id.scheme, a.id.id) for a in zk.get_acls("/")[0]],
+                             [(31, "world", "anyone")])
+            self.assertEqual(zk.sync("/nope"), "/nope")
+            zk.set("/", b"")
+            zk.delete("/warm")
+        finally:
+            zk.stop()
+            zk.close()
+
+
 class ForeignWrites(unittest.TestCase):
     def test_raw_etcd_put_under_the_prefix_is_no_crash(self):
         """quorum only: an etcd client's Put of junk over a znode's record
