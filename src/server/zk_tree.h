@@ -7,8 +7,8 @@
  * data); "\0zkC" + depth + path its child side (cversion, pzxid,
  * numChildren), written only once a child came or went (absent: 0, czxid,
  * 0). czxid is the D key's create revision; zxids are revisions. "/"
- * always exists (its D key is never written; its stat is all zero but the
- * child side).
+ * always exists (its D key is written only by setData or setACL; its
+ * czxid is 0).
  */
 #ifndef QUORUM_SERVER_ZK_TREE_H
 #define QUORUM_SERVER_ZK_TREE_H
