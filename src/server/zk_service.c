@@ -1128,8 +1128,11 @@ static void handle(struct zsess *zs, const uint8_t *pkt, size_t len)
         return;
     case ZK_OP_ADD_WATCH: {
         const struct zk_path_int *r = &req.u.pi;
-        if (r->path.len <= 0 || !zk_path_valid(r->path.p, (size_t)r->path.len, false) ||
-            (r->n != ZK_ADD_WATCH_PERSISTENT && r->n != ZK_ADD_WATCH_PERSISTENT_RECURSIVE)) {
+        if (r->n != ZK_ADD_WATCH_PERSISTENT && r->n != ZK_ADD_WATCH_PERSISTENT_RECURSIVE) {
+            slot_answer(zs, sl, req.h.xid, ZK_MARSHALLINGERROR, NULL, NULL); /* as ZooKeeper */
+            return;
+        }
+        if (r->path.len <= 0 || !zk_path_valid(r->path.p, (size_t)r->path.len, false)) {
             slot_answer(zs, sl, req.h.xid, ZK_BADARGUMENTS, NULL, NULL);
             return;
         }

@@ -588,7 +588,7 @@ static int op_create(struct ztx *x, int32_t type, const struct zk_create_req *r,
     z->lease = z->owner;
     z->ttl = ttl_mode ? r->ttl : 0;
     z->acl = acl;
-    z->data = r->data.len < 0 ? (struct jute_bytes){NULL, 0} : r->data;
+    z->data = r->data; /* null stays null, as ZooKeeper keeps it */
     o->d_dirty = o->c_dirty = true;
     o->deleted = false;
     parent->z.cversion++;
@@ -648,7 +648,7 @@ static int op_set_data(struct ztx *x, const struct zk_set_data_req *r, struct zk
     o->z.version++;
     o->z.mzxid = x->zxid;
     o->z.mtime = x->now;
-    o->z.data = r->data.len < 0 ? (struct jute_bytes){NULL, 0} : r->data;
+    o->z.data = r->data;
     o->d_dirty = true;
     stat_of(&o->z, st);
     return 0;
@@ -831,7 +831,13 @@ int server_zk_apply(struct server *s, struct entry *e)
     struct jute_out bo = {&body, 0};
     int32_t type = req.h.type;
     ensure_system_nodes(&x);
-    if (type == ZK_OP_MULTI) {
+    bool reads_in_multi = false;
+    for (size_t i = 0; type == ZK_OP_MULTI && i < req.n_multi; i++)
+        reads_in_multi |= req.multi[i].type == ZK_OP_GET_DATA ||
+                          req.multi[i].type == ZK_OP_GET_CHILDREN;
+    if (reads_in_multi) {
+        err = ZK_MARSHALLINGERROR; /* ZooKeeper's answer to reads in a multi */
+    } else if (type == ZK_OP_MULTI) {
         size_t n = req.n_multi;
         struct zk_multi_result *res = n ? arena_alloc(a, sizeof(*res) * n) : NULL;
         if (n > 0 && res == NULL) {
@@ -1064,8 +1070,7 @@ static int read_one(struct zstore *st, struct arena *a, lessor *leases, int32_t 
             *err = ZK_NOAUTH;
             return 0;
         }
-        struct zk_get_data_resp r = {z.data.len >= 0 ? z.data : (struct jute_bytes){NULL, 0},
-                                     stat};
+        struct zk_get_data_resp r = {z.data, stat};
         if (mres != NULL) {
             mres->data = r.data;
             mres->stat = stat;
@@ -1129,7 +1134,13 @@ int zk_read(mvcc_store *kv, lessor *leases, const struct zk_request *req, int64_
         return rv;
     struct zstore st = {NULL, r};
     struct jute_out o = {out, 0};
-    if (req->h.type == ZK_OP_MULTI_READ) {
+    bool writes_in_read = false;
+    for (size_t i = 0; req->h.type == ZK_OP_MULTI_READ && i < req->n_multi; i++)
+        writes_in_read |= req->multi[i].type != ZK_OP_GET_DATA &&
+                          req->multi[i].type != ZK_OP_GET_CHILDREN;
+    if (writes_in_read) {
+        jute_put_int(&o, ZK_MARSHALLINGERROR); /* as ZooKeeper answers it */
+    } else if (req->h.type == ZK_OP_MULTI_READ) {
         size_t n = req->n_multi;
         struct zk_multi_result *res = n ? arena_alloc(a, sizeof(*res) * n) : NULL;
         if (n > 0 && res == NULL) {

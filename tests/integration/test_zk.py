@@ -563,6 +563,47 @@ class RootAndSystemNodes(unittest.TestCase):
             zk.close()
 
 
+class EdgeCases(unittest.TestCase):
+    def test_ip_acls_bad_acls_null_data_mixed_multis(self):
+        from kazoo.security import ACL, Id
+        zk = kz()
+        try:
+            zk.create("/ipn", b"d", acl=[ACL(1, Id("ip", "127.0.0.1"))])
+            self.assertEqual(zk.get("/ipn")[0], b"d")
+            self.assertEqual(err_name(lambda: zk.set("/ipn", b"x")), "NoAuthError")
+            zk.create("/ipo", b"d", acl=[ACL(31, Id("ip", "10.0.0.0/8"))])
+            self.assertEqual(err_name(lambda: zk.get("/ipo")), "NoAuthError")
+            for acl in (Id("digest", "nocolon"), Id("sasl", "x"), Id("auth", "")):
+                self.assertEqual(err_name(lambda: zk.create("/bad-acl", b"", acl=[ACL(31, acl)])),
+                                 "InvalidACLError", acl)
+        finally:
+            zk.stop()
+            zk.close()
+        c = Raw()
+        c.connect()
+        world = struct.pack(">i", 1) + struct.pack(">i", 31) + jpath("world") + jpath("anyone")
+        # an invalid addWatch mode: MARSHALLINGERROR
+        self.assertEqual(c.request(1, 106, jpath("/ipn") + struct.pack(">i", 2))["err"], -5)
+        # null data stays null (length -1), its dataLength 0
+        r = c.request(2, 1, jpath("/nulldata") + struct.pack(">i", -1) + world
+                      + struct.pack(">i", 0))
+        self.assertEqual(r["err"], 0)
+        r = c.request(3, 4, jpath("/nulldata") + b"\0")
+        self.assertEqual((r["err"], r["body"][:4]), (0, b"\xff\xff\xff\xff"))
+        self.assertEqual(unpack_stat(r["body"][4:])["dataLength"], 0)
+        # a read inside a multi, a write inside a multiRead: MARSHALLINGERROR
+        done = struct.pack(">i?i", -1, True, -1)
+        mr = struct.pack(">i?i", 4, False, -1) + jpath("/ipn") + b"\0" + done
+        self.assertEqual(c.request(4, 14, mr)["err"], -5)
+        mr = (struct.pack(">i?i", 4, False, -1) + jpath("/ipn") + b"\0"
+              + struct.pack(">i?i", 2, False, -1) + jpath("/ipn") + struct.pack(">i", -1) + done)
+        self.assertEqual(c.request(5, 22, mr)["err"], -5)
+        self.assertIsNotNone(c.request(6, 3, jpath("/ipn") + b"\0"), "the connection stays")
+        for p in ("/ipn", "/ipo", "/nulldata"):
+            self.assertEqual(c.request(7, 2, jpath(p) + struct.pack(">i", -1))["err"], 0)
+        c.close()
+
+
 class ForeignWrites(unittest.TestCase):
     def test_raw_etcd_put_under_the_prefix_is_no_crash(self):
         """quorum only: an etcd client's Put of junk over a znode's record
