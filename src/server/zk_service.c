@@ -1145,8 +1145,10 @@ static void handle(struct zsess *zs, const uint8_t *pkt, size_t len)
     case ZK_OP_REMOVE_WATCHES:
     case ZK_OP_CHECK_WATCHES: {
         const struct zk_path_int *r = &req.u.pi;
-        unsigned kinds = r->n == ZK_WATCHER_CHILDREN ? W_CHILD
-                         : r->n == ZK_WATCHER_DATA   ? W_DATA
+        /* a persistent watch is a data and a child watch, a recursive one
+         * a data watch, as ZooKeeper's WatchManager counts them */
+        unsigned kinds = r->n == ZK_WATCHER_CHILDREN ? W_CHILD | W_PERSISTENT
+                         : r->n == ZK_WATCHER_DATA   ? W_DATA | W_PERSISTENT | W_RECURSIVE
                                                      : W_DATA | W_CHILD | W_PERSISTENT | W_RECURSIVE;
         size_t n = r->path.len > 0 ? (size_t)r->path.len : 0;
         size_t k = 0;

@@ -871,6 +871,43 @@ class Watches(unittest.TestCase):
                 c.stop()
                 c.close()
 
+    def test_persistent_watch_events_and_removal(self):
+        zk, zk2 = kz(), kz()
+        c = Raw()
+        c.connect()
+        try:
+            ev = []
+            zk.create("/pw", b"")
+            zk.create("/pw/c", b"")
+            zk.get("/pw/c", watch=lambda e: ev.append(("data", e.type)))
+            zk.get_children("/pw/c", watch=lambda e: ev.append(("child", e.type)))
+            zk2.delete("/pw/c")
+            wait_for(lambda: len(ev) == 2, 10, what="data and child watches on a deleted node")
+            self.assertEqual(sorted(ev), [("child", "DELETED"), ("data", "DELETED")])
+            self.assertEqual(c.request(1, 106, jpath("/pw") + struct.pack(">i", 0))["err"], 0)
+            zk2.create("/pw/d", b"")
+            zk2.set("/pw", b"x")
+            zk2.delete("/pw/d")
+            got = []
+            for _ in range(3):
+                p = c.recv_packet()
+                t, st, n = struct.unpack(">iii", p[16:28])
+                got.append((t, p[28:28 + n].decode()))
+            # a persistent watch on /pw: children changed, data changed, ...
+            self.assertEqual(got, [(4, "/pw"), (3, "/pw"), (4, "/pw")])
+            self.assertEqual(c.request(2, 8, jpath("/pw") + b"\1")["err"], 0)  # + a child watch
+            # removing DATA takes the persistent watch (a data and a child watch)
+            self.assertEqual(c.request(3, 18, jpath("/pw") + struct.pack(">i", 2))["err"], 0)
+            self.assertEqual(c.request(4, 18, jpath("/pw") + struct.pack(">i", 1))["err"], 0)
+            self.assertEqual(c.request(5, 18, jpath("/pw") + struct.pack(">i", 1))["err"], -121)
+            self.assertEqual(c.request(6, 17, jpath("/pw") + struct.pack(">i", 3))["err"], -121)
+            zk.delete("/pw", recursive=True)
+        finally:
+            c.close()
+            for k in (zk, zk2):
+                k.stop()
+                k.close()
+
     def test_raw_watch_protocol(self):
         """addWatch persistent recursive, removeWatches/checkWatches, and
         setWatches on reconnect delivering what changed while away."""
