@@ -6,7 +6,8 @@ libprotobuf-c-dev liblmdb-dev libcriterion-dev etcd-server etcd-client python3 p
 python3-grpcio python3-protobuf nghttp2-client clang lmdb-utils liburcu-dev \
 libssl-dev openssl libcrypt-dev libjansson-dev libhttp-parser-dev curl \
 python3-prometheus-client prometheus python3-yaml libyaml-dev chromium chromium-driver python3-selenium \
-dnsmasq-base nftables iproute2 util-linux"
+dnsmasq-base nftables iproute2 util-linux \
+zookeeper python3-kazoo libzookeeper-mt-dev"
 
 ensure_deps() {
     local missing=()

@@ -307,6 +307,7 @@ static const char *const kind_names[ENTRY__COUNT] = {
     [ENTRY_AUTH_ROLE_DELETE] = "auth_role_delete",
     [ENTRY_AUTH_ROLE_GRANT_PERMISSION] = "auth_role_grant_permission",
     [ENTRY_AUTH_ROLE_REVOKE_PERMISSION] = "auth_role_revoke_permission",
+    [ENTRY_ZK_WRITE] = "zookeeper_write",
 };
 
 void server_request_text(struct buf *o, const struct entry *e, uint64_t id)

@@ -350,6 +350,7 @@ enum base { B_CFG, B_RAW, B_NONE };
 static struct raw {
     char listen_client[4096], advertise_client[4096], listen_peer[4096], advertise_peer[4096];
     char listen_metrics[4096];
+    char listen_zk[4096];
     char initial_cluster[8192];
     char ac_mode[32], ac_retention[64], fronts[16], metrics[32];
     char log_output[4096]; /* --log-output, etcd 3.4's deprecated name */
@@ -697,6 +698,8 @@ static const struct flagdef flags[] = {
     {"experimental-compaction-sleep-interval", T_DUR_MS, CF(compaction_sleep_ms), "0", "'0'",
      G_QUORUM, "Pause between compaction steps (etcd 3.5's flag; 0: none).", P_IMPL, NULL,
      "time.Duration", NULL},
+    {"listen-zk-urls", T_URLS, RF(listen_zk), NULL, "''", G_QUORUM,
+     "List of URLs to listen on for ZooKeeper clients.", P_IMPL, NULL, "string", NULL},
     {"experimental-set-member-localaddr", T_BOOL, CF(set_member_localaddr), "false", "'false'",
      G_QUORUM,
      "Outgoing peer links leave from the first advertised peer URL's IP (etcd 3.6's flag).",
@@ -1858,6 +1861,10 @@ static int finish(struct config *c, char *err, size_t errlen)
     if (raw.listen_metrics[0] != '\0' &&
         config_parse_urls(raw.listen_metrics, c->listen_metrics, CONFIG_MAX_URLS,
                           &c->n_listen_metrics, err, errlen))
+        return CONFIG_ERR_USAGE;
+    if (raw.listen_zk[0] != '\0' &&
+        config_parse_urls(raw.listen_zk, c->listen_zk, CONFIG_MAX_URLS, &c->n_listen_zk, err,
+                          errlen))
         return CONFIG_ERR_USAGE;
     /* as etcd 3.4: anything but "extensive" is basic */
     c->metrics_extensive = strcmp(raw.metrics, "extensive") == 0;

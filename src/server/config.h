@@ -194,6 +194,10 @@ struct config {
         char text[512];
     } notes[128];
     size_t n_notes;
+    /* ---- the ZooKeeper face (docs/zookeeper.md) ---- */
+    /* --listen-zk-urls: ZooKeeper client listeners (http://host:port) */
+    struct url listen_zk[CONFIG_MAX_URLS];
+    size_t n_listen_zk;
 };
 
 #define CONFIG_FRONT_AUTO (~0u)

@@ -32,6 +32,7 @@
  * between the snapshot's index and A are not applied twice. */
 #include "server/server_int.h"
 #include "server/front.h"
+#include "zk.pb-c.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -215,6 +216,8 @@ static const ProtobufCMessageDescriptor *entry_desc(unsigned kind)
         return &etcdserverpb__auth_role_grant_permission_request__descriptor;
     case ENTRY_AUTH_ROLE_REVOKE_PERMISSION:
         return &etcdserverpb__auth_role_revoke_permission_request__descriptor;
+    case ENTRY_ZK_WRITE:
+        return &quorumzk__write__descriptor;
     default:
         return NULL;
     }

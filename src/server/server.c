@@ -1,6 +1,8 @@
 /* server/server.c: start and stop a member; the apply hook that turns the
  * writes of one loop pass into one durable LMDB batch (see server.h). */
 #include "server/server_int.h"
+#include "server/zk_service.h"
+#include "server/zk_tree.h"
 #include "http/http.h"
 
 #include <errno.h>
@@ -176,6 +178,12 @@ int server_apply_entry(struct server *s, struct entry *e)
         e->err = rv;
         return 0;
     }
+    /* a lease that is a ZooKeeper session: its ephemerals go first, with
+     * their parents' child stat, in one revision (zk_tree.c) */
+    if (e->kind == ENTRY_LEASE_REVOKE &&
+        (rv = server_zk_session_end(s, ((const Etcdserverpb__LeaseRevokeRequest *)e->req)->id)) !=
+            0)
+        return rv;
     if (e->kind >= ENTRY_AUTH_ENABLE && e->kind <= ENTRY_AUTH_ROLE_REVOKE_PERMISSION) {
         rv = server_auth_apply(s, e, &resp, &h);
         goto done;
@@ -204,6 +212,8 @@ int server_apply_entry(struct server *s, struct entry *e)
     }
     case ENTRY_MEMBER:
         return server_member_apply(s, (const Etcdserverpb__Member *)e->req);
+    case ENTRY_ZK_WRITE:
+        return server_zk_apply(s, e); /* e->out: the ZooKeeper answer */
     default:
         rv = -EINVAL;
     }
@@ -231,6 +241,8 @@ static void on_change(enum mvcc_event_type type, const struct mvcc_kv *kv,
 {
     struct server *s = arg;
     watch_hub_observe(type, kv, prev, s->watches);
+    if (s->zk != NULL)
+        server_zk_observe(s, type, kv, prev); /* ZooKeeper watches */
     if (prev != NULL && prev->lease != 0 && (type == MVCC_EVENT_DELETE || prev->lease != kv->lease))
         lessor_detach(s->leases, prev->lease, prev->key, prev->key_len);
     if (type == MVCC_EVENT_PUT && kv->lease != 0 &&
@@ -407,6 +419,7 @@ static void serve(struct server *s)
     }
     for (size_t i = 0; i < s->cfg.n_listen_client; i++)
         log_info("server", "ready to serve client requests on %s", s->cfg.listen_client[i].text);
+    server_zk_serve(s);
 }
 
 /* mark_has_log: this store has its log now (SERVER_META_HAS_LOG); once,
@@ -564,6 +577,9 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
     what = "listen for metrics";
     if ((rv = server_metrics_listen(s, &go)) != 0)
         goto fail;
+    what = "listen for ZooKeeper clients";
+    if ((rv = server_zk_listen(s)) != 0)
+        goto fail;
 
     uv_timer_init(loop, &s->watch_sync);
     s->watch_sync.data = s;
@@ -605,6 +621,7 @@ fail:
         grpc_server_close(s->grpc, NULL, NULL); /* nothing was accepted yet */
     if (s->metrics_grpc)
         grpc_server_close(s->metrics_grpc, NULL, NULL);
+    server_zk_close(s);
     if (s->tick.type == UV_TIMER) {
         server_node_close(s, NULL, NULL);
     } else if (s->tp != NULL) {
@@ -713,5 +730,6 @@ void server_stop(struct server *s, void (*cb)(void *arg), void *arg)
     s->closing = -1;
     for (size_t i = 0; i < s->n_client_polls; i++)
         uv_poll_stop(&s->client_polls[i]); /* no more connections */
+    server_zk_close(s);
     server_metrics_close(s, close_clients, s);
 }

@@ -48,6 +48,9 @@ enum entry_kind {
     ENTRY_AUTH_ROLE_DELETE,
     ENTRY_AUTH_ROLE_GRANT_PERMISSION,
     ENTRY_AUTH_ROLE_REVOKE_PERMISSION,
+    /* the ZooKeeper face (zk_tree.c): quorumzk.Write. Its number is
+     * explicit so that kinds other work appends keep theirs. */
+    ENTRY_ZK_WRITE = 48,
     ENTRY__COUNT,
     /* not log entries: linearizable reads waiting for their read index */
     ENTRY_READ_RANGE = 64,
@@ -185,6 +188,7 @@ struct server {
     grpc_server *grpc;      /* the core loop's own, without front loops */
     grpc_server *metrics_grpc; /* --listen-metrics-urls (metrics.c) */
     struct fronts *fronts; /* the front loops (front.h), or NULL */
+    struct zsvc *zk;       /* the ZooKeeper face (zk_service.c), or NULL */
     struct server_tls tls;
     /* for the front loops, stored by the core each pass (__atomic) */
     uint64_t pub_term, pub_cluster_id;

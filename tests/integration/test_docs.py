@@ -22,8 +22,8 @@ The convention (docs/README.md states it for writers):
   it (same flags, --enable-v2 included). Every ``127.0.0.1:PORT`` and
   ``localhost:PORT`` is replaced by a free port, the same documented port by
   the same free one on a page: 2379, 2389, 2399 are the cluster's client
-  ports and 2380, 2390, 2400 its peer ports; any other port is a fresh free
-  one. An id a console block's output shows (12 to 16 hex digits) is learnt:
+  ports, 2380, 2390, 2400 its peer ports and 2181, 2191, 2201 its ZooKeeper
+  ports; any other port is a fresh free one. An id a console block's output shows (12 to 16 hex digits) is learnt:
   the same id in later commands of the page becomes the one the server gave.
   A port the page has mapped is replaced where it stands alone too
   (``etcd3.client("127.0.0.1", 2379)``).
@@ -231,16 +231,18 @@ def tools_up_flags():
 
 
 class Cluster:
-    """Three members as ./tools/up starts them: m0..m2, token quorum-local, --enable-v2."""
+    """Three members as ./tools/up starts them: m0..m2, token quorum-local, --enable-v2,
+    ZooKeeper ports (documented 2181, 2191, 2201)."""
     FLAGS = ["--name", "--data-dir", "--listen-client-urls", "--advertise-client-urls",
              "--listen-peer-urls", "--initial-advertise-peer-urls", "--initial-cluster",
-             "--initial-cluster-token", "--enable-v2"]
+             "--initial-cluster-token", "--enable-v2", "--listen-zk-urls"]
 
     def __init__(self, tmp, ports):
         self.dir = os.path.join(tmp, "cluster")
         os.makedirs(self.dir)
         self.client = [ports.get(2379), ports.get(2389), ports.get(2399)]
         self.peer = [ports.get(2380), ports.get(2390), ports.get(2400)]
+        self.zk = [ports.get(2181), ports.get(2191), ports.get(2201)]
         self.procs, self.logs = [], []
 
     def args(self, i):
@@ -251,7 +253,7 @@ class Cluster:
                 "--listen-client-urls", c, "--advertise-client-urls", c,
                 "--listen-peer-urls", p, "--initial-advertise-peer-urls", p,
                 "--initial-cluster", initial, "--initial-cluster-token", "quorum-local",
-                "--enable-v2"]
+                "--enable-v2", "--listen-zk-urls", "http://127.0.0.1:%d" % self.zk[i]]
 
     def start(self, env):
         for i in range(3):

@@ -1,0 +1,1484 @@
+/* server/zk_service.c: the ZooKeeper face's service (docs/zookeeper.md).
+ *
+ * Connections come from zk/ (zk.h) on the core loop. Everything a
+ * ZooKeeper request needs from the store goes through the face-neutral
+ * call of call.h, as a gRPC or JSON request does: this file is a face
+ * whose calls are its own (struct zcall: the face's context, answers
+ * delivered to callbacks).
+ *
+ * Sessions are leases. A new session (ConnectRequest with session id 0):
+ * the member picks the id (the lease id generator, as LeaseGrant with id
+ * 0 does) and a 16-byte password, grants the lease (TTL: the negotiated
+ * timeout rounded up to seconds), puts the session key ("\0zkS" + the id,
+ * big-endian) holding the timeout and password attached to the lease, and
+ * answers the ConnectResponse once both are applied. A reconnect (id and
+ * password) reads the session key: a match keeps the session, anything
+ * else is answered as ZooKeeper answers an expired session (timeOut 0) and
+ * closed. Every packet renews the lease, at most every third of the
+ * timeout, on a LeaseKeepAlive stream the connection keeps open (a
+ * follower forwards renewals to the leader, lease_service.c); a renewal
+ * answered with TTL 0 means the lease expired: the connection is closed
+ * and the client's reconnect learns it is expired. closeSession revokes
+ * the lease.
+ *
+ * Replies leave in the order the requests came (ZooKeeper's FIFO client
+ * order): each request takes a slot in its connection's queue, and slots
+ * are written from the head as they are answered. Packets that arrive
+ * before the session is established (the Java client sends setWatches
+ * and auth right behind its ConnectRequest) wait for it.
+ */
+#include "server/server_int.h"
+#include "server/zk_service.h"
+#include "server/zk_tree.h"
+#include "zk.pb-c.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "base/err.h"
+#include "base/log.h"
+#include "base/sha1.h"
+#include "base/version.h"
+#include "zk/zk.h"
+
+#define ZK_TICK_MS 2000 /* ZooKeeper's default tickTime */
+#define ZK_PASSWD_LEN 16
+#define ZK_SESSION_KEY_LEN 12 /* "\0zkS" + 8 */
+#define ZK_SESSION_VALUE_LEN (1 + 4 + ZK_PASSWD_LEN)
+#define ZK_4LW_WHITELIST "srvr" /* ZooKeeper 3.8's default 4lw.commands.whitelist */
+/* a connection with this many requests not yet answered is not read
+ * until it is down to half (ZooKeeper throttles at 1000 outstanding) */
+#define ZK_MAX_OUTSTANDING 1000
+
+struct zsess;
+
+/* One call of this face (the face context of a qcall). */
+struct zcall {
+    qcall *call;
+    struct zsvc *svc;
+    struct zsess *zs; /* NULL once the connection is gone */
+    struct zcall *next, *prev; /* the service's live calls */
+    struct zcall *next_dead;
+    bool ended;
+    void (*on_msg)(struct zcall *zc, const uint8_t *msg, size_t len);
+    void (*on_end)(struct zcall *zc, int status, const char *message);
+    struct zslot *slot; /* the request it answers, if any */
+    int32_t xid;
+};
+
+/* A reply slot, in request order. */
+struct zslot {
+    struct zslot *next;
+    bool ready;
+    bool close_after; /* closeSession: the connection closes once it is out */
+    struct buf out;
+};
+
+/* A packet that came before the session was established. */
+struct zearly {
+    struct zearly *next;
+    size_t len;
+    uint8_t data[];
+};
+
+struct zsess {
+    struct zsvc *svc;
+    zk_conn *c;
+    int64_t id;
+    uint8_t passwd[ZK_PASSWD_LEN];
+    int32_t timeout_ms;
+    bool established;
+    bool closing; /* closeSession seen: nothing more is read */
+    uint64_t last_renew_ms;
+    struct zcall *ka; /* the LeaseKeepAlive stream */
+    struct zslot *head, *tail;
+    struct zearly *early, *early_tail;
+    /* FIFO order: a read waits for the writes before it; while anything
+     * waits, what comes after waits behind it */
+    unsigned pending_writes;
+    struct zearly *deferred, *deferred_tail;
+    size_t outstanding; /* requests read and not yet answered (slots, deferred) */
+    /* the connection's identities for ACLs: "ip:<addr>" first, then what
+     * addAuth added ("digest:user:hash") */
+    char **ids;
+    size_t n_ids;
+    uint64_t told_gen; /* the event it was last notified of (fire) */
+};
+
+/* A watch of a connection (ZooKeeper's WatchManager: data watches from
+ * getData and exists, child watches from getChildren, one-shot; and
+ * addWatch's persistent and persistent recursive ones). */
+enum { W_DATA = 1, W_CHILD = 2, W_PERSISTENT = 4, W_RECURSIVE = 8 };
+struct zwatch {
+    struct zwatch *next;
+    struct zsess *zs;
+    unsigned kind;
+    size_t n;
+    uint8_t path[];
+};
+
+struct zsvc {
+    /* watches on one path (data, child, persistent) by a hash of it;
+     * persistent recursive ones in a list (they match paths below theirs) */
+    struct zwatch **tab;
+    size_t cap; /* a power of two, or 0 */
+    struct zwatch *recursive;
+    size_t n_watches;
+    uint64_t fire_gen; /* one notification per session and event */
+    struct server *s;
+    zk_listener *l;
+    uv_check_t reaper;
+    struct zcall *live;
+    struct zcall *dead;
+    const struct qcall_method *m_grant, *m_put, *m_range, *m_keepalive, *m_revoke;
+    uint64_t started_ms;
+    uint64_t packets_in, packets_out;
+    int close_refs; /* closing: the listener and the reaper, not yet closed */
+};
+
+int server_zk_negotiate_timeout(int asked_ms, int tick_ms)
+{
+    int lo = 2 * tick_ms, hi = 20 * tick_ms;
+    return asked_ms < lo ? lo : asked_ms > hi ? hi : asked_ms;
+}
+
+static void session_key(int64_t id, uint8_t k[ZK_SESSION_KEY_LEN])
+{
+    k[0] = 0;
+    k[1] = 'z';
+    k[2] = 'k';
+    k[3] = 'S';
+    for (int i = 0; i < 8; i++)
+        k[4 + i] = (uint8_t)((uint64_t)id >> (56 - 8 * i));
+}
+
+static int64_t zxid_now(struct zsvc *z)
+{
+    return mvcc_rev(z->s->kv);
+}
+
+/* ---- the face ---- */
+
+static int zf_send(qcall *c, const uint8_t *msg, size_t len)
+{
+    struct zcall *zc = c->face_ctx;
+    if (zc->on_msg != NULL && zc->zs != NULL)
+        zc->on_msg(zc, msg, len);
+    return 0;
+}
+
+static void zcall_unlink(struct zcall *zc)
+{
+    struct zsvc *z = zc->svc;
+    if (zc->prev != NULL)
+        zc->prev->next = zc->next;
+    else
+        z->live = zc->next;
+    if (zc->next != NULL)
+        zc->next->prev = zc->prev;
+    zc->next = zc->prev = NULL;
+}
+
+static int zf_finish(qcall *c, int status, const char *message)
+{
+    struct zcall *zc = c->face_ctx;
+    if (zc->ended)
+        return 0;
+    zc->ended = true;
+    if (zc->on_end != NULL && zc->zs != NULL)
+        zc->on_end(zc, status, message);
+    /* freed on the next check phase: the service may still hold it now */
+    zcall_unlink(zc);
+    zc->next_dead = zc->svc->dead;
+    zc->svc->dead = zc;
+    return 0;
+}
+
+static size_t zf_pending(const qcall *c)
+{
+    (void)c;
+    return 0;
+}
+
+static const struct qcall_face zk_face = {zf_send, zf_finish, zf_pending};
+
+static void zcall_free(struct zcall *zc)
+{
+    zc->call->finished = true;
+    zc->call->m->on_close(zc->call);
+    qcall_free(zc->call);
+    free(zc);
+}
+
+static void on_reap(uv_check_t *h)
+{
+    struct zsvc *z = h->data;
+    while (z->dead != NULL) {
+        struct zcall *zc = z->dead;
+        z->dead = zc->next_dead;
+        zcall_free(zc);
+    }
+}
+
+/* zcall_msg hands one more request message to an open call. */
+static void zcall_msg(struct zcall *zc, const ProtobufCMessage *req)
+{
+    struct zsvc *z = zc->svc;
+    struct buf *b = &z->s->scratch;
+    if (server_pack(b, req) != 0) {
+        qcall_finish(zc->call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    /* the service may pack its answer into the same scratch buffer */
+    uint8_t *copy = malloc(b->len ? b->len : 1);
+    if (copy == NULL) {
+        qcall_finish(zc->call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    size_t len = b->len;
+    memcpy(copy, b->data, len);
+    zc->call->m->on_message(zc->call, copy, len);
+    free(copy);
+}
+
+/* zcall_new makes a call of |m| for session |zs| (nothing sent yet). */
+static struct zcall *zcall_new(struct zsess *zs, const struct qcall_method *m,
+                               void (*on_msg)(struct zcall *, const uint8_t *, size_t),
+                               void (*on_end)(struct zcall *, int, const char *),
+                               struct zslot *slot, int32_t xid)
+{
+    struct zsvc *z = zs->svc;
+    struct zcall *zc = calloc(1, sizeof(*zc));
+    if (zc == NULL)
+        return NULL;
+    zc->call = qcall_new(z->s, m, &zk_face, zc);
+    if (zc->call == NULL) {
+        free(zc);
+        return NULL;
+    }
+    zc->svc = z;
+    zc->zs = zs;
+    zc->on_msg = on_msg;
+    zc->on_end = on_end;
+    zc->slot = slot;
+    zc->xid = xid;
+    zc->next = z->live;
+    if (z->live != NULL)
+        z->live->prev = zc;
+    z->live = zc;
+    return zc;
+}
+
+/* zcall_start opens a call of |m| for session |zs| and sends |req|. */
+static struct zcall *zcall_start(struct zsess *zs, const struct qcall_method *m,
+                                 const ProtobufCMessage *req,
+                                 void (*on_msg)(struct zcall *, const uint8_t *, size_t),
+                                 void (*on_end)(struct zcall *, int, const char *),
+                                 struct zslot *slot, int32_t xid)
+{
+    struct zcall *zc = zcall_new(zs, m, on_msg, on_end, slot, xid);
+    if (zc != NULL)
+        zcall_msg(zc, req);
+    return zc;
+}
+
+/* ---- replies in order ---- */
+
+static struct zslot *slot_new(struct zsess *zs)
+{
+    struct zslot *sl = calloc(1, sizeof(*sl));
+    if (sl == NULL)
+        return NULL;
+    zs->outstanding++;
+    if (zs->tail != NULL)
+        zs->tail->next = sl;
+    else
+        zs->head = sl;
+    zs->tail = sl;
+    return sl;
+}
+
+static void slots_flush(struct zsess *zs)
+{
+    while (zs->head != NULL && zs->head->ready) {
+        struct zslot *sl = zs->head;
+        zs->head = sl->next;
+        if (zs->head == NULL)
+            zs->tail = NULL;
+        bool close_after = sl->close_after;
+        if (sl->out.len > 0 && zk_conn_send(zs->c, sl->out.data, sl->out.len) == 0)
+            zs->svc->packets_out++;
+        buf_free(&sl->out);
+        free(sl);
+        zs->outstanding--;
+        if (close_after) {
+            zk_conn_close(zs->c); /* on_close follows from the loop */
+            return;
+        }
+    }
+    if (zs->outstanding <= ZK_MAX_OUTSTANDING / 2)
+        zk_conn_pause(zs->c, false);
+}
+
+/* slot_answer fills |sl| with a ReplyHeader (and |body| of record |rec|
+ * when err is 0) and writes what is ready. */
+static void slot_answer(struct zsess *zs, struct zslot *sl, int32_t xid, int32_t err,
+                        const struct jute_record *rec, const void *body)
+{
+    struct jute_out o = {&sl->out, 0};
+    struct zk_reply_header h = {xid, zxid_now(zs->svc), err};
+    jute_encode(&zk_rec_reply_header, &o, &h);
+    if (err == 0 && rec != NULL)
+        jute_encode(rec, &o, body);
+    sl->ready = true;
+    slots_flush(zs);
+}
+
+/* ---- sessions ---- */
+
+static void ka_msg(struct zcall *zc, const uint8_t *msg, size_t len)
+{
+    struct zsess *zs = zc->zs;
+    Etcdserverpb__LeaseKeepAliveResponse *r =
+        (Etcdserverpb__LeaseKeepAliveResponse *)protobuf_c_message_unpack(
+            &etcdserverpb__lease_keep_alive_response__descriptor, NULL, len, msg);
+    if (r == NULL)
+        return;
+    int64_t ttl = r->ttl;
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+    if (ttl <= 0) {
+        log_info("zk", "session 0x%llx expired: closing %s", (unsigned long long)zs->id,
+                 zk_conn_peer(zs->c));
+        zk_conn_close(zs->c);
+    }
+}
+
+static void ka_end(struct zcall *zc, int status, const char *message)
+{
+    (void)status;
+    (void)message;
+    if (zc->zs != NULL && zc->zs->ka == zc)
+        zc->zs->ka = NULL; /* the next renewal opens another stream */
+}
+
+static void renew(struct zsess *zs, bool force)
+{
+    struct zsvc *z = zs->svc;
+    uint64_t now = uv_now(z->s->loop);
+    if (!zs->established || zs->closing)
+        return;
+    if (!force && now - zs->last_renew_ms < (uint64_t)zs->timeout_ms / 3)
+        return;
+    zs->last_renew_ms = now;
+    Etcdserverpb__LeaseKeepAliveRequest r = ETCDSERVERPB__LEASE_KEEP_ALIVE_REQUEST__INIT;
+    r.id = zs->id;
+    if (zs->ka != NULL && !zs->ka->ended)
+        zcall_msg(zs->ka, &r.base);
+    else
+        zs->ka = zcall_start(zs, z->m_keepalive, &r.base, ka_msg, ka_end, NULL, 0);
+}
+
+static void on_packet(zk_conn *c, const uint8_t *pkt, size_t len);
+static int add_id(struct zsess *zs, const char *scheme, const char *id);
+
+static void established(struct zsess *zs)
+{
+    struct zk_connect_resp r = {0, zs->timeout_ms, zs->id, {zs->passwd, ZK_PASSWD_LEN}, false};
+    struct buf b = {0};
+    struct jute_out o = {&b, 0};
+    zk_connect_resp_encode(&o, &r);
+    if (o.err == 0 && zk_conn_send(zs->c, b.data, b.len) == 0)
+        zs->svc->packets_out++;
+    buf_free(&b);
+    zs->established = true;
+    zs->last_renew_ms = uv_now(zs->svc->s->loop);
+    /* the packets that came meanwhile, in order */
+    struct zearly *e = zs->early;
+    zs->early = zs->early_tail = NULL;
+    zk_conn *conn = zs->c;
+    while (e != NULL) {
+        struct zearly *n = e->next;
+        if (zk_conn_get_data(conn) == zs && !zs->closing)
+            on_packet(conn, e->data, e->len);
+        free(e);
+        e = n;
+    }
+}
+
+/* refuse answers a connect as ZooKeeper answers an unknown or expired
+ * session (timeOut 0, session 0, a zero password) and closes. */
+static void refuse(struct zsess *zs)
+{
+    uint8_t zero[ZK_PASSWD_LEN] = {0};
+    struct zk_connect_resp r = {0, 0, 0, {zero, ZK_PASSWD_LEN}, false};
+    struct buf b = {0};
+    struct jute_out o = {&b, 0};
+    zk_connect_resp_encode(&o, &r);
+    if (o.err == 0)
+        zk_conn_send(zs->c, b.data, b.len);
+    buf_free(&b);
+    zk_conn_close(zs->c);
+}
+
+static void put_end(struct zcall *zc, int status, const char *message)
+{
+    struct zsess *zs = zc->zs;
+    if (status != GRPC_STATUS_OK) {
+        log_warn("zk", "cannot store session 0x%llx: %s", (unsigned long long)zs->id,
+                 message != NULL ? message : "");
+        zk_conn_close(zs->c);
+        return;
+    }
+    log_info("zk", "session 0x%llx established for %s, timeout %d ms", (unsigned long long)zs->id,
+             zk_conn_peer(zs->c), zs->timeout_ms);
+    established(zs);
+}
+
+static void grant_end(struct zcall *zc, int status, const char *message)
+{
+    struct zsess *zs = zc->zs;
+    if (status != GRPC_STATUS_OK) {
+        log_warn("zk", "cannot grant the lease of a new session: %s",
+                 message != NULL ? message : "");
+        zk_conn_close(zs->c);
+        return;
+    }
+    uint8_t key[ZK_SESSION_KEY_LEN], val[ZK_SESSION_VALUE_LEN];
+    session_key(zs->id, key);
+    val[0] = 1; /* the record's version */
+    val[1] = (uint8_t)((uint32_t)zs->timeout_ms >> 24);
+    val[2] = (uint8_t)((uint32_t)zs->timeout_ms >> 16);
+    val[3] = (uint8_t)((uint32_t)zs->timeout_ms >> 8);
+    val[4] = (uint8_t)zs->timeout_ms;
+    memcpy(val + 5, zs->passwd, ZK_PASSWD_LEN);
+    Etcdserverpb__PutRequest p = ETCDSERVERPB__PUT_REQUEST__INIT;
+    p.key.data = key;
+    p.key.len = sizeof(key);
+    p.value.data = val;
+    p.value.len = sizeof(val);
+    p.lease = zs->id;
+    if (zcall_start(zs, zs->svc->m_put, &p.base, NULL, put_end, NULL, 0) == NULL)
+        zk_conn_close(zs->c);
+}
+
+static void new_session(struct zsess *zs)
+{
+    struct server *s = zs->svc->s;
+    do
+        zs->id = (int64_t)(server_next_id(s) & (uint64_t)INT64_MAX);
+    while (zs->id == 0);
+    if (getrandom(zs->passwd, sizeof(zs->passwd), 0) != (ssize_t)sizeof(zs->passwd)) {
+        zk_conn_close(zs->c);
+        return;
+    }
+    Etcdserverpb__LeaseGrantRequest g = ETCDSERVERPB__LEASE_GRANT_REQUEST__INIT;
+    g.id = zs->id;
+    g.ttl = (zs->timeout_ms + 999) / 1000;
+    if (zcall_start(zs, zs->svc->m_grant, &g.base, NULL, grant_end, NULL, 0) == NULL)
+        zk_conn_close(zs->c);
+}
+
+/* reconnect: the session key's record against the password given (the
+ * lookup call's |xid| says what it found: 1 a match) */
+
+static void lookup_msg(struct zcall *zc, const uint8_t *msg, size_t len)
+{
+    struct zsess *zs = zc->zs;
+    Etcdserverpb__RangeResponse *r = (Etcdserverpb__RangeResponse *)protobuf_c_message_unpack(
+        &etcdserverpb__range_response__descriptor, NULL, len, msg);
+    if (r == NULL)
+        return;
+    zc->xid = 0;
+    if (r->n_kvs == 1 && r->kvs[0]->value.len == ZK_SESSION_VALUE_LEN &&
+        r->kvs[0]->value.data[0] == 1 &&
+        memcmp(r->kvs[0]->value.data + 5, zs->passwd, ZK_PASSWD_LEN) == 0) {
+        zc->xid = 1; /* found, and the password matches */
+        /* the session keeps the timeout its lease was granted with (the
+         * lease TTL does not change on a reconnect), whatever this
+         * reconnect asked: the client then pings often enough */
+        const uint8_t *v = r->kvs[0]->value.data;
+        int32_t to = (int32_t)((uint32_t)v[1] << 24 | (uint32_t)v[2] << 16 |
+                               (uint32_t)v[3] << 8 | v[4]);
+        if (to > 0)
+            zs->timeout_ms = to;
+    }
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+}
+
+/* a session that reconnects here closes its older connection on this
+ * member, as ZooKeeper does */
+struct moved {
+    struct zsess *now;
+};
+
+static void close_older(zk_conn *c, void *arg)
+{
+    struct moved *m = arg;
+    struct zsess *zs = zk_conn_get_data(c);
+    if (zs != NULL && zs != m->now && zs->established && zs->id == m->now->id) {
+        log_info("zk", "session 0x%llx moved to %s: closing %s", (unsigned long long)zs->id,
+                 zk_conn_peer(m->now->c), zk_conn_peer(c));
+        zk_conn_close(c);
+    }
+}
+
+static void lookup_end(struct zcall *zc, int status, const char *message)
+{
+    (void)message;
+    struct zsess *zs = zc->zs;
+    if (status != GRPC_STATUS_OK) {
+        zk_conn_close(zs->c); /* let the client try again (another member) */
+        return;
+    }
+    if (zc->xid != 1) {
+        log_info("zk", "session 0x%llx of %s is expired or its password is wrong",
+                 (unsigned long long)zs->id, zk_conn_peer(zs->c));
+        refuse(zs);
+        return;
+    }
+    struct moved m = {zs};
+    zk_conn_foreach(zs->svc->l, close_older, &m);
+    established(zs);
+    renew(zs, true);
+}
+
+static void on_connect(zk_conn *c, const struct zk_connect_req *req)
+{
+    struct zsvc *z = zk_listener_arg(zk_conn_listener(c));
+    z->packets_in++;
+    struct zsess *zs = calloc(1, sizeof(*zs));
+    if (zs == NULL) {
+        zk_conn_close(c);
+        return;
+    }
+    zs->svc = z;
+    zs->c = c;
+    zk_conn_set_data(c, zs);
+    if (zk_conn_host(c)[0] != '\0' && add_id(zs, "ip", zk_conn_host(c)) != 0) {
+        zk_conn_close(c);
+        return;
+    }
+    int64_t ours = zxid_now(z);
+    if (req->last_zxid_seen > ours) {
+        /* ZooKeeper's answer: the client has seen a newer state than this
+         * member's; it must try another one */
+        log_info("zk",
+                 "refusing session request for client %s as it has seen zxid 0x%llx our last "
+                 "zxid is 0x%llx client must try another server",
+                 zk_conn_peer(c), (unsigned long long)req->last_zxid_seen,
+                 (unsigned long long)ours);
+        zk_conn_close(c);
+        return;
+    }
+    zs->timeout_ms = server_zk_negotiate_timeout(req->timeout, ZK_TICK_MS);
+    if (req->session_id == 0) {
+        new_session(zs);
+        return;
+    }
+    zs->id = req->session_id;
+    if (req->passwd.len != ZK_PASSWD_LEN) {
+        refuse(zs);
+        return;
+    }
+    memcpy(zs->passwd, req->passwd.p, ZK_PASSWD_LEN);
+    uint8_t key[ZK_SESSION_KEY_LEN];
+    session_key(zs->id, key);
+    Etcdserverpb__RangeRequest r = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    r.key.data = key;
+    r.key.len = sizeof(key);
+    r.serializable = true;
+    if (zcall_start(zs, z->m_range, &r.base, lookup_msg, lookup_end, NULL, 0) == NULL)
+        zk_conn_close(c);
+}
+
+static void revoke_end(struct zcall *zc, int status, const char *message)
+{
+    (void)message;
+    struct zsess *zs = zc->zs;
+    /* a lease already gone is a session already closed: fine either way,
+     * as ZooKeeper answers closeSession */
+    (void)status;
+    zc->slot->close_after = true;
+    slot_answer(zs, zc->slot, zc->xid, 0, NULL, NULL);
+}
+
+/* ---- watches ---- */
+
+static size_t path_hash(const uint8_t *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    return (size_t)h;
+}
+
+/* the chain a watch of |kind| on |p| lives in */
+static struct zwatch **chain(struct zsvc *z, const uint8_t *p, size_t n, unsigned kind)
+{
+    if (kind == W_RECURSIVE)
+        return &z->recursive;
+    return &z->tab[path_hash(p, n) & (z->cap - 1)];
+}
+
+static struct zwatch *watch_find(struct zsvc *z, struct zsess *zs, const uint8_t *p, size_t n,
+                                 unsigned kind)
+{
+    if (z->cap == 0 && kind != W_RECURSIVE)
+        return NULL;
+    for (struct zwatch *w = *chain(z, p, n, kind); w != NULL; w = w->next)
+        if (w->zs == zs && w->kind == kind && w->n == n && memcmp(w->path, p, n) == 0)
+            return w;
+    return NULL;
+}
+
+/* grow doubles the table (rehashing) once it holds as many watches as
+ * buckets */
+static int grow(struct zsvc *z)
+{
+    size_t cap = z->cap ? z->cap * 2 : 64;
+    struct zwatch **tab = calloc(cap, sizeof(*tab));
+    if (tab == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < z->cap; i++) {
+        struct zwatch *w = z->tab[i];
+        while (w != NULL) {
+            struct zwatch *next = w->next;
+            size_t b = path_hash(w->path, w->n) & (cap - 1);
+            w->next = tab[b];
+            tab[b] = w;
+            w = next;
+        }
+    }
+    free(z->tab);
+    z->tab = tab;
+    z->cap = cap;
+    return 0;
+}
+
+static void watch_add(struct zsess *zs, const uint8_t *p, size_t n, unsigned kind)
+{
+    struct zsvc *z = zs->svc;
+    if (watch_find(z, zs, p, n, kind) != NULL)
+        return;
+    if (kind != W_RECURSIVE && z->n_watches >= z->cap && grow(z) != 0 && z->cap == 0)
+        return;
+    struct zwatch *w = malloc(sizeof(*w) + n);
+    if (w == NULL)
+        return;
+    w->zs = zs;
+    w->kind = kind;
+    w->n = n;
+    memcpy(w->path, p, n);
+    struct zwatch **c = chain(z, p, n, kind);
+    w->next = *c;
+    *c = w;
+    if (kind != W_RECURSIVE)
+        z->n_watches++;
+}
+
+/* drop_in removes from one chain |zs|'s watches of |kinds| (on |p|, or
+ * any path when p is NULL); the number dropped */
+static size_t drop_in(struct zsvc *z, struct zwatch **pp, struct zsess *zs, const uint8_t *p,
+                      size_t n, unsigned kinds)
+{
+    size_t k = 0;
+    while (*pp != NULL) {
+        struct zwatch *w = *pp;
+        if (w->zs == zs && (w->kind & kinds) &&
+            (p == NULL || (w->n == n && memcmp(w->path, p, n) == 0))) {
+            *pp = w->next;
+            if (w->kind != W_RECURSIVE)
+                z->n_watches--;
+            free(w);
+            k++;
+        } else {
+            pp = &w->next;
+        }
+    }
+    return k;
+}
+
+/* watch_remove drops |zs|'s watches of |kinds| on |p| (all paths when p
+ * is NULL: O(buckets), on close only); the number dropped */
+static size_t watch_remove(struct zsvc *z, struct zsess *zs, const uint8_t *p, size_t n,
+                           unsigned kinds)
+{
+    size_t k = 0;
+    if (kinds & W_RECURSIVE)
+        k += drop_in(z, &z->recursive, zs, p, n, kinds);
+    if (z->cap == 0)
+        return k;
+    if (p != NULL)
+        return k + drop_in(z, chain(z, p, n, W_DATA), zs, p, n, kinds);
+    for (size_t i = 0; i < z->cap; i++)
+        k += drop_in(z, &z->tab[i], zs, NULL, 0, kinds);
+    return k;
+}
+
+/* watch_count: |zs|'s watches of |kinds| on |p| */
+static size_t watch_count(struct zsvc *z, struct zsess *zs, const uint8_t *p, size_t n,
+                          unsigned kinds)
+{
+    size_t k = 0;
+    for (struct zwatch *w = z->recursive; (kinds & W_RECURSIVE) && w != NULL; w = w->next)
+        k += w->zs == zs && w->n == n && memcmp(w->path, p, n) == 0;
+    for (struct zwatch *w = z->cap ? *chain(z, p, n, W_DATA) : NULL; w != NULL; w = w->next)
+        k += w->zs == zs && (w->kind & kinds) && w->n == n && memcmp(w->path, p, n) == 0;
+    return k;
+}
+
+static void notify(struct zsess *zs, int32_t type, const uint8_t *p, size_t n)
+{
+    struct buf b = {0};
+    struct jute_out o = {&b, 0};
+    struct zk_reply_header h = {ZK_XID_NOTIFICATION, -1, 0};
+    struct zk_watcher_event ev = {type, ZK_STATE_SYNC_CONNECTED, {p, (int32_t)n}};
+    jute_encode(&zk_rec_reply_header, &o, &h);
+    jute_encode(&zk_rec_watcher_event, &o, &ev);
+    if (o.err == 0 && zk_conn_send(zs->c, b.data, b.len) == 0)
+        zs->svc->packets_out++;
+    buf_free(&b);
+}
+
+/* fire sends |type| for |p| to every watch of |kinds| on |p| (and to
+ * persistent watches on it, and recursive ones on it or above it unless
+ * |type| is NodeChildrenChanged); one-shot watches go; each session is
+ * told once */
+static void fire(struct zsvc *z, int32_t type, const uint8_t *p, size_t n, unsigned kinds)
+{
+    uint64_t gen = ++z->fire_gen;
+    for (struct zwatch **pp = z->cap ? chain(z, p, n, W_DATA) : NULL; pp != NULL && *pp != NULL;) {
+        struct zwatch *w = *pp;
+        bool on_p = w->n == n && memcmp(w->path, p, n) == 0;
+        bool drop = on_p && (w->kind & kinds);
+        if ((drop || (on_p && w->kind == W_PERSISTENT)) && w->zs->told_gen != gen) {
+            w->zs->told_gen = gen;
+            notify(w->zs, type, p, n);
+        }
+        if (drop) {
+            *pp = w->next;
+            free(w);
+            z->n_watches--;
+        } else {
+            pp = &w->next;
+        }
+    }
+    if (type == ZK_EVENT_NODE_CHILDREN_CHANGED)
+        return;
+    for (struct zwatch *w = z->recursive; w != NULL; w = w->next) {
+        bool below = w->n == n ? memcmp(w->path, p, n) == 0
+                               : w->n < n && memcmp(w->path, p, w->n) == 0 &&
+                                     (w->n == 1 || p[w->n] == '/');
+        if (below && w->zs->told_gen != gen) {
+            w->zs->told_gen = gen;
+            notify(w->zs, type, p, n);
+        }
+    }
+}
+
+void server_zk_observe(struct server *s, int type, const struct mvcc_kv *kv,
+                       const struct mvcc_kv *prev)
+{
+    struct zsvc *z = s->zk;
+    if (z == NULL || (z->n_watches == 0 && z->recursive == NULL))
+        return;
+    const uint8_t *p;
+    size_t n;
+    enum zk_change c = zk_tree_change(type, kv, prev, &p, &n);
+    if (c == ZK_CHANGE_NONE)
+        return;
+    /* the parent's path: everything before the last '/' ("/" for "/a") */
+    size_t pl = n;
+    while (pl > 0 && p[pl - 1] != '/')
+        pl--;
+    pl = pl <= 1 ? 1 : pl - 1;
+    switch (c) {
+    case ZK_CHANGE_CREATED:
+        fire(z, ZK_EVENT_NODE_CREATED, p, n, W_DATA);
+        fire(z, ZK_EVENT_NODE_CHILDREN_CHANGED, p, pl, W_CHILD);
+        break;
+    case ZK_CHANGE_DELETED:
+        fire(z, ZK_EVENT_NODE_DELETED, p, n, W_DATA | W_CHILD);
+        fire(z, ZK_EVENT_NODE_CHILDREN_CHANGED, p, pl, W_CHILD);
+        break;
+    case ZK_CHANGE_DATA:
+        fire(z, ZK_EVENT_NODE_DATA_CHANGED, p, n, W_DATA);
+        break;
+    default:
+        break;
+    }
+}
+
+/* setWatches(2) on reconnect, as ZooKeeper's DataTree.setWatches: what
+ * changed since |rel| fires now, the rest is armed */
+static void set_watches(struct zsess *zs, const struct zk_set_watches *sw)
+{
+    struct zsvc *z = zs->svc;
+    struct arena *a = &z->s->arena;
+    const struct jute_vec *lists[5] = {&sw->data, &sw->exist, &sw->child, &sw->persistent,
+                                       &sw->persistent_recursive};
+    for (int l = 0; l < 5; l++) {
+        const struct jute_bytes *v = lists[l]->v;
+        for (int32_t i = 0; i < lists[l]->n; i++) {
+            const uint8_t *p = v[i].p;
+            size_t n = v[i].len > 0 ? (size_t)v[i].len : 0;
+            bool exists = false;
+            int64_t mzxid = 0, pzxid = 0;
+            if (n == 0 || zk_node_info(z->s->kv, p, n, a, &exists, &mzxid, &pzxid) != 0)
+                continue;
+            switch (l) {
+            case 0:
+                if (!exists)
+                    notify(zs, ZK_EVENT_NODE_DELETED, p, n);
+                else if (mzxid > sw->relative_zxid)
+                    notify(zs, ZK_EVENT_NODE_DATA_CHANGED, p, n);
+                else
+                    watch_add(zs, p, n, W_DATA);
+                break;
+            case 1:
+                if (exists)
+                    notify(zs, ZK_EVENT_NODE_CREATED, p, n);
+                else
+                    watch_add(zs, p, n, W_DATA);
+                break;
+            case 2:
+                if (!exists)
+                    notify(zs, ZK_EVENT_NODE_DELETED, p, n);
+                else if (pzxid > sw->relative_zxid)
+                    notify(zs, ZK_EVENT_NODE_CHILDREN_CHANGED, p, n);
+                else
+                    watch_add(zs, p, n, W_CHILD);
+                break;
+            case 3:
+                watch_add(zs, p, n, W_PERSISTENT);
+                break;
+            default:
+                watch_add(zs, p, n, W_RECURSIVE);
+                break;
+            }
+        }
+    }
+}
+
+static bool is_write(int32_t type)
+{
+    switch (type) {
+    case ZK_OP_CREATE:
+    case ZK_OP_CREATE2:
+    case ZK_OP_CREATE_CONTAINER:
+    case ZK_OP_CREATE_TTL:
+    case ZK_OP_DELETE:
+    case ZK_OP_SET_DATA:
+    case ZK_OP_SET_ACL:
+    case ZK_OP_CHECK:
+    case ZK_OP_MULTI:
+    case ZK_OP_SYNC:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static void run_deferred(struct zsess *zs);
+
+/* a write's log entry answered (e->out: i64 zxid, i32 err, the record) */
+static void write_msg(struct zcall *zc, const uint8_t *msg, size_t len)
+{
+    struct zsess *zs = zc->zs;
+    struct zslot *sl = zc->slot;
+    if (sl == NULL || sl->ready)
+        return;
+    struct jute_in in;
+    jute_in_init(&in, msg, len);
+    int64_t zxid = jute_get_long(&in);
+    int32_t err = jute_get_int(&in);
+    if (in.err != 0) {
+        zxid = zxid_now(zs->svc);
+        err = ZK_SYSTEMERROR;
+    }
+    struct jute_out o = {&sl->out, 0};
+    struct zk_reply_header h = {zc->xid, zxid, err};
+    jute_encode(&zk_rec_reply_header, &o, &h);
+    if (err == 0)
+        jute_put_raw(&o, in.p, jute_in_left(&in));
+    sl->ready = true;
+}
+
+static void write_end(struct zcall *zc, int status, const char *message)
+{
+    struct zsess *zs = zc->zs;
+    struct zslot *sl = zc->slot;
+    if (sl != NULL && !sl->ready) {
+        /* not applied: timed out, no leader, stopping */
+        log_info("zk", "session 0x%llx: a write failed: %s", (unsigned long long)zs->id,
+                 message != NULL ? message : "");
+        slot_answer(zs, sl, zc->xid,
+                    status == GRPC_STATUS_UNAVAILABLE || status == GRPC_STATUS_DEADLINE_EXCEEDED
+                        ? ZK_OPERATIONTIMEOUT
+                        : ZK_SYSTEMERROR,
+                    NULL, NULL);
+    } else {
+        slots_flush(zs);
+    }
+    if (zs->pending_writes > 0)
+        zs->pending_writes--;
+    run_deferred(zs);
+}
+
+static void write_on_message(qcall *call, const uint8_t *msg, size_t len)
+{
+    (void)call;
+    (void)msg;
+    (void)len;
+}
+
+/* the face's own method: writes are proposed directly (server_propose) */
+static const struct qcall_method zk_write_method = {"/quorum.ZooKeeper/Write", QCALL_UNARY,
+                                                    write_on_message, NULL,
+                                                    server_entry_call_closed};
+
+static void propose_write(struct zsess *zs, struct zslot *sl, int32_t xid, const uint8_t *pkt,
+                          size_t len)
+{
+    struct zsvc *z = zs->svc;
+    struct zcall *zc = zcall_new(zs, &zk_write_method, write_msg, write_end, sl, xid);
+    if (zc == NULL) {
+        slot_answer(zs, sl, xid, ZK_SYSTEMERROR, NULL, NULL);
+        return;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    Quorumzk__Write w = QUORUMZK__WRITE__INIT;
+    w.session = zs->id;
+    w.now_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    w.ids = zs->ids;
+    w.n_ids = zs->n_ids;
+    w.request.data = (uint8_t *)pkt;
+    w.request.len = len;
+    zs->pending_writes++;
+    server_propose_copy(z->s, zc->call, ENTRY_ZK_WRITE, &w.base);
+}
+
+static void who_am_i(struct zsess *zs, struct zslot *sl, int32_t xid)
+{
+    struct arena *a = &zs->svc->s->arena;
+    struct zk_client_info *ci = arena_alloc(a, sizeof(*ci) * (zs->n_ids ? zs->n_ids : 1));
+    size_t k = 0;
+    for (size_t i = 0; ci != NULL && i < zs->n_ids; i++) {
+        const char *w = zs->ids[i];
+        const char *colon = strchr(w, ':');
+        if (colon == NULL)
+            continue;
+        ci[k].scheme = (struct jute_bytes){(const uint8_t *)w, (int32_t)(colon - w)};
+        /* digest ids show the user only, as ZooKeeper's whoAmI */
+        const char *user = colon + 1;
+        size_t ul = strlen(user);
+        if (strncmp(w, "digest:", 7) == 0 && strchr(user, ':') != NULL)
+            ul = (size_t)(strchr(user, ':') - user);
+        ci[k].user = (struct jute_bytes){(const uint8_t *)user, (int32_t)ul};
+        k++;
+    }
+    struct zk_who_am_i_resp r = {{ci, (int32_t)k}};
+    slot_answer(zs, sl, xid, 0, &zk_rec_who_am_i_resp, &r);
+}
+
+static int add_id(struct zsess *zs, const char *scheme, const char *id)
+{
+    for (size_t i = 0; i < zs->n_ids; i++) {
+        const char *w = zs->ids[i];
+        size_t sl = strlen(scheme);
+        if (strncmp(w, scheme, sl) == 0 && w[sl] == ':' && strcmp(w + sl + 1, id) == 0)
+            return 0;
+    }
+    char **v = realloc(zs->ids, sizeof(*v) * (zs->n_ids + 1));
+    if (v == NULL)
+        return -ENOMEM;
+    zs->ids = v;
+    size_t n = strlen(scheme) + 1 + strlen(id) + 1;
+    char *e = malloc(n);
+    if (e == NULL)
+        return -ENOMEM;
+    snprintf(e, n, "%s:%s", scheme, id);
+    zs->ids[zs->n_ids++] = e;
+    return 0;
+}
+
+static void base64(const uint8_t *p, size_t n, char *out)
+{
+    static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t k = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) |
+                     (i + 2 < n ? p[i + 2] : 0);
+        out[k++] = t[(v >> 18) & 63];
+        out[k++] = t[(v >> 12) & 63];
+        out[k++] = i + 1 < n ? t[(v >> 6) & 63] : '=';
+        out[k++] = i + 2 < n ? t[v & 63] : '=';
+    }
+    out[k] = '\0';
+}
+
+/* addAuth: the digest scheme ("user:password" -> "user:base64(sha1(...))"),
+ * as ZooKeeper's DigestAuthenticationProvider; anything else fails the
+ * authentication and closes the connection, as ZooKeeper does */
+static void add_auth(struct zsess *zs, struct zslot *sl, const struct zk_request *req)
+{
+    const struct zk_auth_packet *ap = &req->u.auth;
+    char cred[1024];
+    if (ap->scheme.len == 6 && memcmp(ap->scheme.p, "digest", 6) == 0 && ap->auth.len > 0 &&
+        (size_t)ap->auth.len < sizeof(cred)) {
+        memcpy(cred, ap->auth.p, (size_t)ap->auth.len);
+        cred[ap->auth.len] = '\0';
+        char *colon = strchr(cred, ':');
+        if (colon != NULL) {
+            uint8_t d[20];
+            sha1(cred, strlen(cred), d);
+            char b64[32], id[1100];
+            base64(d, sizeof(d), b64);
+            snprintf(id, sizeof(id), "%.*s:%s", (int)(colon - cred), cred, b64);
+            if (add_id(zs, "digest", id) == 0) {
+                slot_answer(zs, sl, req->h.xid, 0, NULL, NULL);
+                return;
+            }
+        }
+    }
+    slot_answer(zs, sl, req->h.xid, ZK_AUTHFAILED, NULL, NULL);
+    sl->close_after = true; /* written already: close now */
+    zk_conn_close(zs->c);
+}
+
+/* handle serves one request now (its turn has come) */
+static void handle(struct zsess *zs, const uint8_t *pkt, size_t len)
+{
+    struct zsvc *z = zs->svc;
+    zk_conn *c = zs->c;
+    struct arena *a = &z->s->arena;
+    arena_reset(a);
+    struct zk_request req;
+    int rv = zk_request_decode(pkt, len, a, &req);
+    if (rv != 0 && rv != -ENOTSUP) {
+        log_warn("zk", "closing %s (session 0x%llx): malformed request", zk_conn_peer(c),
+                 (unsigned long long)zs->id);
+        zk_conn_close(c);
+        return;
+    }
+    struct zslot *sl = slot_new(zs);
+    if (sl == NULL) {
+        zk_conn_close(c);
+        return;
+    }
+    if (rv == -ENOTSUP) {
+        slot_answer(zs, sl, req.h.xid, ZK_UNIMPLEMENTED, NULL, NULL);
+        return;
+    }
+    int32_t type = req.h.type;
+    if (is_write(type)) {
+        propose_write(zs, sl, req.h.xid, pkt, len);
+        return;
+    }
+    if (zk_is_read(type)) {
+        struct buf out = {0};
+        struct zk_ids who = {(const char *const *)zs->ids, zs->n_ids};
+        rv = zk_read(z->s->kv, z->s->leases, &req, zs->id, &who, a, &out);
+        if (rv != 0 || out.len < 4) {
+            buf_free(&out);
+            slot_answer(zs, sl, req.h.xid, ZK_SYSTEMERROR, NULL, NULL);
+            return;
+        }
+        int32_t err = (int32_t)((uint32_t)out.data[0] << 24 | (uint32_t)out.data[1] << 16 |
+                                (uint32_t)out.data[2] << 8 | out.data[3]);
+        /* the watch flag: exists arms a watch whether the node exists or
+         * not, getData and getChildren only when they succeed */
+        if ((type == ZK_OP_EXISTS || type == ZK_OP_GET_DATA || type == ZK_OP_GET_CHILDREN ||
+             type == ZK_OP_GET_CHILDREN2) &&
+            req.u.pw.watch && req.u.pw.path.len > 0 &&
+            (err == 0 || (type == ZK_OP_EXISTS && err == ZK_NONODE)))
+            watch_add(zs, req.u.pw.path.p, (size_t)req.u.pw.path.len,
+                      type == ZK_OP_GET_CHILDREN || type == ZK_OP_GET_CHILDREN2 ? W_CHILD
+                                                                                : W_DATA);
+        struct jute_out o = {&sl->out, 0};
+        struct zk_reply_header h = {req.h.xid, zxid_now(z), err};
+        jute_encode(&zk_rec_reply_header, &o, &h);
+        if (err == 0)
+            jute_put_raw(&o, out.data + 4, out.len - 4);
+        buf_free(&out);
+        sl->ready = true;
+        slots_flush(zs);
+        return;
+    }
+    switch (type) {
+    case ZK_OP_PING:
+        slot_answer(zs, sl, req.h.xid, 0, NULL, NULL);
+        return;
+    case ZK_OP_AUTH:
+        add_auth(zs, sl, &req);
+        return;
+    case ZK_OP_WHO_AM_I:
+        who_am_i(zs, sl, req.h.xid);
+        return;
+    case ZK_OP_SET_WATCHES:
+    case ZK_OP_SET_WATCHES2:
+        set_watches(zs, &req.u.sw);
+        slot_answer(zs, sl, req.h.xid, 0, NULL, NULL);
+        return;
+    case ZK_OP_ADD_WATCH: {
+        const struct zk_path_int *r = &req.u.pi;
+        if (r->n != ZK_ADD_WATCH_PERSISTENT && r->n != ZK_ADD_WATCH_PERSISTENT_RECURSIVE) {
+            slot_answer(zs, sl, req.h.xid, ZK_MARSHALLINGERROR, NULL, NULL); /* as ZooKeeper */
+            return;
+        }
+        if (r->path.len <= 0 || !zk_path_valid(r->path.p, (size_t)r->path.len, false)) {
+            slot_answer(zs, sl, req.h.xid, ZK_BADARGUMENTS, NULL, NULL);
+            return;
+        }
+        watch_add(zs, r->path.p, (size_t)r->path.len,
+                  r->n == ZK_ADD_WATCH_PERSISTENT ? W_PERSISTENT : W_RECURSIVE);
+        struct zk_int ok = {0};
+        slot_answer(zs, sl, req.h.xid, 0, &zk_rec_error_resp, &ok);
+        return;
+    }
+    case ZK_OP_REMOVE_WATCHES:
+    case ZK_OP_CHECK_WATCHES: {
+        const struct zk_path_int *r = &req.u.pi;
+        /* a persistent watch is a data and a child watch, a recursive one
+         * a data watch, as ZooKeeper's WatchManager counts them */
+        unsigned kinds = r->n == ZK_WATCHER_CHILDREN ? W_CHILD | W_PERSISTENT
+                         : r->n == ZK_WATCHER_DATA   ? W_DATA | W_PERSISTENT | W_RECURSIVE
+                                                     : W_DATA | W_CHILD | W_PERSISTENT | W_RECURSIVE;
+        size_t n = r->path.len > 0 ? (size_t)r->path.len : 0;
+        size_t k = 0;
+        if (type == ZK_OP_REMOVE_WATCHES)
+            k = watch_remove(z, zs, r->path.p, n, kinds);
+        else
+            k = watch_count(z, zs, r->path.p, n, kinds);
+        slot_answer(zs, sl, req.h.xid, k > 0 ? 0 : ZK_NOWATCHER, NULL, NULL);
+        return;
+    }
+    case ZK_OP_CLOSE_SESSION: {
+        zs->closing = true;
+        Etcdserverpb__LeaseRevokeRequest r = ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
+        r.id = zs->id;
+        log_info("zk", "closing session 0x%llx of %s", (unsigned long long)zs->id,
+                 zk_conn_peer(c));
+        if (zcall_start(zs, z->m_revoke, &r.base, NULL, revoke_end, sl, req.h.xid) == NULL)
+            zk_conn_close(c);
+        return;
+    }
+    case ZK_OP_RECONFIG:
+        slot_answer(zs, sl, req.h.xid, ZK_RECONFIGDISABLED, NULL, NULL);
+        return;
+    default:
+        slot_answer(zs, sl, req.h.xid, ZK_UNIMPLEMENTED, NULL, NULL);
+        return;
+    }
+}
+
+static int defer(struct zsess *zs, const uint8_t *pkt, size_t len)
+{
+    struct zearly *e = malloc(sizeof(*e) + len);
+    if (e == NULL)
+        return -ENOMEM;
+    e->next = NULL;
+    e->len = len;
+    memcpy(e->data, pkt, len);
+    if (zs->deferred_tail != NULL)
+        zs->deferred_tail->next = e;
+    else
+        zs->deferred = e;
+    zs->deferred_tail = e;
+    return 0;
+}
+
+static int32_t type_of(const uint8_t *pkt, size_t len)
+{
+    if (len < 8)
+        return 0;
+    return (int32_t)((uint32_t)pkt[4] << 24 | (uint32_t)pkt[5] << 16 | (uint32_t)pkt[6] << 8 |
+                     pkt[7]);
+}
+
+/* run_deferred serves what waited, in order, until a read must wait for
+ * a write again */
+static void run_deferred(struct zsess *zs)
+{
+    while (zs->deferred != NULL && !zs->closing) {
+        struct zearly *e = zs->deferred;
+        int32_t t = type_of(e->data, e->len);
+        if (zs->pending_writes > 0 && !is_write(t))
+            return;
+        zs->deferred = e->next;
+        if (zs->deferred == NULL)
+            zs->deferred_tail = NULL;
+        zs->outstanding--; /* its slot counts from now on */
+        handle(zs, e->data, e->len);
+        free(e);
+    }
+}
+
+static void on_packet(zk_conn *c, const uint8_t *pkt, size_t len)
+{
+    struct zsess *zs = zk_conn_get_data(c);
+    if (zs == NULL || zs->closing)
+        return;
+    struct zsvc *z = zs->svc;
+    if (!zs->established) {
+        struct zearly *e = malloc(sizeof(*e) + len);
+        if (e == NULL) {
+            zk_conn_close(c);
+            return;
+        }
+        e->next = NULL;
+        e->len = len;
+        memcpy(e->data, pkt, len);
+        if (zs->early_tail != NULL)
+            zs->early_tail->next = e;
+        else
+            zs->early = e;
+        zs->early_tail = e;
+        return;
+    }
+    z->packets_in++;
+    renew(zs, false);
+    int32_t t = type_of(pkt, len);
+    /* FIFO: behind anything waiting, and a read behind a write in flight
+     * (pings too: their answers keep their place) */
+    if (zs->deferred != NULL || (zs->pending_writes > 0 && !is_write(t))) {
+        if (defer(zs, pkt, len) != 0) {
+            zk_conn_close(c);
+            return;
+        }
+        zs->outstanding++; /* until it is handled (then its slot counts) */
+    } else {
+        handle(zs, pkt, len);
+    }
+    if (zs->outstanding >= ZK_MAX_OUTSTANDING) {
+        log_debug("zk", "session 0x%llx: %zu requests outstanding, not reading %s for now",
+                  (unsigned long long)zs->id, zs->outstanding, zk_conn_peer(c));
+        zk_conn_pause(c, true);
+    }
+}
+
+static void on_close(zk_conn *c)
+{
+    struct zsess *zs = zk_conn_get_data(c);
+    zk_conn_set_data(c, NULL);
+    if (zs == NULL)
+        return;
+    struct zsvc *z = zs->svc;
+    watch_remove(z, zs, NULL, 0, W_DATA | W_CHILD | W_PERSISTENT | W_RECURSIVE);
+    for (struct zcall *zc = z->live; zc != NULL; zc = zc->next)
+        if (zc->zs == zs) {
+            zc->zs = NULL;
+            zc->slot = NULL;
+        }
+    /* the session stays (its lease) until it expires or the client comes
+     * back: the keep-alive stream ends with the connection */
+    if (zs->ka != NULL && !zs->ka->ended)
+        qcall_finish(zs->ka->call, GRPC_STATUS_CANCELLED, NULL);
+    while (zs->head != NULL) {
+        struct zslot *sl = zs->head;
+        zs->head = sl->next;
+        buf_free(&sl->out);
+        free(sl);
+    }
+    while (zs->early != NULL) {
+        struct zearly *e = zs->early;
+        zs->early = e->next;
+        free(e);
+    }
+    while (zs->deferred != NULL) {
+        struct zearly *e = zs->deferred;
+        zs->deferred = e->next;
+        free(e);
+    }
+    for (size_t i = 0; i < zs->n_ids; i++)
+        free(zs->ids[i]);
+    free(zs->ids);
+    free(zs);
+}
+
+/* ---- four-letter words ---- */
+
+static bool whitelisted(const char *cmd)
+{
+    const char *w = ZK_4LW_WHITELIST;
+    if (strcmp(w, "*") == 0)
+        return true;
+    size_t n = strlen(cmd);
+    for (const char *p = w; *p != '\0';) {
+        const char *e = strchr(p, ',');
+        size_t l = e != NULL ? (size_t)(e - p) : strlen(p);
+        if (l == n && memcmp(p, cmd, n) == 0)
+            return true;
+        if (e == NULL)
+            break;
+        p = e + 1;
+    }
+    return false;
+}
+
+static void appendf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void appendf(struct buf *b, const char *fmt, ...)
+{
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        buf_append(b, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
+}
+
+static void on_4lw(zk_conn *c, const char *cmd, struct buf *out)
+{
+    struct zsvc *z = zk_listener_arg(zk_conn_listener(c));
+    if (!whitelisted(cmd)) {
+        appendf(out, "%s is not executed because it is not in the whitelist.\n", cmd);
+        return;
+    }
+    struct server *s = z->s;
+    if (strcmp(cmd, "ruok") == 0) {
+        appendf(out, "imok");
+    } else if (strcmp(cmd, "srvr") == 0) {
+        const char *mode = s->raft == NULL || s->n_peers == 0 ? "standalone"
+                           : server_is_leader(s)               ? "leader"
+                                                               : "follower";
+        appendf(out, "Zookeeper version: 3.8.0-quorum-%s, built on quorum\n", QUORUM_VERSION);
+        appendf(out, "Latency min/avg/max: 0/0.0/0\n");
+        appendf(out, "Received: %llu\n", (unsigned long long)z->packets_in);
+        appendf(out, "Sent: %llu\n", (unsigned long long)z->packets_out);
+        appendf(out, "Connections: %zu\n", zk_listener_conns(z->l));
+        appendf(out, "Outstanding: 0\n");
+        appendf(out, "Zxid: 0x%llx\n", (unsigned long long)zxid_now(z));
+        appendf(out, "Mode: %s\n", mode);
+        appendf(out, "Node count: 0\n");
+    } else {
+        appendf(out, "%s is not executed because it is not in the whitelist.\n", cmd);
+    }
+}
+
+static const struct zk_conn_handler handler = {on_connect, on_packet, on_4lw, on_close};
+
+/* ---- start and stop ---- */
+
+static const struct qcall_method *method(const char *path)
+{
+    for (size_t i = 0; i < server_methods_n; i++)
+        if (strcmp(server_methods[i]->path, path) == 0)
+            return server_methods[i];
+    return NULL;
+}
+
+int server_zk_listen(struct server *s)
+{
+    if (s->cfg.n_listen_zk == 0)
+        return 0;
+    int rv = server_methods_init();
+    if (rv != 0)
+        return rv;
+    struct zsvc *z = calloc(1, sizeof(*z));
+    if (z == NULL)
+        return -ENOMEM;
+    z->s = s;
+    z->m_grant = method("/etcdserverpb.Lease/LeaseGrant");
+    z->m_put = method("/etcdserverpb.KV/Put");
+    z->m_range = method("/etcdserverpb.KV/Range");
+    z->m_keepalive = method("/etcdserverpb.Lease/LeaseKeepAlive");
+    z->m_revoke = method("/etcdserverpb.Lease/LeaseRevoke");
+    if (!z->m_grant || !z->m_put || !z->m_range || !z->m_keepalive || !z->m_revoke) {
+        free(z);
+        return -ENOENT;
+    }
+    if ((rv = zk_listener_new(s->loop, &handler, z, JUTE_MAX_BUFFER, &z->l)) != 0) {
+        free(z);
+        return rv;
+    }
+    s->zk = z;
+    uv_check_init(s->loop, &z->reaper);
+    z->reaper.data = z;
+    uv_check_start(&z->reaper, on_reap);
+    z->started_ms = uv_now(s->loop);
+    for (size_t i = 0; i < s->cfg.n_listen_zk; i++) {
+        const struct url *u = &s->cfg.listen_zk[i];
+        char err[300];
+        int fd;
+        if (u->unix_sock || u->tls) {
+            log_error("zk", "cannot listen for ZooKeeper clients on %s: only http:// URLs",
+                      u->text);
+            return -EINVAL;
+        }
+        if ((rv = server_listen_fd(u, &fd, err, sizeof(err))) != 0) {
+            log_error("zk", "cannot listen for ZooKeeper clients: %s", err);
+            return rv;
+        }
+        if ((rv = zk_listener_adopt(z->l, fd)) != 0) {
+            log_error("zk", "cannot listen for ZooKeeper clients on %s: %s", u->text,
+                      uv_strerror(rv));
+            return rv;
+        }
+    }
+    return 0;
+}
+
+void server_zk_serve(struct server *s)
+{
+    struct zsvc *z = s->zk;
+    if (z == NULL)
+        return;
+    int rv = zk_listener_start(z->l);
+    if (rv != 0) {
+        log_error("zk", "cannot accept ZooKeeper clients: %s", uv_strerror(rv));
+        return;
+    }
+    for (size_t i = 0; i < s->cfg.n_listen_zk; i++)
+        log_info("zk", "ready to serve ZooKeeper clients on %s", s->cfg.listen_zk[i].text);
+}
+
+/* the service is freed once both the listener (every connection's
+ * on_close has run) and the reaper are closed, in whatever order libuv
+ * calls their close callbacks */
+static void zsvc_unref(struct zsvc *z)
+{
+    if (--z->close_refs == 0) {
+        free(z->tab); /* every watch went with its connection */
+        free(z);
+    }
+}
+
+static void on_reaper_closed(uv_handle_t *h)
+{
+    zsvc_unref(h->data);
+}
+
+static void on_listener_closed(void *arg)
+{
+    zsvc_unref(arg);
+}
+
+void server_zk_close(struct server *s)
+{
+    struct zsvc *z = s->zk;
+    if (z == NULL)
+        return;
+    s->zk = NULL;
+    /* every connection closes; their on_close runs from the close
+     * callbacks */
+    z->close_refs = 2;
+    zk_listener_close(z->l, on_listener_closed, z);
+    on_reap(&z->reaper);
+    /* calls still waiting for the store: the services forget them, now,
+     * while the services are still there */
+    while (z->live != NULL) {
+        struct zcall *zc = z->live;
+        if (zc->zs != NULL && zc->zs->ka == zc)
+            zc->zs->ka = NULL;
+        zcall_unlink(zc);
+        zcall_free(zc);
+    }
+    uv_close((uv_handle_t *)&z->reaper, on_reaper_closed);
+}

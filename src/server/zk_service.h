@@ -1,0 +1,32 @@
+/* server/zk_service.h: the ZooKeeper face's service (docs/zookeeper.md).
+ *
+ * zk/ owns the connections and the jute codec; this file turns what they
+ * carry into calls of the services every face uses (the face-neutral
+ * qcall of call.h: a session is a lease, kept alive by a LeaseKeepAlive
+ * stream), so auth, quota and size checks live once, in server/. */
+#ifndef QUORUM_SERVER_ZK_SERVICE_H
+#define QUORUM_SERVER_ZK_SERVICE_H
+
+struct server;
+
+/* server_zk_listen binds --listen-zk-urls (nothing when there are none)
+ * on the core loop; connections are accepted from server_zk_serve on (the
+ * member serves clients). Go's words in the log on failure. */
+int server_zk_listen(struct server *s);
+void server_zk_serve(struct server *s);
+/* server_zk_close closes every ZooKeeper connection (their sessions live
+ * on until they expire, as when a ZooKeeper server goes away) and the
+ * listeners; synchronous for the calls they had open. */
+void server_zk_close(struct server *s);
+
+/* server_zk_observe: a change of the store (the change observer, during
+ * apply): ZooKeeper watches of the connections on this member fire. */
+struct mvcc_kv;
+void server_zk_observe(struct server *s, int type, const struct mvcc_kv *kv,
+                       const struct mvcc_kv *prev);
+
+/* ZooKeeper 3.8's session timeout bounds for a tickTime of |tick_ms|: the
+ * asked timeout clamped to [2, 20] ticks. */
+int server_zk_negotiate_timeout(int asked_ms, int tick_ms);
+
+#endif

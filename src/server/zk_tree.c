@@ -1,0 +1,1363 @@
+/* server/zk_tree.c: znodes in the MVCC store (zk_tree.h, docs/zookeeper.md).
+ *
+ * A write entry is checked operation by operation against the store plus
+ * an overlay of what the operations before it changed (by path), and only
+ * when every one passes is the overlay written, in one MVCC transaction:
+ * so multi is atomic, one revision, and one zxid; a refused write writes
+ * nothing. The checks follow ZooKeeper 3.8's PrepRequestProcessor, in its
+ * order (path, ACL, parent, permission, existence, version).
+ */
+#include "server/server_int.h"
+#include "server/zk_tree.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/log.h"
+#include "zk.pb-c.h"
+
+#define ZNODE_VERSION 1
+/* the longest TTL (EphemeralType.TTL's 40 bits); containers and TTL
+ * nodes show ephemeralOwner 0 to clients, as Apache ZooKeeper 3.8 does */
+#define TTL_MAX 0xffffffffffull
+
+static const struct jute_field acl_vec_field = {"acl", JUTE_VECTOR, JUTE_RECORD, 0, &zk_rec_acl};
+static const struct jute_record acl_vec_rec = {"ACLs", sizeof(struct jute_vec), 1, &acl_vec_field};
+
+/* ---- paths and keys ---- */
+
+bool zk_path_valid(const uint8_t *p, size_t n, bool sequential)
+{
+    if (n == 0 || p[0] != '/')
+        return false;
+    if (n == 1)
+        return !sequential;
+    if (p[n - 1] == '/' && !sequential)
+        return false;
+    for (size_t i = 1; i < n; i++) {
+        uint8_t c = p[i];
+        if (c == 0 || (c > 0 && c < 0x20) || c == 0x7f)
+            return false;
+        if (c == '/' && p[i - 1] == '/')
+            return false;
+        if (c == '.' && p[i - 1] == '/') {
+            /* "." or ".." as a whole component */
+            size_t j = i;
+            while (j < n && p[j] == '.')
+                j++;
+            if ((j - i == 1 || j - i == 2) && (j == n || p[j] == '/'))
+                return false;
+        }
+    }
+    /* U+0080..U+009F (C1 controls, UTF-8 C2 80..C2 9F), surrogates and the
+     * private use area U+D800..U+F8FF (ED A0.. EF A3 BF), U+FFF0..U+FFFF */
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (p[i] == 0xc2 && p[i + 1] >= 0x80 && p[i + 1] <= 0x9f)
+            return false;
+        if (i + 2 < n) {
+            uint32_t cp = 0;
+            if ((p[i] & 0xf0) == 0xe0 && (p[i + 1] & 0xc0) == 0x80 && (p[i + 2] & 0xc0) == 0x80)
+                cp = (uint32_t)(p[i] & 0x0f) << 12 | (uint32_t)(p[i + 1] & 0x3f) << 6 |
+                     (p[i + 2] & 0x3f);
+            if ((cp >= 0xd800 && cp <= 0xf8ff) || cp >= 0xfff0)
+                return false;
+        }
+    }
+    return true;
+}
+
+static unsigned depth_of(const uint8_t *p, size_t n)
+{
+    if (n <= 1)
+        return 0;
+    unsigned d = 0;
+    for (size_t i = 0; i < n; i++)
+        d += p[i] == '/';
+    return d;
+}
+
+/* key: "\0zk" + kind + depth (u16 BE) + path */
+static uint8_t *node_key(struct arena *a, char kind, const uint8_t *p, size_t n, size_t *len)
+{
+    uint8_t *k = arena_alloc(a, 6 + n);
+    if (k == NULL)
+        return NULL;
+    unsigned d = depth_of(p, n);
+    k[0] = 0;
+    k[1] = 'z';
+    k[2] = 'k';
+    k[3] = (uint8_t)kind;
+    k[4] = (uint8_t)(d >> 8);
+    k[5] = (uint8_t)d;
+    memcpy(k + 6, p, n);
+    *len = 6 + n;
+    return k;
+}
+
+/* the range of |p|'s direct children's D keys: [*start, *end) */
+static int children_range(struct arena *a, const uint8_t *p, size_t n, uint8_t **start,
+                          size_t *slen, uint8_t **end, size_t *elen)
+{
+    unsigned d = depth_of(p, n) + 1;
+    size_t pl = n == 1 ? 0 : n; /* "/" has the prefix "/" itself */
+    size_t len = 6 + pl + 1;
+    uint8_t *s = arena_alloc(a, len), *e = arena_alloc(a, len);
+    if (s == NULL || e == NULL)
+        return -ENOMEM;
+    s[0] = 0;
+    s[1] = 'z';
+    s[2] = 'k';
+    s[3] = 'D';
+    s[4] = (uint8_t)(d >> 8);
+    s[5] = (uint8_t)d;
+    memcpy(s + 6, p, pl);
+    s[6 + pl] = '/';
+    memcpy(e, s, len);
+    e[len - 1] = '0'; /* the byte after '/' */
+    *start = s;
+    *end = e;
+    *slen = *elen = len;
+    return 0;
+}
+
+static size_t parent_len(const uint8_t *p, size_t n)
+{
+    size_t i = n;
+    while (i > 0 && p[i - 1] != '/')
+        i--;
+    return i <= 1 ? 1 : i - 1;
+}
+
+/* ---- the stored records ---- */
+
+struct znode {
+    bool exists;
+    uint8_t mode;
+    int64_t czxid, mzxid, ctime, mtime, owner, ttl;
+    int32_t version, aversion;
+    struct jute_vec acl; /* struct zk_acl */
+    struct jute_bytes data;
+    int32_t cversion, num_children;
+    int64_t pzxid;
+    /* children ever created: the next sequential name. Apache ZooKeeper
+     * 3.8 numbers sequential children by this count, not by cversion
+     * (which deletes advance too): seen against it, see test_zk.py */
+    int32_t seq;
+    int64_t lease; /* the D key's lease (ephemerals: the session) */
+    bool c_stored; /* the C key exists in the store */
+};
+
+static bool is_ephemeral(uint8_t mode)
+{
+    return mode == ZK_MODE_EPHEMERAL || mode == ZK_MODE_EPHEMERAL_SEQUENTIAL;
+}
+static bool is_ttl(uint8_t mode)
+{
+    return mode == ZK_MODE_PERSISTENT_WITH_TTL || mode == ZK_MODE_PERSISTENT_SEQUENTIAL_WITH_TTL;
+}
+
+static int encode_d(struct buf *b, const struct znode *z)
+{
+    struct jute_out o = {b, 0};
+    uint8_t hdr[2] = {ZNODE_VERSION, z->mode};
+    jute_put_raw(&o, hdr, 2);
+    jute_put_long(&o, z->mzxid);
+    jute_put_long(&o, z->ctime);
+    jute_put_long(&o, z->mtime);
+    jute_put_int(&o, z->version);
+    jute_put_int(&o, z->aversion);
+    jute_put_long(&o, z->owner);
+    jute_put_long(&o, z->ttl);
+    jute_encode(&acl_vec_rec, &o, &z->acl);
+    jute_put_bytes(&o, z->data);
+    return o.err;
+}
+
+static int decode_d(const uint8_t *v, size_t n, struct arena *a, struct znode *z)
+{
+    struct jute_in in;
+    if (n < 2 || v[0] != ZNODE_VERSION)
+        return QERR_CORRUPT;
+    z->mode = v[1];
+    jute_in_init(&in, v + 2, n - 2);
+    z->mzxid = jute_get_long(&in);
+    z->ctime = jute_get_long(&in);
+    z->mtime = jute_get_long(&in);
+    z->version = jute_get_int(&in);
+    z->aversion = jute_get_int(&in);
+    z->owner = jute_get_long(&in);
+    z->ttl = jute_get_long(&in);
+    jute_decode(&acl_vec_rec, &in, &z->acl, a);
+    z->data = jute_get_bytes(&in);
+    return in.err != 0 ? QERR_CORRUPT : 0;
+}
+
+static int encode_c(struct buf *b, const struct znode *z)
+{
+    struct jute_out o = {b, 0};
+    uint8_t ver = ZNODE_VERSION;
+    jute_put_raw(&o, &ver, 1);
+    jute_put_int(&o, z->cversion);
+    jute_put_long(&o, z->pzxid);
+    jute_put_int(&o, z->num_children);
+    jute_put_int(&o, z->seq);
+    return o.err;
+}
+
+static int decode_c(const uint8_t *v, size_t n, struct znode *z)
+{
+    struct jute_in in;
+    if (n < 1 || v[0] != ZNODE_VERSION)
+        return QERR_CORRUPT;
+    jute_in_init(&in, v + 1, n - 1);
+    z->cversion = jute_get_int(&in);
+    z->pzxid = jute_get_long(&in);
+    z->num_children = jute_get_int(&in);
+    z->seq = jute_get_int(&in);
+    return in.err != 0 ? QERR_CORRUPT : 0;
+}
+
+static void stat_of(const struct znode *z, struct zk_stat *st)
+{
+    memset(st, 0, sizeof(*st));
+    st->czxid = z->czxid;
+    st->mzxid = z->mzxid;
+    st->ctime = z->ctime;
+    st->mtime = z->mtime;
+    st->version = z->version;
+    st->cversion = z->cversion;
+    st->aversion = z->aversion;
+    if (is_ephemeral(z->mode))
+        st->ephemeral_owner = z->owner;
+    st->data_length = z->data.len > 0 ? z->data.len : 0;
+    st->num_children = z->num_children;
+    st->pzxid = z->pzxid;
+}
+
+/* ---- reading the store (inside a write txn or a read) ---- */
+
+struct zstore {
+    mvcc_txn *t;
+    mvcc_read *r;
+};
+
+static int zrange(struct zstore *st, const uint8_t *k, size_t kl, const uint8_t *e, size_t el,
+                  mvcc_kv_fn fn, void *arg)
+{
+    if (st->t != NULL)
+        return mvcc_txn_range(st->t, k, kl, e, el, NULL, fn, arg, NULL);
+    return mvcc_read_range(st->r, k, kl, e, el, NULL, fn, arg, NULL);
+}
+
+struct kvcopy {
+    struct arena *a;
+    bool found;
+    const uint8_t *v;
+    size_t n;
+    int64_t create_rev, lease;
+};
+
+static int copy_kv(const struct mvcc_kv *kv, void *arg)
+{
+    struct kvcopy *c = arg;
+    c->found = true;
+    c->v = arena_dup(c->a, kv->value, kv->value_len);
+    c->n = kv->value_len;
+    c->create_rev = kv->create_revision;
+    c->lease = kv->lease;
+    return c->v == NULL ? -ENOMEM : 0;
+}
+
+static int load(struct zstore *st, struct arena *a, const uint8_t *p, size_t n, struct znode *z)
+{
+    memset(z, 0, sizeof(*z));
+    z->acl.n = -1;
+    z->data.len = -1;
+    size_t kl;
+    int rv;
+    {
+        uint8_t *k = node_key(a, 'D', p, n, &kl);
+        if (k == NULL)
+            return -ENOMEM;
+        struct kvcopy c = {a, false, NULL, 0, 0, 0};
+        if ((rv = zrange(st, k, kl, NULL, 0, copy_kv, &c)) != 0)
+            return rv;
+        if (c.found && (rv = decode_d(c.v, c.n, a, z)) != 0)
+            return rv;
+        if (n == 1) {
+            /* "/" always exists; its D key only once setData or setACL
+             * wrote it, and its czxid stays 0 as ZooKeeper's */
+            z->exists = true;
+        } else {
+            if (!c.found)
+                return 0;
+            z->exists = true;
+            z->czxid = c.create_rev;
+            z->lease = c.lease;
+        }
+    }
+    z->pzxid = z->czxid;
+    uint8_t *k = node_key(a, 'C', p, n, &kl);
+    if (k == NULL)
+        return -ENOMEM;
+    struct kvcopy c = {a, false, NULL, 0, 0, 0};
+    if ((rv = zrange(st, k, kl, NULL, 0, copy_kv, &c)) != 0)
+        return rv;
+    if (c.found && (rv = decode_c(c.v, c.n, z)) != 0)
+        return rv;
+    z->c_stored = c.found;
+    return 0;
+}
+
+/* ---- ACLs ---- */
+
+static bool bytes_eq(struct jute_bytes b, const char *s, size_t n)
+{
+    return b.len >= 0 && (size_t)b.len == n && (n == 0 || memcmp(b.p, s, n) == 0);
+}
+
+/* ip ACL id "a.b.c.d[/bits]" against a client address */
+static bool ip_match(struct jute_bytes acl_id, const char *client)
+{
+    char id[64];
+    if (acl_id.len <= 0 || (size_t)acl_id.len >= sizeof(id))
+        return false;
+    memcpy(id, acl_id.p, (size_t)acl_id.len);
+    id[acl_id.len] = '\0';
+    int bits = 32;
+    char *slash = strchr(id, '/');
+    if (slash != NULL) {
+        *slash = '\0';
+        bits = atoi(slash + 1);
+    }
+    struct in_addr a, c;
+    if (inet_pton(AF_INET, id, &a) != 1 || inet_pton(AF_INET, client, &c) != 1)
+        return false;
+    if (bits <= 0)
+        return true;
+    if (bits > 32)
+        bits = 32;
+    uint32_t mask = bits == 32 ? 0xffffffffu : ~(0xffffffffu >> bits);
+    return (ntohl(a.s_addr) & mask) == (ntohl(c.s_addr) & mask);
+}
+
+bool zk_acl_permits(const struct zk_acl *acl, int32_t n, int32_t perm, const struct zk_ids *who)
+{
+    if (acl == NULL || n <= 0)
+        return true;
+    for (int32_t i = 0; i < n; i++) {
+        const struct zk_acl *e = &acl[i];
+        if ((e->perms & perm) == 0)
+            continue;
+        if (bytes_eq(e->id.scheme, "world", 5) && bytes_eq(e->id.id, "anyone", 6))
+            return true;
+        for (size_t k = 0; who != NULL && k < who->n; k++) {
+            const char *w = who->ids[k];
+            const char *colon = strchr(w, ':');
+            if (colon == NULL || !bytes_eq(e->id.scheme, w, (size_t)(colon - w)))
+                continue;
+            if (bytes_eq(e->id.scheme, "ip", 2)) {
+                if (ip_match(e->id.id, colon + 1))
+                    return true;
+            } else if (bytes_eq(e->id.id, colon + 1, strlen(colon + 1))) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+/* fixup_acl checks an ACL given by a client and replaces "auth" entries
+ * with the connection's ids, as ZooKeeper's fixupACL: INVALIDACL for an
+ * empty list, an unknown scheme, a malformed id, or "auth" with no ids. */
+static int fixup_acl(struct jute_vec in, const struct zk_ids *who, struct arena *a,
+                     struct jute_vec *out)
+{
+    if (in.n <= 0)
+        return ZK_INVALIDACL;
+    const struct zk_acl *src = in.v;
+    size_t cap = (size_t)in.n * (1 + (who != NULL ? who->n : 0));
+    struct zk_acl *dst = arena_alloc(a, sizeof(*dst) * cap);
+    if (dst == NULL)
+        return ZK_SYSTEMERROR;
+    size_t k = 0;
+    for (int32_t i = 0; i < in.n; i++) {
+        const struct zk_acl *e = &src[i];
+        if (bytes_eq(e->id.scheme, "world", 5)) {
+            if (!bytes_eq(e->id.id, "anyone", 6))
+                return ZK_INVALIDACL;
+            dst[k++] = *e;
+        } else if (bytes_eq(e->id.scheme, "auth", 4)) {
+            size_t added = 0;
+            for (size_t j = 0; who != NULL && j < who->n; j++) {
+                const char *w = who->ids[j];
+                const char *colon = strchr(w, ':');
+                if (colon == NULL || strncmp(w, "ip:", 3) == 0)
+                    continue; /* ip is not an authenticated provider */
+                dst[k].perms = e->perms;
+                dst[k].id.scheme = (struct jute_bytes){(const uint8_t *)w, (int32_t)(colon - w)};
+                dst[k].id.id = (struct jute_bytes){(const uint8_t *)colon + 1,
+                                                   (int32_t)strlen(colon + 1)};
+                k++;
+                added++;
+            }
+            if (added == 0)
+                return ZK_INVALIDACL;
+        } else if (bytes_eq(e->id.scheme, "digest", 6)) {
+            /* user:hash: exactly one ':' */
+            int colons = 0;
+            for (int32_t j = 0; j < e->id.id.len; j++)
+                colons += e->id.id.p[j] == ':';
+            if (colons != 1)
+                return ZK_INVALIDACL;
+            dst[k++] = *e;
+        } else if (bytes_eq(e->id.scheme, "ip", 2)) {
+            char id[64];
+            if (e->id.id.len <= 0 || (size_t)e->id.id.len >= sizeof(id))
+                return ZK_INVALIDACL;
+            memcpy(id, e->id.id.p, (size_t)e->id.id.len);
+            id[e->id.id.len] = '\0';
+            char *slash = strchr(id, '/');
+            if (slash != NULL)
+                *slash = '\0';
+            struct in_addr ia;
+            struct in6_addr i6;
+            if (inet_pton(AF_INET, id, &ia) != 1 && inet_pton(AF_INET6, id, &i6) != 1)
+                return ZK_INVALIDACL;
+            dst[k++] = *e;
+        } else {
+            return ZK_INVALIDACL;
+        }
+    }
+    out->v = dst;
+    out->n = (int32_t)k;
+    return 0;
+}
+
+/* ---- the overlay of a write entry ---- */
+
+struct zover {
+    struct zover *next;
+    struct zover *hnext; /* the overlay's hash chain */
+    const uint8_t *path;
+    size_t n;
+    struct znode z;
+    bool d_dirty, c_dirty, deleted;
+    bool c_stale;  /* a C key of an earlier node at this path may be stored */
+    bool in_store; /* the node existed before this entry */
+};
+
+struct ztx {
+    struct server *s;
+    struct zstore st;
+    struct arena *a;
+    int64_t zxid, now, session;
+    const struct zk_ids *who;
+    struct zover *head, *tail;
+    int storage_err; /* a read of the store failed: fatal */
+    /* the overlay by path: a multi of many ops finds each node in O(1) */
+    struct zover **hb;
+    size_t hcap; /* a power of two */
+};
+
+static size_t over_hash(const uint8_t *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    return (size_t)h;
+}
+
+/* ztx_index sizes the overlay's hash for about |ops| operations (each
+ * touches at most three nodes) */
+static int ztx_index(struct ztx *x, size_t ops)
+{
+    size_t cap = 16;
+    while (cap < 4 * (ops + 2))
+        cap *= 2;
+    x->hb = arena_alloc(x->a, sizeof(*x->hb) * cap);
+    if (x->hb == NULL)
+        return -ENOMEM;
+    x->hcap = cap;
+    return 0;
+}
+
+static struct zover *get(struct ztx *x, const uint8_t *p, size_t n)
+{
+    size_t b = over_hash(p, n) & (x->hcap - 1);
+    for (struct zover *o = x->hb[b]; o != NULL; o = o->hnext)
+        if (o->n == n && memcmp(o->path, p, n) == 0)
+            return o;
+    struct zover *o = arena_alloc(x->a, sizeof(*o));
+    if (o == NULL) {
+        x->storage_err = -ENOMEM;
+        return NULL;
+    }
+    o->path = arena_dup(x->a, p, n);
+    o->n = n;
+    int rv = load(&x->st, x->a, p, n, &o->z);
+    if (rv == QERR_CORRUPT)
+        return NULL; /* a record quorum did not write (an etcd client's raw
+                        put under the prefix): this write fails (SYSTEMERROR)
+                        on every member alike, nothing stops */
+    if (rv != 0 || o->path == NULL) {
+        x->storage_err = rv != 0 ? rv : -ENOMEM;
+        return NULL;
+    }
+    o->in_store = o->z.exists;
+    o->hnext = x->hb[b];
+    x->hb[b] = o;
+    if (x->tail != NULL)
+        x->tail->next = o;
+    else
+        x->head = o;
+    x->tail = o;
+    return o;
+}
+
+static int op_create(struct ztx *x, int32_t type, const struct zk_create_req *r,
+                     struct zk_multi_result *res)
+{
+    int32_t flags = r->flags;
+    if (type == ZK_OP_CREATE_CONTAINER)
+        flags = ZK_MODE_CONTAINER;
+    if (flags < 0 || flags > ZK_MODE_PERSISTENT_SEQUENTIAL_WITH_TTL)
+        return ZK_BADARGUMENTS;
+    bool seq = flags == ZK_MODE_PERSISTENT_SEQUENTIAL || flags == ZK_MODE_EPHEMERAL_SEQUENTIAL ||
+               flags == ZK_MODE_PERSISTENT_SEQUENTIAL_WITH_TTL;
+    bool ttl_mode = is_ttl((uint8_t)flags);
+    if (type == ZK_OP_CREATE_TTL && !ttl_mode)
+        return ZK_BADARGUMENTS;
+    if (ttl_mode && (type != ZK_OP_CREATE_TTL || r->ttl <= 0 || (uint64_t)r->ttl > TTL_MAX))
+        return ZK_BADARGUMENTS;
+    /* ZooKeeper's order: a path without '/' or with NUL, the ACL, the
+     * parent (so "/a//b" is NONODE), the permission, then the whole path */
+    if (r->path.len <= 0 || r->path.p[0] != '/' ||
+        memchr(r->path.p, 0, (size_t)r->path.len) != NULL)
+        return ZK_BADARGUMENTS;
+    struct jute_vec acl;
+    int err = fixup_acl(r->acl, x->who, x->a, &acl);
+    if (err != 0)
+        return err;
+    size_t n = (size_t)r->path.len;
+    size_t pl = parent_len(r->path.p, n);
+    struct zover *parent = get(x, r->path.p, pl);
+    if (parent == NULL)
+        return ZK_SYSTEMERROR;
+    if (!parent->z.exists)
+        return ZK_NONODE;
+    const struct zk_acl *pacl = parent->z.acl.v;
+    if (!zk_acl_permits(pacl, parent->z.acl.n, ZK_PERM_CREATE, x->who))
+        return ZK_NOAUTH;
+    const uint8_t *path = r->path.p;
+    if (seq) {
+        uint8_t *np = arena_alloc(x->a, n + 12);
+        if (np == NULL)
+            return ZK_SYSTEMERROR;
+        memcpy(np, r->path.p, n);
+        n += (size_t)snprintf((char *)np + n, 12, "%010d", parent->z.seq);
+        path = np;
+    }
+    if (!zk_path_valid(path, n, false))
+        return ZK_BADARGUMENTS;
+    if (n == 1)
+        return ZK_NODEEXISTS; /* "/" */
+    struct zover *o = get(x, path, n);
+    if (o == NULL)
+        return ZK_SYSTEMERROR;
+    if (o->z.exists)
+        return ZK_NODEEXISTS;
+    if (is_ephemeral(parent->z.mode))
+        return ZK_NOCHILDRENFOREPHEMERALS;
+    if (is_ephemeral((uint8_t)flags)) {
+        if (x->session == 0 || !lessor_exists(x->s->leases, x->session))
+            return ZK_SESSIONEXPIRED;
+    }
+    struct znode *z = &o->z;
+    o->c_stale = o->c_stale || z->c_stored;
+    memset(z, 0, sizeof(*z));
+    z->exists = true;
+    z->mode = (uint8_t)flags;
+    z->czxid = z->mzxid = z->pzxid = x->zxid;
+    z->ctime = z->mtime = x->now;
+    z->owner = is_ephemeral((uint8_t)flags) ? x->session : 0;
+    z->lease = z->owner;
+    z->ttl = ttl_mode ? r->ttl : 0;
+    z->acl = acl;
+    z->data = r->data; /* null stays null, as ZooKeeper keeps it */
+    o->d_dirty = o->c_dirty = true;
+    o->deleted = false;
+    parent->z.cversion++;
+    parent->z.seq++;
+    parent->z.num_children++;
+    parent->z.pzxid = x->zxid;
+    parent->c_dirty = true;
+    res->type = type == ZK_OP_CREATE ? ZK_OP_CREATE : ZK_OP_CREATE2;
+    res->path = (struct jute_bytes){path, (int32_t)n};
+    stat_of(z, &res->stat);
+    return 0;
+}
+
+static int op_delete(struct ztx *x, const struct zk_path_version *r)
+{
+    if (r->path.len <= 0 || !zk_path_valid(r->path.p, (size_t)r->path.len, false))
+        return ZK_BADARGUMENTS;
+    size_t n = (size_t)r->path.len;
+    if (n == 1 || (n == 10 && memcmp(r->path.p, "/zookeeper", 10) == 0))
+        return ZK_BADARGUMENTS; /* "/" and "/zookeeper" cannot go (ZooKeeper's answer) */
+    struct zover *parent = get(x, r->path.p, parent_len(r->path.p, n));
+    struct zover *o = parent != NULL ? get(x, r->path.p, n) : NULL;
+    if (o == NULL)
+        return ZK_SYSTEMERROR;
+    if (!o->z.exists)
+        return ZK_NONODE;
+    if (!zk_acl_permits(parent->z.acl.v, parent->z.acl.n, ZK_PERM_DELETE, x->who))
+        return ZK_NOAUTH;
+    if (r->version != -1 && r->version != o->z.version)
+        return ZK_BADVERSION;
+    if (o->z.num_children > 0)
+        return ZK_NOTEMPTY;
+    o->c_stale = o->c_stale || o->z.c_stored;
+    o->z.exists = false;
+    o->deleted = true;
+    o->d_dirty = o->c_dirty = false;
+    parent->z.cversion++;
+    parent->z.num_children--;
+    parent->z.pzxid = x->zxid;
+    parent->c_dirty = true;
+    return 0;
+}
+
+static int op_set_data(struct ztx *x, const struct zk_set_data_req *r, struct zk_stat *st)
+{
+    if (r->path.len <= 0 || !zk_path_valid(r->path.p, (size_t)r->path.len, false))
+        return ZK_BADARGUMENTS;
+    struct zover *o = get(x, r->path.p, (size_t)r->path.len);
+    if (o == NULL)
+        return ZK_SYSTEMERROR;
+    if (!o->z.exists)
+        return ZK_NONODE;
+    if (!zk_acl_permits(o->z.acl.v, o->z.acl.n, ZK_PERM_WRITE, x->who))
+        return ZK_NOAUTH;
+    if (r->version != -1 && r->version != o->z.version)
+        return ZK_BADVERSION;
+    o->z.version++;
+    o->z.mzxid = x->zxid;
+    o->z.mtime = x->now;
+    o->z.data = r->data;
+    o->d_dirty = true;
+    stat_of(&o->z, st);
+    return 0;
+}
+
+static int op_check(struct ztx *x, const struct zk_path_version *r)
+{
+    if (r->path.len <= 0 || !zk_path_valid(r->path.p, (size_t)r->path.len, false))
+        return ZK_BADARGUMENTS;
+    struct zover *o = get(x, r->path.p, (size_t)r->path.len);
+    if (o == NULL)
+        return ZK_SYSTEMERROR;
+    if (!o->z.exists)
+        return ZK_NONODE;
+    if (r->version != -1 && r->version != o->z.version)
+        return ZK_BADVERSION;
+    return 0;
+}
+
+static int op_set_acl(struct ztx *x, const struct zk_set_acl_req *r, struct zk_stat *st)
+{
+    if (r->path.len <= 0 || !zk_path_valid(r->path.p, (size_t)r->path.len, false))
+        return ZK_BADARGUMENTS;
+    struct zover *o = get(x, r->path.p, (size_t)r->path.len);
+    if (o == NULL)
+        return ZK_SYSTEMERROR;
+    if (!o->z.exists)
+        return ZK_NONODE;
+    if (!zk_acl_permits(o->z.acl.v, o->z.acl.n, ZK_PERM_ADMIN, x->who))
+        return ZK_NOAUTH;
+    struct jute_vec acl;
+    int err = fixup_acl(r->acl, x->who, x->a, &acl);
+    if (err != 0)
+        return err;
+    if (r->version != -1 && r->version != o->z.aversion)
+        return ZK_BADVERSION;
+    o->z.aversion++;
+    o->z.acl = acl;
+    o->d_dirty = true;
+    stat_of(&o->z, st);
+    return 0;
+}
+
+/* ensure_system_nodes: /zookeeper, /zookeeper/config and /zookeeper/quota
+ * exist as in ZooKeeper; made by the first ZooKeeper write (before it,
+ * "/" lists no children) */
+static void ensure_system_nodes(struct ztx *x)
+{
+    static const char *const paths[] = {"/zookeeper", "/zookeeper/config", "/zookeeper/quota"};
+    static const struct zk_acl open = {ZK_PERM_ALL,
+                                       {{(const uint8_t *)"world", 5},
+                                        {(const uint8_t *)"anyone", 6}}};
+    struct zover *sys = get(x, (const uint8_t *)paths[0], strlen(paths[0]));
+    if (sys == NULL || sys->z.exists)
+        return;
+    for (size_t i = 0; i < 3; i++) {
+        size_t n = strlen(paths[i]);
+        struct zover *o = get(x, (const uint8_t *)paths[i], n);
+        struct zover *parent = get(x, (const uint8_t *)paths[i], parent_len((const uint8_t *)paths[i], n));
+        if (o == NULL || parent == NULL)
+            return;
+        struct znode *z = &o->z;
+        memset(z, 0, sizeof(*z));
+        z->exists = true;
+        z->czxid = z->mzxid = z->pzxid = x->zxid;
+        z->acl = (struct jute_vec){(void *)&open, 1};
+        z->data = (struct jute_bytes){NULL, 0};
+        o->d_dirty = o->c_dirty = true;
+        parent->z.num_children++; /* as ZooKeeper's: no cversion change */
+        parent->c_dirty = true;
+    }
+}
+
+/* one write operation: 0 or its ZooKeeper error; |res| gets its result */
+static int run_op(struct ztx *x, int32_t type, const void *body, struct zk_multi_result *res)
+{
+    memset(res, 0, sizeof(*res));
+    res->type = type;
+    switch (type) {
+    case ZK_OP_CREATE:
+    case ZK_OP_CREATE2:
+    case ZK_OP_CREATE_CONTAINER:
+    case ZK_OP_CREATE_TTL:
+        return op_create(x, type, body, res);
+    case ZK_OP_DELETE:
+        return op_delete(x, body);
+    case ZK_OP_SET_DATA:
+        return op_set_data(x, body, &res->stat);
+    case ZK_OP_CHECK:
+        return op_check(x, body);
+    case ZK_OP_SET_ACL:
+        return op_set_acl(x, body, &res->stat);
+    default:
+        return ZK_UNIMPLEMENTED;
+    }
+}
+
+static int write_overlay(struct ztx *x)
+{
+    struct buf b = {0};
+    int rv = 0;
+    for (struct zover *o = x->head; o != NULL && rv == 0; o = o->next) {
+        size_t kl;
+        if (o->deleted) {
+            int64_t del;
+            uint8_t *k = node_key(x->a, 'D', o->path, o->n, &kl);
+            if (k == NULL)
+                rv = -ENOMEM;
+            if (rv == 0)
+                rv = mvcc_txn_delete_range(x->st.t, k, kl, NULL, 0, NULL, NULL, &del);
+            k = rv == 0 ? node_key(x->a, 'C', o->path, o->n, &kl) : NULL;
+            if (rv == 0 && k == NULL)
+                rv = -ENOMEM;
+            if (rv == 0)
+                rv = mvcc_txn_delete_range(x->st.t, k, kl, NULL, 0, NULL, NULL, &del);
+            continue;
+        }
+        if (o->d_dirty) {
+            buf_reset(&b);
+            uint8_t *k = node_key(x->a, 'D', o->path, o->n, &kl);
+            rv = k == NULL ? -ENOMEM : encode_d(&b, &o->z);
+            if (rv == 0 && o->in_store && o->z.czxid == x->zxid) {
+                /* deleted and created again in one multi: a new key, so
+                 * its create revision (czxid) is this one */
+                int64_t del;
+                rv = mvcc_txn_delete_range(x->st.t, k, kl, NULL, 0, NULL, NULL, &del);
+            }
+            if (rv == 0)
+                rv = mvcc_txn_put(x->st.t, k, kl, b.data, b.len, o->z.lease, NULL, NULL);
+        }
+        /* a new node's child side is implied (0, czxid, 0) until a child
+         * comes: written only for nodes that had a child change */
+        if (rv == 0 && o->c_dirty &&
+            (o->c_stale || !(o->d_dirty && o->z.num_children == 0 && o->z.cversion == 0 &&
+                             o->z.seq == 0 && o->z.pzxid == o->z.czxid))) {
+            buf_reset(&b);
+            uint8_t *k = node_key(x->a, 'C', o->path, o->n, &kl);
+            rv = k == NULL ? -ENOMEM : encode_c(&b, &o->z);
+            if (rv == 0)
+                rv = mvcc_txn_put(x->st.t, k, kl, b.data, b.len, 0, NULL, NULL);
+        }
+    }
+    buf_free(&b);
+    return rv;
+}
+
+int server_zk_apply(struct server *s, struct entry *e)
+{
+    const Quorumzk__Write *w = (const Quorumzk__Write *)e->req;
+    struct arena *a = &s->arena;
+    struct zk_request req;
+    struct buf *out = &e->out;
+    buf_reset(out);
+    struct jute_out o = {out, 0};
+    const char **ids = NULL;
+    if (w->n_ids > 0 && (ids = arena_alloc(a, sizeof(*ids) * w->n_ids)) == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < w->n_ids; i++)
+        ids[i] = w->ids[i];
+    struct zk_ids who = {ids, w->n_ids};
+    int dr = zk_request_decode(w->request.data, w->request.len, a, &req);
+    if (dr != 0) {
+        /* every member decodes the same bytes the same way: an answer */
+        jute_put_long(&o, mvcc_rev(s->kv));
+        jute_put_int(&o, ZK_MARSHALLINGERROR);
+        return o.err;
+    }
+    mvcc_txn *t;
+    int rv = mvcc_txn_begin(s->kv, &t);
+    if (rv != 0)
+        return rv;
+    struct ztx x = {s, {t, NULL}, a, mvcc_rev(s->kv) + 1, w->now_ms, w->session, &who,
+                    NULL, NULL, 0, NULL, 0};
+    if ((rv = ztx_index(&x, req.n_multi + 8)) != 0) {
+        mvcc_txn_end(t);
+        return rv;
+    }
+    int32_t err = 0;
+    struct buf body = {0};
+    struct jute_out bo = {&body, 0};
+    int32_t type = req.h.type;
+    ensure_system_nodes(&x);
+    bool reads_in_multi = false;
+    for (size_t i = 0; type == ZK_OP_MULTI && i < req.n_multi; i++)
+        reads_in_multi |= req.multi[i].type == ZK_OP_GET_DATA ||
+                          req.multi[i].type == ZK_OP_GET_CHILDREN;
+    if (reads_in_multi) {
+        err = ZK_MARSHALLINGERROR; /* ZooKeeper's answer to reads in a multi */
+    } else if (type == ZK_OP_MULTI) {
+        size_t n = req.n_multi;
+        struct zk_multi_result *res = n ? arena_alloc(a, sizeof(*res) * n) : NULL;
+        if (n > 0 && res == NULL) {
+            mvcc_txn_end(t);
+            return -ENOMEM;
+        }
+        size_t failed = n;
+        for (size_t i = 0; i < n; i++) {
+            int32_t ferr = run_op(&x, req.multi[i].type, &req.multi[i].u, &res[i]);
+            if (x.storage_err != 0)
+                break;
+            if (ferr != 0) {
+                failed = i;
+                err = ferr;
+                break;
+            }
+        }
+        if (x.storage_err == 0 && failed < n) {
+            /* ZooKeeper's answer to a failed multi: the ops before the
+             * failure OK, the failed one its error, the rest
+             * RUNTIMEINCONSISTENCY; nothing is written */
+            for (size_t i = 0; i < n; i++) {
+                memset(&res[i], 0, sizeof(res[i]));
+                res[i].type = ZK_OP_ERROR;
+                res[i].err = i < failed ? 0 : i == failed ? err : ZK_RUNTIMEINCONSISTENCY;
+            }
+        } else if (x.storage_err == 0) {
+            rv = write_overlay(&x);
+        }
+        if (x.storage_err == 0)
+            zk_multi_resp_encode(&bo, res, n);
+        err = 0; /* the errors are in the MultiResponse (ZooKeeper 3.8) */
+    } else if (type == ZK_OP_SYNC) {
+        jute_encode(&zk_rec_sync_resp, &bo, &req.u.path);
+    } else {
+        struct zk_multi_result r1;
+        err = run_op(&x, type, &req.u, &r1);
+        if (x.storage_err == 0 && err == 0) {
+            rv = write_overlay(&x);
+            switch (type) {
+            case ZK_OP_CREATE:
+                jute_put_bytes(&bo, r1.path);
+                break;
+            case ZK_OP_CREATE2:
+            case ZK_OP_CREATE_CONTAINER:
+            case ZK_OP_CREATE_TTL:
+                jute_put_bytes(&bo, r1.path);
+                jute_encode(&zk_rec_stat, &bo, &r1.stat);
+                break;
+            case ZK_OP_SET_DATA:
+            case ZK_OP_SET_ACL:
+                jute_encode(&zk_rec_stat, &bo, &r1.stat);
+                break;
+            default:
+                break;
+            }
+        }
+    }
+    int64_t rev = mvcc_txn_end(t);
+    if (x.storage_err != 0) {
+        buf_free(&body);
+        return x.storage_err;
+    }
+    if (rv != 0) {
+        buf_free(&body);
+        return rv;
+    }
+    jute_put_long(&o, rev);
+    jute_put_int(&o, err);
+    if (err == 0 && body.len > 0)
+        jute_put_raw(&o, body.data, body.len);
+    int berr = bo.err;
+    buf_free(&body);
+    return o.err != 0 ? o.err : berr;
+}
+
+/* ---- reads ---- */
+
+bool zk_is_read(int32_t type)
+{
+    switch (type) {
+    case ZK_OP_EXISTS:
+    case ZK_OP_GET_DATA:
+    case ZK_OP_GET_CHILDREN:
+    case ZK_OP_GET_CHILDREN2:
+    case ZK_OP_GET_ACL:
+    case ZK_OP_GET_ALL_CHILDREN_NUMBER:
+    case ZK_OP_GET_EPHEMERALS:
+    case ZK_OP_MULTI_READ:
+        return true;
+    default:
+        return false;
+    }
+}
+
+struct names {
+    struct arena *a;
+    size_t skip; /* the key prefix before the child's name */
+    struct jute_bytes *v;
+    int32_t n, cap;
+};
+
+static int add_name(const struct mvcc_kv *kv, void *arg)
+{
+    struct names *nm = arg;
+    if (nm->n == nm->cap) {
+        int32_t cap = nm->cap ? nm->cap * 2 : 16;
+        struct jute_bytes *v = arena_alloc(nm->a, sizeof(*v) * (size_t)cap);
+        if (v == NULL)
+            return -ENOMEM;
+        if (nm->n > 0)
+            memcpy(v, nm->v, sizeof(*v) * (size_t)nm->n);
+        nm->v = v;
+        nm->cap = cap;
+    }
+    const uint8_t *p = arena_dup(nm->a, kv->key + nm->skip, kv->key_len - nm->skip);
+    if (p == NULL)
+        return -ENOMEM;
+    nm->v[nm->n++] = (struct jute_bytes){p, (int32_t)(kv->key_len - nm->skip)};
+    return 0;
+}
+
+static int children(struct zstore *st, struct arena *a, const uint8_t *p, size_t n,
+                    struct jute_vec *out)
+{
+    uint8_t *s, *e;
+    size_t sl, el;
+    int rv = children_range(a, p, n, &s, &sl, &e, &el);
+    if (rv != 0)
+        return rv;
+    struct names nm = {a, sl, NULL, 0, 0};
+    rv = zrange(st, s, sl, e, el, add_name, &nm);
+    out->v = nm.v;
+    out->n = nm.n;
+    return rv;
+}
+
+struct counter {
+    int64_t n;
+};
+
+static int count_kv(const struct mvcc_kv *kv, void *arg)
+{
+    (void)kv;
+    ((struct counter *)arg)->n++;
+    return 0;
+}
+
+/* walk_subtree counts every D key below |p| (depth by depth, each level
+ * one range of keys starting with p + "/", until a level is empty) */
+static int walk_subtree(struct zstore *st, struct arena *a, const uint8_t *p, size_t n,
+                        struct counter *c)
+{
+    size_t pl = n == 1 ? 0 : n;
+    for (unsigned d = depth_of(p, n) + 1; d < 65536; d++) {
+        uint8_t *s = arena_alloc(a, 7 + pl), *e = arena_alloc(a, 7 + pl);
+        if (s == NULL || e == NULL)
+            return -ENOMEM;
+        s[0] = 0;
+        s[1] = 'z';
+        s[2] = 'k';
+        s[3] = 'D';
+        s[4] = (uint8_t)(d >> 8);
+        s[5] = (uint8_t)d;
+        memcpy(s + 6, p, pl);
+        s[6 + pl] = '/';
+        memcpy(e, s, 7 + pl);
+        e[6 + pl] = '0';
+        struct mvcc_range_result r = {0};
+        int rv = st->t != NULL ? mvcc_txn_range(st->t, s, 7 + pl, e, 7 + pl, NULL, count_kv, c, &r)
+                               : mvcc_read_range(st->r, s, 7 + pl, e, 7 + pl, NULL, count_kv, c,
+                                                 &r);
+        if (rv != 0)
+            return rv;
+        if (r.count == 0)
+            return 0;
+    }
+    return 0;
+}
+
+struct keys;
+static void collect_key(const uint8_t *key, size_t len, void *arg);
+static int key_cmp(const void *a, const void *b);
+
+/* getEphemerals: the session's D keys (the lessor knows its lease's keys:
+ * no walk of the store), those under the prefix, in byte order */
+static int ephemerals(lessor *leases, struct arena *a, int64_t session, const uint8_t *prefix,
+                      size_t pl, struct jute_vec *out);
+
+static int read_one(struct zstore *st, struct arena *a, lessor *leases, int32_t type,
+                    const void *body, int64_t session, const struct zk_ids *who,
+                    struct jute_out *o, int32_t *err, struct zk_multi_result *mres)
+{
+    struct znode z;
+    int rv;
+    *err = 0;
+    if (type == ZK_OP_GET_EPHEMERALS) {
+        const struct zk_path *r = body;
+        const uint8_t *prefix = r->path.len > 0 ? r->path.p : (const uint8_t *)"/";
+        size_t pl = r->path.len > 0 ? (size_t)r->path.len : 1;
+        struct zk_children_resp resp = {0};
+        if ((rv = ephemerals(leases, a, session, prefix, pl, &resp.children)) != 0)
+            return rv;
+        jute_encode(&zk_rec_get_ephemerals_resp, o, &resp);
+        return 0;
+    }
+    /* every other read names one path first */
+    const struct jute_bytes *path = body; /* the first field of each request */
+    if (path->len <= 0 || !zk_path_valid(path->p, (size_t)path->len, false)) {
+        *err = ZK_BADARGUMENTS;
+        return 0;
+    }
+    const uint8_t *p = path->p;
+    size_t n = (size_t)path->len;
+    if ((rv = load(st, a, p, n, &z)) != 0)
+        return rv;
+    if (!z.exists) {
+        *err = ZK_NONODE;
+        return 0;
+    }
+    struct zk_stat stat;
+    stat_of(&z, &stat);
+    switch (type) {
+    case ZK_OP_EXISTS: {
+        jute_encode(&zk_rec_stat, o, &stat);
+        return 0;
+    }
+    case ZK_OP_GET_DATA: {
+        if (!zk_acl_permits(z.acl.v, z.acl.n, ZK_PERM_READ, who)) {
+            *err = ZK_NOAUTH;
+            return 0;
+        }
+        struct zk_get_data_resp r = {z.data, stat};
+        if (mres != NULL) {
+            mres->data = r.data;
+            mres->stat = stat;
+        }
+        jute_encode(&zk_rec_get_data_resp, o, &r);
+        return 0;
+    }
+    case ZK_OP_GET_CHILDREN:
+    case ZK_OP_GET_CHILDREN2: {
+        if (!zk_acl_permits(z.acl.v, z.acl.n, ZK_PERM_READ, who)) {
+            *err = ZK_NOAUTH;
+            return 0;
+        }
+        struct zk_children_resp r = {.stat = stat};
+        if ((rv = children(st, a, p, n, &r.children)) != 0)
+            return rv;
+        if (mres != NULL)
+            mres->children = r.children;
+        jute_encode(type == ZK_OP_GET_CHILDREN ? &zk_rec_get_children_resp
+                                               : &zk_rec_get_children2_resp,
+                    o, &r);
+        return 0;
+    }
+    case ZK_OP_GET_ACL: {
+        /* READ or ADMIN, as ZooKeeper 3.8 asks */
+        if (!zk_acl_permits(z.acl.v, z.acl.n, ZK_PERM_READ | ZK_PERM_ADMIN, who)) {
+            *err = ZK_NOAUTH;
+            return 0;
+        }
+        struct zk_get_acl_resp r = {z.acl, stat};
+        if (z.acl.n < 0) {
+            /* "/": world:anyone, all permissions, as ZooKeeper's root */
+            static const struct zk_acl open = {ZK_PERM_ALL,
+                                               {{(const uint8_t *)"world", 5},
+                                                {(const uint8_t *)"anyone", 6}}};
+            r.acl = (struct jute_vec){(void *)&open, 1};
+        }
+        jute_encode(&zk_rec_get_acl_resp, o, &r);
+        return 0;
+    }
+    case ZK_OP_GET_ALL_CHILDREN_NUMBER: {
+        struct counter c = {0};
+        if ((rv = walk_subtree(st, a, p, n, &c)) != 0)
+            return rv;
+        struct zk_int r = {(int32_t)c.n};
+        jute_encode(&zk_rec_get_all_children_number_resp, o, &r);
+        return 0;
+    }
+    default:
+        *err = ZK_UNIMPLEMENTED;
+        return 0;
+    }
+}
+
+int zk_read(mvcc_store *kv, lessor *leases, const struct zk_request *req, int64_t session,
+            const struct zk_ids *who, struct arena *a, struct buf *out)
+{
+    mvcc_read *r;
+    int rv = mvcc_read_begin(kv, &r);
+    if (rv != 0)
+        return rv;
+    struct zstore st = {NULL, r};
+    struct jute_out o = {out, 0};
+    bool writes_in_read = false;
+    for (size_t i = 0; req->h.type == ZK_OP_MULTI_READ && i < req->n_multi; i++)
+        writes_in_read |= req->multi[i].type != ZK_OP_GET_DATA &&
+                          req->multi[i].type != ZK_OP_GET_CHILDREN;
+    if (writes_in_read) {
+        jute_put_int(&o, ZK_MARSHALLINGERROR); /* as ZooKeeper answers it */
+    } else if (req->h.type == ZK_OP_MULTI_READ) {
+        size_t n = req->n_multi;
+        struct zk_multi_result *res = n ? arena_alloc(a, sizeof(*res) * n) : NULL;
+        if (n > 0 && res == NULL) {
+            mvcc_read_end(r);
+            return -ENOMEM;
+        }
+        struct buf scratch = {0};
+        for (size_t i = 0; i < n && rv == 0; i++) {
+            struct jute_out so = {&scratch, 0};
+            buf_reset(&scratch);
+            int32_t err = 0;
+            memset(&res[i], 0, sizeof(res[i]));
+            int32_t t = req->multi[i].type;
+            if (t != ZK_OP_GET_DATA && t != ZK_OP_GET_CHILDREN) {
+                err = ZK_BADARGUMENTS;
+            } else {
+                rv = read_one(&st, a, leases, t, &req->multi[i].u, session, who, &so, &err,
+                              &res[i]);
+            }
+            res[i].type = err != 0 ? ZK_OP_ERROR : t;
+            res[i].err = err;
+        }
+        buf_free(&scratch);
+        jute_put_int(&o, 0);
+        if (rv == 0)
+            zk_multi_resp_encode(&o, res, n);
+    } else {
+        int32_t err = 0;
+        struct buf body = {0};
+        struct jute_out bo = {&body, 0};
+        rv = read_one(&st, a, leases, req->h.type, &req->u, session, who, &bo, &err, NULL);
+        jute_put_int(&o, err);
+        if (rv == 0 && err == 0)
+            jute_put_raw(&o, body.data, body.len);
+        buf_free(&body);
+    }
+    mvcc_read_end(r);
+    if (rv == 0 && o.err != 0)
+        rv = o.err;
+    return rv;
+}
+
+int zk_node_info(mvcc_store *kv, const uint8_t *path, size_t n, struct arena *a, bool *exists,
+                 int64_t *mzxid, int64_t *pzxid)
+{
+    mvcc_read *r;
+    int rv = mvcc_read_begin(kv, &r);
+    if (rv != 0)
+        return rv;
+    struct zstore st = {NULL, r};
+    struct znode z;
+    rv = load(&st, a, path, n, &z);
+    mvcc_read_end(r);
+    if (rv != 0)
+        return rv;
+    *exists = z.exists;
+    *mzxid = z.mzxid;
+    *pzxid = z.pzxid;
+    return 0;
+}
+
+static int64_t mzxid_of(const uint8_t *v, size_t n)
+{
+    if (n < 10 || v[0] != ZNODE_VERSION)
+        return -1;
+    uint64_t x = 0;
+    for (int i = 0; i < 8; i++)
+        x = x << 8 | v[2 + i];
+    return (int64_t)x;
+}
+
+enum zk_change zk_tree_change(int type, const struct mvcc_kv *kv, const struct mvcc_kv *prev,
+                              const uint8_t **path, size_t *n)
+{
+    if (kv->key_len < 7 || kv->key[0] != 0 || kv->key[1] != 'z' || kv->key[2] != 'k' ||
+        kv->key[3] != 'D')
+        return ZK_CHANGE_NONE;
+    *path = kv->key + 6;
+    *n = kv->key_len - 6;
+    if (*n == 1) /* "/" is never created or deleted: its D key is data only */
+        return type == MVCC_EVENT_DELETE ? ZK_CHANGE_NONE
+               : prev == NULL || mzxid_of(kv->value, kv->value_len) !=
+                                     mzxid_of(prev->value, prev->value_len)
+                   ? ZK_CHANGE_DATA
+                   : ZK_CHANGE_NONE;
+    if (type == MVCC_EVENT_DELETE)
+        return ZK_CHANGE_DELETED;
+    if (prev == NULL || kv->create_revision == kv->mod_revision)
+        return ZK_CHANGE_CREATED;
+    return mzxid_of(kv->value, kv->value_len) != mzxid_of(prev->value, prev->value_len)
+               ? ZK_CHANGE_DATA
+               : ZK_CHANGE_NONE;
+}
+
+struct keys {
+    struct arena *a;
+    struct jute_bytes *v;
+    size_t n, cap;
+    int err;
+};
+
+static void collect_key(const uint8_t *key, size_t len, void *arg)
+{
+    struct keys *k = arg;
+    if (k->err != 0 || len < 4 || key[0] != 0 || key[1] != 'z' || key[2] != 'k')
+        return;
+    if (k->n == k->cap) {
+        size_t cap = k->cap ? k->cap * 2 : 8;
+        struct jute_bytes *v = arena_alloc(k->a, sizeof(*v) * cap);
+        if (v == NULL) {
+            k->err = -ENOMEM;
+            return;
+        }
+        if (k->n > 0)
+            memcpy(v, k->v, sizeof(*v) * k->n);
+        k->v = v;
+        k->cap = cap;
+    }
+    const uint8_t *p = arena_dup(k->a, key, len);
+    if (p == NULL) {
+        k->err = -ENOMEM;
+        return;
+    }
+    k->v[k->n++] = (struct jute_bytes){p, (int32_t)len};
+}
+
+static int key_cmp(const void *a, const void *b)
+{
+    const struct jute_bytes *x = a, *y = b;
+    return bytes_compare(x->p, (size_t)x->len, y->p, (size_t)y->len);
+}
+
+int server_zk_session_end(struct server *s, int64_t lease)
+{
+    if (s->leases == NULL || !lessor_exists(s->leases, lease))
+        return 0;
+    struct arena *a = &s->arena;
+    struct keys k = {a, NULL, 0, 0, 0};
+    lessor_keys(s->leases, lease, collect_key, &k);
+    if (k.err != 0)
+        return k.err;
+    bool any = false;
+    for (size_t i = 0; i < k.n; i++)
+        any |= k.v[i].len > 6 && k.v[i].p[3] == 'D';
+    if (!any)
+        return 0; /* no ephemerals: the revoke alone is the same thing */
+    /* byte order: every member deletes in the same order (sub-revisions) */
+    qsort(k.v, k.n, sizeof(*k.v), key_cmp);
+    mvcc_txn *t;
+    int rv = mvcc_txn_begin(s->kv, &t);
+    if (rv != 0)
+        return rv;
+    struct ztx x = {s, {t, NULL}, a, mvcc_rev(s->kv) + 1, 0, lease, NULL, NULL, NULL, 0,
+                    NULL, 0};
+    if ((rv = ztx_index(&x, k.n)) != 0) {
+        mvcc_txn_end(t);
+        return rv;
+    }
+    for (size_t i = 0; i < k.n && x.storage_err == 0; i++) {
+        if (k.v[i].len <= 6 || k.v[i].p[3] != 'D')
+            continue;
+        const uint8_t *p = k.v[i].p + 6;
+        size_t n = (size_t)k.v[i].len - 6;
+        struct zover *parent = get(&x, p, parent_len(p, n));
+        struct zover *o = parent != NULL ? get(&x, p, n) : NULL;
+        if (o == NULL || !o->z.exists)
+            continue;
+        o->c_stale = o->c_stale || o->z.c_stored;
+        o->z.exists = false;
+        o->deleted = true;
+        o->d_dirty = o->c_dirty = false;
+        if (parent->z.exists) {
+            parent->z.cversion++;
+            parent->z.num_children--;
+            parent->z.pzxid = x.zxid;
+            parent->c_dirty = true;
+        }
+    }
+    if (x.storage_err == 0)
+        rv = write_overlay(&x);
+    /* the session key (and any other key of the lease) in the same
+     * revision: the revoke that follows finds nothing left to delete */
+    for (size_t i = 0; rv == 0 && x.storage_err == 0 && i < k.n; i++) {
+        if (k.v[i].len > 6 && k.v[i].p[3] == 'D')
+            continue;
+        int64_t del;
+        rv = mvcc_txn_delete_range(t, k.v[i].p, (size_t)k.v[i].len, NULL, 0, NULL, NULL, &del);
+    }
+    mvcc_txn_end(t);
+    return x.storage_err != 0 ? x.storage_err : rv;
+}
+
+static int ephemerals(lessor *leases, struct arena *a, int64_t session, const uint8_t *prefix,
+                      size_t pl, struct jute_vec *out)
+{
+    struct keys k = {a, NULL, 0, 0, 0};
+    out->v = NULL;
+    out->n = 0;
+    if (leases == NULL || session == 0 || !lessor_exists(leases, session))
+        return 0;
+    lessor_keys(leases, session, collect_key, &k);
+    if (k.err != 0)
+        return k.err;
+    if (k.n > 0)
+        qsort(k.v, k.n, sizeof(*k.v), key_cmp);
+    struct jute_bytes *v = arena_alloc(a, sizeof(*v) * (k.n ? k.n : 1));
+    if (v == NULL)
+        return -ENOMEM;
+    int32_t n = 0;
+    for (size_t i = 0; i < k.n; i++) {
+        const uint8_t *key = k.v[i].p;
+        size_t len = (size_t)k.v[i].len;
+        if (len <= 6 || key[3] != 'D' || len - 6 < pl || memcmp(key + 6, prefix, pl) != 0)
+            continue;
+        v[n++] = (struct jute_bytes){key + 6, (int32_t)(len - 6)};
+    }
+    out->v = v;
+    out->n = n;
+    return 0;
+}

@@ -1,0 +1,82 @@
+/* server/zk_tree.h: znodes in the MVCC store (docs/zookeeper.md, "Znodes in
+ * the MVCC store"): the key layout, the stored records, the writes applied
+ * from ENTRY_ZK_WRITE entries and the reads the ZooKeeper face serves.
+ *
+ * Keys: "\0zkD" + depth (u16 BE) + path holds a znode's data side (mode,
+ * mzxid, ctime, mtime, version, aversion, ephemeral owner, ttl, ACL,
+ * data); "\0zkC" + depth + path its child side (cversion, pzxid,
+ * numChildren), written only once a child came or went (absent: 0, czxid,
+ * 0). czxid is the D key's create revision; zxids are revisions. "/"
+ * always exists (its D key is written only by setData or setACL; its
+ * czxid is 0).
+ */
+#ifndef QUORUM_SERVER_ZK_TREE_H
+#define QUORUM_SERVER_ZK_TREE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/arena.h"
+#include "base/buf.h"
+#include "lease/lessor.h"
+#include "mvcc/mvcc.h"
+#include "zk/proto.h"
+
+struct server;
+struct entry;
+
+/* The identities a connection has (ACL checks): "world:anyone" is
+ * implied; |ids| are "scheme:id" strings (digest user:hash, ip address,
+ * ...). */
+struct zk_ids {
+    const char *const *ids;
+    size_t n;
+};
+
+/* zk_acl_permits: |acl| (n entries) lets |who| do |perm| (ZooKeeper's
+ * checkACL: an empty ACL lets anyone do anything). */
+bool zk_acl_permits(const struct zk_acl *acl, int32_t n, int32_t perm, const struct zk_ids *who);
+
+/* zk_path_valid: ZooKeeper's PathUtils.validatePath (|sequential|: the
+ * name gets a counter appended, so a trailing '/' is allowed). */
+bool zk_path_valid(const uint8_t *p, size_t n, bool sequential);
+
+/* server_zk_apply applies an ENTRY_ZK_WRITE inside the open batch: e->out
+ * gets the answer, i64 zxid (the revision after it), i32 err, then the
+ * reply's record. Returns 0, or a storage error (fatal, as for every
+ * entry). */
+int server_zk_apply(struct server *s, struct entry *e);
+
+/* server_zk_session_end runs before a LeaseRevoke entry is applied (an
+ * expiry, a closeSession, an etcd client's revoke): when the lease holds
+ * ephemeral znodes, they are deleted and their parents' child stat
+ * updated (cversion, numChildren, pzxid) in one MVCC transaction, the
+ * session key with them; the revoke then finds no keys left. Returns 0 or
+ * a storage error. */
+int server_zk_session_end(struct server *s, int64_t lease);
+
+/* zk_read serves a read request (exists, getData, getChildren(2), getACL,
+ * getAllChildrenNumber, getEphemerals, multiRead) from the store on the
+ * core loop: |out| gets i32 err, then the reply's record. |session| for
+ * getEphemerals. Returns 0 or a storage error. */
+int zk_read(mvcc_store *kv, lessor *leases, const struct zk_request *req, int64_t session,
+            const struct zk_ids *who, struct arena *a, struct buf *out);
+
+/* zk_is_read: the request type is answered by zk_read. */
+bool zk_is_read(int32_t type);
+
+/* zk_node_info reads |path|'s existence, mzxid and pzxid (setWatches). */
+int zk_node_info(mvcc_store *kv, const uint8_t *path, size_t n, struct arena *a, bool *exists,
+                 int64_t *mzxid, int64_t *pzxid);
+
+/* What a change of the store means to ZooKeeper watches (the store's
+ * change observer): a znode created, deleted, or its data changed (a
+ * setACL rewrites the D key but changes no data: no event). */
+enum zk_change { ZK_CHANGE_NONE, ZK_CHANGE_CREATED, ZK_CHANGE_DELETED, ZK_CHANGE_DATA };
+/* zk_tree_change classifies a change of |kv| (|prev| its value before, or
+ * NULL); the znode's path is at *path (*n bytes, inside kv's key). */
+enum zk_change zk_tree_change(int type, const struct mvcc_kv *kv, const struct mvcc_kv *prev,
+                              const uint8_t **path, size_t *n);
+
+#endif

@@ -1,0 +1,89 @@
+/* zk/zk.h: ZooKeeper client connections on a libuv loop.
+ *
+ * A zk_listener accepts on listening sockets bound elsewhere (server/
+ * binds them, as it binds the client port) and owns the connections: it
+ * reads, cuts the stream into packets (jute framing, the jute.maxbuffer
+ * limit: a longer packet closes the connection, ZooKeeper's "Len error"),
+ * decodes the ConnectRequest and hands everything to its handler (server/
+ * zk_service.c), which answers with zk_conn_send. A connection whose first
+ * four bytes are a four-letter word (ruok, srvr, ...) gets the handler's
+ * text and is closed, as ZooKeeper does.
+ *
+ * Everything runs on the listener's loop; nothing here knows the store.
+ */
+#ifndef QUORUM_ZK_ZK_H
+#define QUORUM_ZK_ZK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "base/buf.h"
+#include "zk/proto.h"
+
+typedef struct zk_listener zk_listener;
+typedef struct zk_conn zk_conn;
+
+struct zk_conn_handler {
+    /* the first packet, decoded (|req|'s bytes live during the call) */
+    void (*on_connect)(zk_conn *c, const struct zk_connect_req *req);
+    /* every later packet, whole (without its length), valid during the call */
+    void (*on_packet)(zk_conn *c, const uint8_t *pkt, size_t len);
+    /* a four-letter word (|cmd|, 4 bytes): append the answer to |out|; the
+     * connection closes once it is written */
+    void (*on_4lw)(zk_conn *c, const char *cmd, struct buf *out);
+    /* the connection is gone (closed by either side): the last call, always
+     * from the loop (never inside zk_conn_close or zk_conn_send) */
+    void (*on_close)(zk_conn *c);
+};
+
+/* zk_is_4lw: |p| (4 bytes) is one of the four-letter words ZooKeeper 3.8
+ * knows (whitelisted or not). */
+bool zk_is_4lw(const uint8_t *p);
+
+/* zk_listener_new makes a listener on |loop| with |h| (|arg| for the
+ * handler: zk_listener_arg) and packets of at most |max_packet| bytes. */
+int zk_listener_new(uv_loop_t *loop, const struct zk_conn_handler *h, void *arg,
+                    size_t max_packet, zk_listener **out);
+void *zk_listener_arg(const zk_listener *l);
+/* zk_listener_adopt takes a bound, listening socket (closed with the
+ * listener); connections are accepted once zk_listener_start is called. */
+int zk_listener_adopt(zk_listener *l, int fd);
+int zk_listener_start(zk_listener *l);
+/* zk_listener_close stops accepting, closes every connection (on_close
+ * for each, from their close callbacks) and calls |cb| once every handle
+ * is closed; |l| is freed then. */
+void zk_listener_close(zk_listener *l, void (*cb)(void *arg), void *arg);
+/* zk_listener_conns is the number of open connections. */
+size_t zk_listener_conns(const zk_listener *l);
+
+/* zk_conn_send queues one packet (|len| bytes, the length prefix added);
+ * what a connection queued in one loop pass is written with one write at
+ * the start of the next (an idle handle), or at once by zk_conn_close.
+ * Errors: -EPIPE once the connection is closing, -ENOMEM. */
+int zk_conn_send(zk_conn *c, const uint8_t *pkt, size_t len);
+/* zk_conn_close closes the connection once what was sent is written;
+ * nothing more is read. on_close follows. */
+void zk_conn_close(zk_conn *c);
+/* zk_conn_pause stops (true) or resumes (false) reading a connection:
+ * a handler holding too many of its requests lets it wait, as ZooKeeper
+ * stops reading a connection with too many outstanding. Packets already
+ * read are handed on after the resume, from the loop. */
+void zk_conn_pause(zk_conn *c, bool paused);
+void zk_conn_set_data(zk_conn *c, void *data);
+void *zk_conn_get_data(const zk_conn *c);
+zk_listener *zk_conn_listener(const zk_conn *c);
+/* zk_conn_peer is the client's address ("127.0.0.1:51234"), its host part
+ * in |host| when not NULL. */
+const char *zk_conn_peer(const zk_conn *c);
+const char *zk_conn_host(const zk_conn *c);
+/* bytes received and sent, packets received and sent (cons) */
+struct zk_conn_stats {
+    uint64_t bytes_in, bytes_out, packets_in, packets_out;
+};
+const struct zk_conn_stats *zk_conn_stats(const zk_conn *c);
+/* zk_conn_foreach calls |fn| for every open connection. */
+void zk_conn_foreach(zk_listener *l, void (*fn)(zk_conn *c, void *arg), void *arg);
+
+#endif

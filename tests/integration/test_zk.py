@@ -1,0 +1,1075 @@
+"""The ZooKeeper face (docs/zookeeper.md): connect, session timeout
+negotiation, ping, reconnect with the session's id and password, a wrong
+password, closeSession, expiry, the connect refusals and the four-letter
+words; the operations (every create mode, versions, ZooKeeper's errors,
+multi, ACLs with digest auth, the Stat's fields, FIFO order of pipelined
+requests, multiRead), over the raw jute protocol, with kazoo and zkCli.
+
+TARGET=quorum (default) runs it against quorum started with
+--listen-zk-urls; TARGET=zookeeper against Apache ZooKeeper 3.8 (Debian's
+zookeeper package, standalone, tickTime 2000), which proves every
+expectation. One server per run (the JVM starts slowly)."""
+import os
+import socket
+import struct
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import Server, free_port, wait_for  # noqa: E402
+import zkref  # noqa: E402
+
+TARGET = os.environ.get("TARGET", "quorum")
+SERVER = None  # (host, port) of the ZooKeeper port under test
+QUORUM = None  # the quorum Server (TARGET=quorum)
+LINGER = None  # a connection left open until the member stops
+
+
+def setUpModule():
+    global SERVER, QUORUM, ZK
+    if TARGET == "zookeeper":
+        if not zkref.available():
+            raise unittest.SkipTest("zookeeper not installed (apt-get install zookeeper)")
+        ZK = zkref.ZooKeeper().start()
+        SERVER = ("127.0.0.1", ZK.port)
+    else:
+        port = free_port()
+        QUORUM = Server("quorum", extra_args=["--listen-zk-urls", "http://127.0.0.1:%d" % port])
+        QUORUM.start()
+        SERVER = ("127.0.0.1", port)
+        # a client still connected when the member stops (tearDownModule):
+        # the stop must be clean (exit 0, no sanitizer report)
+        global LINGER
+        LINGER = Raw()
+        LINGER.connect()
+        LINGER.send_packet(struct.pack(">ii", -2, 11))
+
+
+def tearDownModule():
+    if TARGET == "zookeeper":
+        ZK.stop()
+    elif QUORUM is not None:
+        try:
+            QUORUM.stop()
+        except Exception:
+            print(QUORUM.log_tail(20000), file=sys.stderr)
+            raise
+        finally:
+            QUORUM.cleanup()
+            LINGER.close()
+
+
+# ---- a raw jute client: just enough of the protocol to see the bytes ----
+
+def jstr(b):
+    return struct.pack(">i", len(b)) + b
+
+
+class Raw:
+    def __init__(self, timeout=10.0):
+        self.s = socket.create_connection(SERVER, timeout)
+        self.buf = b""
+
+    def close(self):
+        self.s.close()
+
+    def send_packet(self, body):
+        self.s.sendall(struct.pack(">i", len(body)) + body)
+
+    def recv_packet(self):
+        """One packet's body, or None when the server closed the connection."""
+        while True:
+            if len(self.buf) >= 4:
+                n = struct.unpack(">i", self.buf[:4])[0]
+                if len(self.buf) >= 4 + n:
+                    p, self.buf = self.buf[4:4 + n], self.buf[4 + n:]
+                    return p
+            try:
+                b = self.s.recv(65536)
+            except ConnectionResetError:
+                b = b""
+            if not b:
+                return None
+            self.buf += b
+
+    def closed_by_server(self):
+        """True when the server closes the connection without sending more."""
+        return self.recv_packet() is None
+
+    def connect(self, timeout_ms=30000, session=0, passwd=b"\0" * 16, last_zxid=0):
+        self.send_packet(struct.pack(">iqiq", 0, last_zxid, timeout_ms, session) + jstr(passwd)
+                         + b"\0")
+        p = self.recv_packet()
+        if p is None:
+            return None
+        proto, to, sid = struct.unpack(">iiq", p[:16])
+        plen = struct.unpack(">i", p[16:20])[0]
+        pw = p[20:20 + plen]
+        ro = p[20 + plen:21 + plen]
+        return {"timeout": to, "session": sid, "passwd": pw, "readonly": ro, "protocol": proto}
+
+    def request(self, xid, op, body=b""):
+        self.send_packet(struct.pack(">ii", xid, op) + body)
+        p = self.recv_packet()
+        if p is None:
+            return None
+        x, zxid, err = struct.unpack(">iqi", p[:16])
+        return {"xid": x, "zxid": zxid, "err": err, "body": p[16:]}
+
+
+def four(word):
+    with socket.create_connection(SERVER, 10) as s:
+        s.sendall(word)
+        out = b""
+        while True:
+            b = s.recv(65536)
+            if not b:
+                return out.decode()
+            out += b
+
+
+class Session(unittest.TestCase):
+    def test_new_session_and_timeout_negotiation(self):
+        # ZooKeeper 3.8: the asked timeout clamped to [2, 20] x tickTime
+        for asked, want in ((100000, 40000), (1000, 4000), (12345, 12345)):
+            c = Raw()
+            r = c.connect(timeout_ms=asked)
+            self.assertIsNotNone(r)
+            self.assertEqual(r["timeout"], want, asked)
+            self.assertNotEqual(r["session"], 0)
+            self.assertEqual(len(r["passwd"]), 16)
+            self.assertEqual(r["readonly"], b"\0")
+            self.assertEqual(r["protocol"], 0)
+            c.close()
+
+    def test_ping(self):
+        c = Raw()
+        c.connect()
+        for _ in range(3):
+            r = c.request(-2, 11)
+            self.assertEqual((r["xid"], r["err"], r["body"]), (-2, 0, b""))
+        c.close()
+
+    def test_reconnect_keeps_session_wrong_password_expires(self):
+        c = Raw()
+        r = c.connect(timeout_ms=30000)
+        sid, pw = r["session"], r["passwd"]
+        c.close()
+        d = Raw()
+        r2 = d.connect(timeout_ms=30000, session=sid, passwd=pw)
+        self.assertEqual(r2["session"], sid)
+        self.assertEqual(r2["passwd"], pw)
+        self.assertEqual(r2["timeout"], 30000)
+        self.assertEqual(d.request(-2, 11)["err"], 0)
+        # the session moved: its older connection to this server is closed
+        old = Raw()
+        old.connect(timeout_ms=30000, session=sid, passwd=pw)
+        newer = Raw()
+        newer.connect(timeout_ms=30000, session=sid, passwd=pw)
+        self.assertTrue(old.closed_by_server())
+        self.assertEqual(newer.request(-2, 11)["err"], 0)
+        old.close()
+        newer.close()
+        d.close()
+        if QUORUM is not None:
+            # quorum keeps the session's first timeout (its lease's TTL)
+            # where ZooKeeper would negotiate the new ask
+            e2 = Raw()
+            self.assertEqual(e2.connect(timeout_ms=10000, session=sid, passwd=pw)["timeout"],
+                             30000)
+            e2.close()
+        # a wrong password: answered as an expired session, then closed
+        e = Raw()
+        bad = bytes([pw[0] ^ 1]) + pw[1:]
+        r3 = e.connect(timeout_ms=30000, session=sid, passwd=bad)
+        self.assertEqual(r3["timeout"], 0)
+        self.assertTrue(e.closed_by_server())
+        e.close()
+        # an id that never existed: the same
+        f = Raw()
+        r4 = f.connect(timeout_ms=30000, session=0x1234567, passwd=pw)
+        self.assertEqual(r4["timeout"], 0)
+        self.assertTrue(f.closed_by_server())
+        f.close()
+
+    def test_close_session(self):
+        c = Raw()
+        r = c.connect()
+        sid, pw = r["session"], r["passwd"]
+        if QUORUM is not None:
+            # a session is a lease (docs/zookeeper.md)
+            self.assertIn("%x" % sid, QUORUM.etcdctl("lease", "list").stdout)
+        rep = c.request(7, -11)
+        self.assertEqual((rep["xid"], rep["err"]), (7, 0))
+        self.assertTrue(c.closed_by_server())
+        c.close()
+        if QUORUM is not None:
+            self.assertNotIn("%x" % sid, QUORUM.etcdctl("lease", "list").stdout)
+        d = Raw()
+        self.assertEqual(d.connect(session=sid, passwd=pw)["timeout"], 0)
+        d.close()
+
+    def test_expiry(self):
+        c = Raw()
+        r = c.connect(timeout_ms=4000)
+        sid, pw = r["session"], r["passwd"]
+        c.close()  # gone without closeSession: the session expires by itself
+
+        def expired():
+            d = Raw()
+            try:
+                got = d.connect(timeout_ms=4000, session=sid, passwd=pw)
+                return got is not None and got["timeout"] == 0
+            finally:
+                d.close()
+        # each reconnect renews a live session, so poll less often than the
+        # session timeout; ZooKeeper expires within about two ticks of it
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            time.sleep(5)
+            if expired():
+                return
+        self.fail("session 0x%x not expired" % sid)
+
+    def test_session_kept_alive_by_pings(self):
+        c = Raw()
+        r = c.connect(timeout_ms=4000)
+        end = time.time() + 9  # more than twice the timeout
+        while time.time() < end:
+            self.assertEqual(c.request(-2, 11)["err"], 0)
+            time.sleep(1)
+        d = Raw()
+        self.assertEqual(d.connect(timeout_ms=4000, session=r["session"],
+                                   passwd=r["passwd"])["session"], r["session"])
+        d.close()
+        c.close()
+
+
+class Refusals(unittest.TestCase):
+    def test_client_ahead_of_server(self):
+        # a client that has seen a newer zxid than the server's must try
+        # another server: the connection closes without an answer
+        c = Raw()
+        self.assertIsNone(c.connect(last_zxid=1 << 50))
+        c.close()
+
+    def test_packet_over_jute_maxbuffer(self):
+        c = Raw()
+        c.connect()
+        c.s.sendall(struct.pack(">i", 1048576) + b"\0" * 1024)
+        self.assertTrue(c.closed_by_server())
+        c.close()
+
+    def test_garbage_requests_never_stop_the_server(self):
+        """Seeded random bodies behind valid headers of every op type, one
+        connection each: answered or closed, and the server still serves."""
+        import random
+        rng = random.Random(1234)
+        types = [1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22,
+                 100, 101, 102, 103, 104, 105, 106, 107, 999, -11, -10, 0]
+        for i in range(120):
+            c = Raw(timeout=10)
+            if c.connect() is None:
+                c.close()
+                continue
+            t = types[i % len(types)]
+            body = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 60)))
+            if rng.random() < 0.5:
+                # a plausible start: a path, then garbage
+                body = jpath("/g%d" % i) + body
+            try:
+                c.send_packet(struct.pack(">ii", i + 1, t) + body)
+                c.recv_packet()
+            except OSError:
+                pass
+            c.close()
+        self.assertTrue(four(b"srvr").startswith("Zookeeper version"))
+        c = Raw()
+        self.assertIsNotNone(c.connect())
+        self.assertEqual(c.request(-2, 11)["err"], 0)
+        c.close()
+
+    def test_negative_length(self):
+        c = Raw()
+        c.s.sendall(struct.pack(">i", -5))
+        self.assertTrue(c.closed_by_server())
+        c.close()
+
+
+class FourLetterWords(unittest.TestCase):
+    def test_srvr_whitelisted_by_default(self):
+        out = four(b"srvr")
+        self.assertTrue(out.startswith("Zookeeper version: 3.8."), out)
+        for field in ("Latency min/avg/max:", "Received:", "Sent:", "Connections:",
+                      "Outstanding:", "Zxid: 0x", "Mode: ", "Node count:"):
+            self.assertIn(field, out)
+
+    def test_others_not_whitelisted(self):
+        for w in (b"ruok", b"stat", b"mntr", b"cons", b"envi"):
+            self.assertEqual(four(w), "%s is not executed because it is not in the whitelist.\n"
+                             % w.decode())
+
+
+class Kazoo(unittest.TestCase):
+    def test_start_stop_and_reconnect_with_client_id(self):
+        from kazoo.client import KazooClient, KazooState
+        hosts = "%s:%d" % SERVER
+        zk = KazooClient(hosts=hosts, timeout=10)
+        zk.start(timeout=15)
+        sid, pw = zk.client_id
+        self.assertNotEqual(sid, 0)
+        zk2 = KazooClient(hosts=hosts, client_id=(sid, pw), timeout=10)
+        zk2.start(timeout=15)
+        self.assertEqual(zk2.client_id[0], sid)
+        zk2.stop()  # closeSession: the session ends for both
+        zk2.close()
+        states = []
+        zk.add_listener(states.append)
+        wait_for(lambda: KazooState.LOST in states or zk.client_id[0] != sid, 30,
+                 what="kazoo notices its session closed elsewhere")
+        zk.stop()
+        zk.close()
+
+
+def jpath(p):
+    return jstr(p.encode())
+
+
+def unpack_stat(b):
+    f = struct.unpack(">qqqqiiiqiiq", b[:68])
+    keys = ("czxid", "mzxid", "ctime", "mtime", "version", "cversion", "aversion",
+            "ephemeralOwner", "dataLength", "numChildren", "pzxid")
+    return dict(zip(keys, f))
+
+
+def kz():
+    from kazoo.client import KazooClient
+    c = KazooClient(hosts="%s:%d" % SERVER, timeout=10)
+    c.start(timeout=15)
+    return c
+
+
+def err_name(f):
+    try:
+        f()
+    except Exception as e:  # noqa: BLE001
+        return type(e).__name__
+    return "ok"
+
+
+class Operations(unittest.TestCase):
+    def test_kazoo_operations_and_errors(self):
+        zk = kz()
+        try:
+            zk.ensure_path("/ops/b")
+            self.assertEqual(zk.create("/ops/b/c", b"hello"), "/ops/b/c")
+            self.assertEqual(zk.create("/ops/seq-", b"", sequence=True), "/ops/seq-0000000001")
+            self.assertEqual(zk.create("/ops/seq-", b"", sequence=True), "/ops/seq-0000000002")
+            self.assertEqual(zk.create("/ops/eph", b"x", ephemeral=True), "/ops/eph")
+            d, st = zk.get("/ops/b/c")
+            self.assertEqual((d, st.version, st.dataLength, st.numChildren), (b"hello", 0, 5, 0))
+            self.assertEqual(zk.set("/ops/b/c", b"world", version=0).version, 1)
+            self.assertEqual(err_name(lambda: zk.set("/ops/b/c", b"x", version=0)),
+                             "BadVersionError")
+            self.assertEqual(sorted(zk.get_children("/ops")),
+                             ["b", "eph", "seq-0000000001", "seq-0000000002"])
+            st = zk.exists("/ops")
+            self.assertEqual((st.numChildren, st.cversion), (4, 4))
+            self.assertIsNone(zk.exists("/nope"))
+            self.assertEqual(err_name(lambda: zk.delete("/ops")), "NotEmptyError")
+            self.assertEqual(err_name(lambda: zk.create("/ops/eph/x", b"")),
+                             "NoChildrenForEphemeralsError")
+            self.assertEqual(err_name(lambda: zk.create("/x/y", b"")), "NoNodeError")
+            self.assertEqual(err_name(lambda: zk.create("/ops/b/c", b"")), "NodeExistsError")
+            self.assertEqual(err_name(lambda: zk.delete("/ops/b/c", version=7)),
+                             "BadVersionError")
+            self.assertEqual(err_name(lambda: zk.get("/ops/none")), "NoNodeError")
+            # a deleted node's name is free again; sequence numbers go on,
+            # counting the children created (ZooKeeper 3.8: not cversion,
+            # which deletes advance too)
+            zk.delete("/ops/seq-0000000001")
+            self.assertEqual(zk.exists("/ops").cversion, 5)
+            self.assertEqual(zk.create("/ops/seq-", b"", sequence=True), "/ops/seq-0000000004")
+            zk.delete("/ops/eph")
+            self.assertEqual(zk.create("/ops/seq-", b"", sequence=True), "/ops/seq-0000000005")
+            zk.delete("/ops", recursive=True)
+            self.assertIsNone(zk.exists("/ops"))
+        finally:
+            zk.stop()
+            zk.close()
+
+    def test_multi_atomic(self):
+        zk = kz()
+        try:
+            zk.create("/m", b"0")
+            t = zk.transaction()
+            t.create("/m/t1", b"1")
+            t.check("/m", 0)
+            t.set_data("/m", b"v")
+            t.delete("/m/t1")
+            r = t.commit()
+            self.assertEqual(r[0], "/m/t1")
+            self.assertEqual((r[1], r[3]), (True, True))
+            self.assertEqual(r[2].version, 1)
+            # one zxid for the whole multi
+            self.assertEqual(zk.exists("/m").mzxid, r[2].mzxid)
+            t = zk.transaction()
+            t.create("/m/t2", b"1")
+            t.create("/m", b"dup")
+            t.create("/m/t3", b"")
+            r = t.commit()
+            self.assertEqual([type(x).__name__ for x in r],
+                             ["RolledBackError", "NodeExistsError", "RuntimeInconsistency"])
+            self.assertIsNone(zk.exists("/m/t2"))
+            self.assertEqual(zk.get("/m")[0], b"v")
+            zk.delete("/m", recursive=True)
+        finally:
+            zk.stop()
+            zk.close()
+
+    def test_acls_and_digest_auth(self):
+        from kazoo.security import make_digest_acl
+        zk = kz()
+        other = kz()
+        try:
+            zk.add_auth("digest", "user:pw")
+            zk.create("/secret", b"s", acl=[make_digest_acl("user", "pw", all=True)])
+            acl = zk.get_acls("/secret")[0]
+            self.assertEqual([(a.perms, a.id.scheme, a.id.id) for a in acl],
+                             [(31, "digest", "user:2Om+GBbT2q/tS6pdvACZbbm7/1A=")])
+            self.assertEqual(err_name(lambda: other.get("/secret")), "NoAuthError")
+            self.assertEqual(err_name(lambda: other.get_acls("/secret")), "NoAuthError")
+            self.assertEqual(err_name(lambda: other.set("/secret", b"")), "NoAuthError")
+            self.assertEqual(err_name(lambda: other.create("/secret/x", b"")), "NoAuthError")
+            self.assertEqual(zk.get("/secret")[0], b"s")
+            # read-only for everyone, all for the user
+            zk.set_acls("/secret", [make_digest_acl("user", "pw", all=True),
+                                    make_digest_acl("x", "y", read=True)])
+            self.assertEqual(zk.get_acls("/secret")[1].aversion, 1)
+            self.assertEqual(err_name(lambda: zk.set_acls("/secret", [], version=0)),
+                             "InvalidACLError")
+            from kazoo.security import ACL, Id
+            self.assertEqual(err_name(lambda: zk.create("/bad", b"",
+                                                        acl=[ACL(31, Id("world", "someone"))])),
+                             "InvalidACLError")
+            other.add_auth("digest", "x:y")
+            self.assertEqual(other.get("/secret")[0], b"s")
+            self.assertEqual(err_name(lambda: other.set("/secret", b"")), "NoAuthError")
+            zk.delete("/secret")
+        finally:
+            zk.stop()
+            zk.close()
+            other.stop()
+            other.close()
+
+    def test_stat_fields(self):
+        zk = kz()
+        try:
+            zk.create("/st", b"")
+            p0 = zk.exists("/st")
+            self.assertEqual((p0.czxid, p0.pzxid), (p0.mzxid, p0.czxid))
+            self.assertEqual(p0.ephemeralOwner, 0)
+            zk.create("/st/c", b"abc")
+            c = zk.exists("/st/c")
+            p1 = zk.exists("/st")
+            self.assertGreater(c.czxid, p0.czxid)
+            self.assertEqual(p1.pzxid, c.czxid)       # the last child change
+            self.assertEqual(p1.mzxid, p0.mzxid)      # a child is not a data change
+            self.assertEqual((p1.cversion, p1.numChildren), (1, 1))
+            s2 = zk.set("/st/c", b"abcd")
+            self.assertGreater(s2.mzxid, c.mzxid)
+            self.assertEqual((s2.czxid, s2.ctime, s2.dataLength), (c.czxid, c.ctime, 4))
+            self.assertGreaterEqual(s2.mtime, c.mtime)
+            zk.create("/st/e", b"", ephemeral=True)
+            self.assertEqual(zk.exists("/st/e").ephemeralOwner, zk.client_id[0])
+            zk.delete("/st/c")
+            p2 = zk.exists("/st")
+            self.assertEqual((p2.cversion, p2.numChildren), (3, 1))
+            self.assertGreater(p2.pzxid, p1.pzxid)
+            zk.delete("/st", recursive=True)
+        finally:
+            zk.stop()
+            zk.close()
+
+    def test_ephemeral_goes_with_its_session(self):
+        zk = kz()
+        watcher = kz()
+        try:
+            watcher.create("/eph-parent", b"")
+            zk.create("/eph-parent/owner", b"", ephemeral=True)
+            ev = []
+            self.assertIsNotNone(watcher.exists("/eph-parent/owner", watch=ev.append))
+            kids = []
+            watcher.get_children("/eph-parent", watch=kids.append)
+            zk.stop()  # closeSession
+            wait_for(lambda: watcher.exists("/eph-parent/owner") is None, 20,
+                     what="the ephemeral gone with its session")
+            wait_for(lambda: len(ev) == 1 and len(kids) == 1, 10, what="the watches fired")
+            self.assertEqual((ev[0].type, kids[0].type), ("DELETED", "CHILD"))
+            # the parent's child stat follows, so it can be deleted
+            st = watcher.exists("/eph-parent")
+            self.assertEqual((st.numChildren, st.cversion), (0, 2))
+            watcher.delete("/eph-parent")
+        finally:
+            zk.close()
+            watcher.stop()
+            watcher.close()
+
+    def test_ephemeral_goes_with_an_expired_session(self):
+        watcher = kz()
+        try:
+            watcher.create("/exp-parent", b"")
+            c = Raw()
+            c.connect(timeout_ms=4000)
+            acl = struct.pack(">i", 1) + struct.pack(">i", 31) + jpath("world") + jpath("anyone")
+            r = c.request(1, 1, jpath("/exp-parent/e") + jstr(b"") + acl + struct.pack(">i", 1))
+            self.assertEqual(r["err"], 0)
+            c.close()  # no closeSession: it expires
+            wait_for(lambda: watcher.exists("/exp-parent/e") is None, 30,
+                     what="the ephemeral gone with its expired session")
+            self.assertEqual(watcher.exists("/exp-parent").numChildren, 0)
+            watcher.delete("/exp-parent")
+        finally:
+            watcher.stop()
+            watcher.close()
+
+
+class RootAndSystemNodes(unittest.TestCase):
+    def test_root_and_zookeeper_nodes(self):
+        zk = kz()
+        try:
+            zk.create("/warm", b"")  # quorum makes /zookeeper with the first write
+            ev = []
+            zk.get("/", watch=ev.append)
+            self.assertEqual(zk.set("/", b"rootdata").version, 1)
+            wait_for(lambda: len(ev) == 1, 10, what="the data watch on /")
+            self.assertEqual((ev[0].type, ev[0].path), ("CHANGED", "/"))
+            d, st = zk.get("/")
+            self.assertEqual((d, st.czxid), (b"rootdata", 0))
+            self.assertIn("zookeeper", zk.get_children("/"))
+            self.assertEqual(sorted(zk.get_children("/zookeeper"))[:2], ["config", "quota"])
+            self.assertEqual(err_name(lambda: zk.delete("/zookeeper")), "BadArgumentsError")
+            self.assertEqual(err_name(lambda: zk.delete("/")), "BadArgumentsError")
+            self.assertEqual(err_name(lambda: zk.create("/", b"")), "NodeExistsError")
+            self.assertEqual([(a.perms, a.id.scheme, a.id.id) for a in zk.get_acls("/")[0]],
+                             [(31, "world", "anyone")])
+            self.assertEqual(zk.sync("/nope"), "/nope")
+            zk.set("/", b"")
+            zk.delete("/warm")
+        finally:
+            zk.stop()
+            zk.close()
+
+
+class EdgeCases(unittest.TestCase):
+    def test_ip_acls_bad_acls_null_data_mixed_multis(self):
+        from kazoo.security import ACL, Id
+        zk = kz()
+        try:
+            zk.create("/ipn", b"d", acl=[ACL(1, Id("ip", "127.0.0.1"))])
+            self.assertEqual(zk.get("/ipn")[0], b"d")
+            self.assertEqual(err_name(lambda: zk.set("/ipn", b"x")), "NoAuthError")
+            zk.create("/ipo", b"d", acl=[ACL(31, Id("ip", "10.0.0.0/8"))])
+            self.assertEqual(err_name(lambda: zk.get("/ipo")), "NoAuthError")
+            for acl in (Id("digest", "nocolon"), Id("sasl", "x"), Id("auth", "")):
+                self.assertEqual(err_name(lambda: zk.create("/bad-acl", b"", acl=[ACL(31, acl)])),
+                                 "InvalidACLError", acl)
+        finally:
+            zk.stop()
+            zk.close()
+        c = Raw()
+        c.connect()
+        world = struct.pack(">i", 1) + struct.pack(">i", 31) + jpath("world") + jpath("anyone")
+        # an invalid addWatch mode: MARSHALLINGERROR
+        self.assertEqual(c.request(1, 106, jpath("/ipn") + struct.pack(">i", 2))["err"], -5)
+        # null data stays null (length -1), its dataLength 0
+        r = c.request(2, 1, jpath("/nulldata") + struct.pack(">i", -1) + world
+                      + struct.pack(">i", 0))
+        self.assertEqual(r["err"], 0)
+        r = c.request(3, 4, jpath("/nulldata") + b"\0")
+        self.assertEqual((r["err"], r["body"][:4]), (0, b"\xff\xff\xff\xff"))
+        self.assertEqual(unpack_stat(r["body"][4:])["dataLength"], 0)
+        # a read inside a multi, a write inside a multiRead: MARSHALLINGERROR
+        done = struct.pack(">i?i", -1, True, -1)
+        mr = struct.pack(">i?i", 4, False, -1) + jpath("/ipn") + b"\0" + done
+        self.assertEqual(c.request(4, 14, mr)["err"], -5)
+        mr = (struct.pack(">i?i", 4, False, -1) + jpath("/ipn") + b"\0"
+              + struct.pack(">i?i", 2, False, -1) + jpath("/ipn") + struct.pack(">i", -1) + done)
+        self.assertEqual(c.request(5, 22, mr)["err"], -5)
+        self.assertIsNotNone(c.request(6, 3, jpath("/ipn") + b"\0"), "the connection stays")
+        for p in ("/ipn", "/ipo", "/nulldata"):
+            self.assertEqual(c.request(7, 2, jpath(p) + struct.pack(">i", -1))["err"], 0)
+        c.close()
+
+
+class ForeignWrites(unittest.TestCase):
+    def test_raw_etcd_put_under_the_prefix_is_no_crash(self):
+        """quorum only: an etcd client's Put of junk over a znode's record
+        makes that znode's requests fail (SYSTEMERROR), on every member
+        alike; the member keeps serving everything else."""
+        if QUORUM is None:
+            self.skipTest("quorum only")
+        import etcd3
+        zk = kz()
+        try:
+            zk.create("/junk", b"x")
+            e = etcd3.client("127.0.0.1", QUORUM.client_port)
+            e.put("\0zkD\0\x01/junk", b"not a znode")
+            for f in (lambda: zk.get("/junk"), lambda: zk.set("/junk", b"y"),
+                      lambda: zk.create("/junk/d", b""), lambda: zk.exists("/junk")):
+                self.assertEqual(err_name(f), "SystemZookeeperError")
+            zk.create("/fine", b"ok")
+            self.assertEqual(zk.get("/fine")[0], b"ok")
+            self.assertIsNone(QUORUM.proc.poll())
+            e.delete("\0zkD\0\x01/junk")
+            zk.delete("/fine")
+            e.close()
+        finally:
+            zk.stop()
+            zk.close()
+
+
+class RawOperations(unittest.TestCase):
+    def test_pipelined_requests_answered_in_order(self):
+        # a read sent right behind a write, before its answer, sees the
+        # write (ZooKeeper's FIFO client order), and answers keep the order
+        c = Raw()
+        c.connect()
+        acl = struct.pack(">i", 1) + struct.pack(">i", 31) + jpath("world") + jpath("anyone")
+        reqs = b""
+        for i in range(5):
+            body = jpath("/fifo%d" % i) + jstr(b"v%d" % i) + acl + struct.pack(">i", 0)
+            pkt = struct.pack(">ii", 100 + 2 * i, 1) + body
+            reqs += struct.pack(">i", len(pkt)) + pkt
+            pkt = struct.pack(">ii", 101 + 2 * i, 4) + jpath("/fifo%d" % i) + b"\0"
+            reqs += struct.pack(">i", len(pkt)) + pkt
+        c.s.sendall(reqs)
+        last = 0
+        for i in range(10):
+            p = c.recv_packet()
+            xid, zxid, err = struct.unpack(">iqi", p[:16])
+            self.assertEqual((xid, err), (100 + i, 0))
+            self.assertGreaterEqual(zxid, last)
+            last = zxid
+            if i % 2 == 1:
+                n = struct.unpack(">i", p[16:20])[0]
+                self.assertEqual(p[20:20 + n], b"v%d" % (i // 2))
+        for i in range(5):
+            r = c.request(200 + i, 2, jpath("/fifo%d" % i) + struct.pack(">i", -1))
+            self.assertEqual(r["err"], 0)
+        c.close()
+
+    def test_many_pipelined_reads_behind_a_write(self):
+        # 3000 reads sent behind a create, before any answer: they wait for
+        # it (FIFO), the server stops reading past 1000 outstanding and goes
+        # on as answers leave; every one is answered, in order, and sees it
+        c = Raw(timeout=30)
+        c.connect()
+        acl = struct.pack(">i", 1) + struct.pack(">i", 31) + jpath("world") + jpath("anyone")
+        body = jpath("/pipe") + jstr(b"p") + acl + struct.pack(">i", 0)
+        pkt = struct.pack(">ii", 1, 1) + body
+        out = struct.pack(">i", len(pkt)) + pkt
+        for i in range(3000):
+            pkt = struct.pack(">ii", 2 + i, 4) + jpath("/pipe") + b"\0"
+            out += struct.pack(">i", len(pkt)) + pkt
+        import threading
+        t = threading.Thread(target=c.s.sendall, args=(out,))
+        t.start()
+        for i in range(3001):
+            p = c.recv_packet()
+            xid, zxid, err = struct.unpack(">iqi", p[:16])
+            self.assertEqual((xid, err), (1 + i, 0))
+            if i > 0:
+                self.assertEqual(p[16:21], b"\0\0\0\1p")
+        t.join()
+        self.assertEqual(c.request(9999, 2, jpath("/pipe") + struct.pack(">i", -1))["err"], 0)
+        c.close()
+
+    def test_large_multi_one_zxid(self):
+        c = Raw()
+        c.connect()
+        acl = struct.pack(">i", 1) + struct.pack(">i", 31) + jpath("world") + jpath("anyone")
+        n = 3000
+        ops = struct.pack(">i?i", 1, False, -1) + jpath("/big") + jstr(b"") + acl + \
+            struct.pack(">i", 0)
+        for i in range(n):
+            ops += (struct.pack(">i?i", 1, False, -1) + jpath("/big/n%d" % i) + jstr(b"x")
+                    + acl + struct.pack(">i", 0))
+        ops += struct.pack(">i?i", -1, True, -1)
+        r = c.request(1, 14, ops)
+        self.assertEqual(r["err"], 0)
+        self.assertEqual(struct.unpack(">i?i", r["body"][:9]), (1, False, 0))
+        cnt = c.request(2, 104, jpath("/big"))
+        self.assertEqual(struct.unpack(">i", cnt["body"])[0], n)
+        zx = set()
+        for p in ("/big", "/big/n0", "/big/n%d" % (n - 1)):
+            st = unpack_stat(c.request(3, 3, jpath(p) + b"\0")["body"])
+            zx.add(st["czxid"])
+        self.assertEqual(len(zx), 1, "one zxid for the whole multi")
+        c.close()
+        zk = kz()
+        zk.delete("/big", recursive=True)
+        zk.stop()
+        zk.close()
+
+    def test_create_modes_and_counts(self):
+        c = Raw()
+        c.connect()
+        acl = struct.pack(">i", 1) + struct.pack(">i", 31) + jpath("world") + jpath("anyone")
+
+        def create(path, flags, op=15, ttl=None):
+            body = jpath(path) + jstr(b"d") + acl + struct.pack(">i", flags)
+            if ttl is not None:
+                body += struct.pack(">q", ttl)
+            return c.request(1, op, body)
+        r = create("/modes", 0)
+        self.assertEqual(r["err"], 0)
+        n = struct.unpack(">i", r["body"][:4])[0]
+        self.assertEqual(r["body"][4:4 + n], b"/modes")
+        st = unpack_stat(r["body"][4 + n:])
+        self.assertEqual((st["czxid"], st["mzxid"], st["pzxid"]), (r["zxid"],) * 3)
+        # container (createContainer, 19): ephemeralOwner 0 (ZooKeeper 3.8)
+        r = create("/modes/cont", 4, op=19)
+        self.assertEqual(r["err"], 0)
+        n = struct.unpack(">i", r["body"][:4])[0]
+        self.assertEqual(unpack_stat(r["body"][4 + n:])["ephemeralOwner"], 0)
+        # TTL (createTTL, 21): ephemeralOwner 0 too
+        r = create("/modes/ttl", 5, op=21, ttl=5000)
+        self.assertEqual(r["err"], 0)
+        n = struct.unpack(">i", r["body"][:4])[0]
+        self.assertEqual(unpack_stat(r["body"][4 + n:])["ephemeralOwner"], 0)
+        self.assertEqual(create("/modes/ttl2", 5, op=21, ttl=0)["err"], -8)   # BADARGUMENTS
+        self.assertEqual(create("/modes/ttl3", 0, op=21, ttl=100)["err"], -8)
+        self.assertEqual(create("/modes/eph", 1)["err"], 0)
+        self.assertEqual(create("/modes/cont/x", 0)["err"], 0)
+        self.assertEqual(create("bad", 0)["err"], -8)
+        self.assertEqual(create("/modes/", 0)["err"], -8)
+        # the parent is looked up before the whole path is checked: "/modes/"
+        # and "/modes/." do not exist (NONODE); "/modes/." itself is invalid
+        self.assertEqual(create("/modes//x", 0)["err"], -101)
+        self.assertEqual(create("/modes/./x", 0)["err"], -101)
+        self.assertEqual(create("/modes/.", 0)["err"], -8)
+        self.assertEqual(create("/modes/..", 0)["err"], -8)
+        # getAllChildrenNumber (104): every node below
+        r = c.request(2, 104, jpath("/modes"))
+        self.assertEqual((r["err"], struct.unpack(">i", r["body"])[0]), (0, 4))
+        self.assertEqual(c.request(2, 104, jpath("/nope"))["err"], -101)
+        # getEphemerals (103): this session's, under a prefix
+        r = c.request(3, 103, jpath("/modes"))
+        self.assertEqual(r["err"], 0)
+        cnt = struct.unpack(">i", r["body"][:4])[0]
+        n = struct.unpack(">i", r["body"][4:8])[0]
+        self.assertEqual((cnt, r["body"][8:8 + n]), (1, b"/modes/eph"))
+        # multiRead (22): getData and getChildren, each with its own result
+        mr = (struct.pack(">i?i", 4, False, -1) + jpath("/modes") + b"\0"
+              + struct.pack(">i?i", 8, False, -1) + jpath("/modes/cont") + b"\0"
+              + struct.pack(">i?i", 4, False, -1) + jpath("/missing") + b"\0"
+              + struct.pack(">i?i", -1, True, -1))
+        r = c.request(4, 22, mr)
+        self.assertEqual(r["err"], 0)
+        b = r["body"]
+        t, done, e = struct.unpack(">i?i", b[:9])
+        self.assertEqual((t, done, e), (4, False, 0))
+        n = struct.unpack(">i", b[9:13])[0]
+        self.assertEqual(b[13:13 + n], b"d")
+        b = b[13 + n + 68:]
+        t, done, e = struct.unpack(">i?i", b[:9])
+        self.assertEqual((t, e), (8, 0))
+        cnt = struct.unpack(">i", b[9:13])[0]
+        n = struct.unpack(">i", b[13:17])[0]
+        self.assertEqual((cnt, b[17:17 + n]), (1, b"x"))
+        b = b[17 + n:]
+        t, done, e = struct.unpack(">i?i", b[:9])
+        self.assertEqual((t, e), (-1, -101))
+        self.assertEqual(struct.unpack(">i", b[9:13])[0], -101)
+        self.assertEqual(struct.unpack(">i?i", b[13:22]), (-1, True, -1))
+        c.close()
+        zk = kz()
+        zk.delete("/modes", recursive=True)
+        zk.stop()
+        zk.close()
+
+
+class ZkCli(unittest.TestCase):
+    def test_zkcli_drives_the_basic_commands(self):
+        cli = "/usr/share/zookeeper/bin/zkCli.sh"
+        if not os.path.exists(cli):
+            self.skipTest("zkCli not installed")
+        cmds = ["create /cli data", "create -s /cli/s- x", "create -e /cli/e y",
+                "addWatch -m PERSISTENT_RECURSIVE /cli", "create /cli/w 1", "set /cli/w 2",
+                "get /cli", "set /cli more", "get /cli", "stat /cli", "ls /cli",
+                "getAllChildrenNumber /cli", "delete /cli",
+                "create /cli2 z", "setAcl /cli2 world:anyone:r", "getAcl /cli2", "set /cli2 no",
+                "delete /cli2", "getEphemerals /cli", "whoami", "sync /cli",
+                "deleteall /cli", "ls /", "quit"]
+        r = subprocess.run([cli, "-server", "%s:%d" % SERVER], input="\n".join(cmds) + "\n",
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=120)
+        out = r.stdout.split("Welcome to ZooKeeper!")[-1]
+        for want in ("Created /cli\n", "Created /cli/s-0000000000\n", "Created /cli/e\n",
+                     "type:NodeCreated path:/cli/w\n", "type:NodeDataChanged path:/cli/w\n",
+                     "data\n", "more\n", "dataVersion = 1\n", "numChildren = 3\n",
+                     "[e, s-0000000000, w]\n", "\n3\n",
+                     "Node not empty: /cli\n", "'world,'anyone\n: r\n",
+                     "Insufficient permission : /cli2\n", "[/cli/e]\n",
+                     "ip: 127.0.0.1\n", "Sync is OK\n"):
+            self.assertIn(want, out, out[-3000:])
+        self.assertNotIn("Failed to delete", out)
+        lists = [ln for ln in out.splitlines() if ln.startswith("[")]
+        self.assertIn("zookeeper", lists[-1])  # ls / after deleteall
+        self.assertNotIn("cli", lists[-1])
+
+
+class Watches(unittest.TestCase):
+    def test_one_shot_watches_and_kazoo_watchers(self):
+        import threading
+        from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+        zk, zk2 = kz(), kz()
+        try:
+            ev = []
+            zk.create("/w", b"0")
+            zk.get("/w", watch=lambda e: ev.append(("get", e.type, e.path)))
+            zk.exists("/w/new", watch=lambda e: ev.append(("exists", e.type, e.path)))
+            zk.get_children("/w", watch=lambda e: ev.append(("children", e.type, e.path)))
+            zk2.set("/w", b"1")
+            zk2.create("/w/new", b"")
+            zk2.set("/w", b"2")  # one-shot: the get watch fired already
+            wait_for(lambda: len(ev) >= 3, 10, what="three events")
+            time.sleep(0.3)
+            self.assertEqual(sorted(ev), [("children", "CHILD", "/w"),
+                                          ("exists", "CREATED", "/w/new"),
+                                          ("get", "CHANGED", "/w")])
+            datas, kids = [], []
+            DataWatch(zk, "/w", lambda d, s: datas.append(d))
+            ChildrenWatch(zk, "/w", lambda c: kids.append(sorted(c)))
+            zk2.set("/w", b"3")
+            wait_for(lambda: datas[-1:] == [b"3"], 10, what="DataWatch")
+            zk2.create("/w/k2", b"")
+            wait_for(lambda: kids[-1:] == [["k2", "new"]], 10, what="ChildrenWatch")
+            zk2.delete("/w/new")
+            wait_for(lambda: kids[-1:] == [["k2"]], 10, what="ChildrenWatch after delete")
+            self.assertEqual(datas, [b"2", b"3"])
+            self.assertEqual(kids, [["new"], ["k2", "new"], ["k2"]])
+            # a lock: the second waits for the first's release (watch on
+            # the node before it)
+            lock, lock2 = zk.Lock("/lock", "a"), zk2.Lock("/lock", "b")
+            lock.acquire()
+            got = []
+            t = threading.Thread(target=lambda: (lock2.acquire(timeout=10), got.append("b")))
+            t.start()
+            time.sleep(0.5)
+            self.assertEqual(got, [])
+            lock.release()
+            t.join()
+            self.assertEqual(got, ["b"])
+            lock2.release()
+            zk.delete("/w", recursive=True)
+        finally:
+            for c in (zk, zk2):
+                c.stop()
+                c.close()
+
+    def test_persistent_watch_events_and_removal(self):
+        zk, zk2 = kz(), kz()
+        c = Raw()
+        c.connect()
+        try:
+            ev = []
+            zk.create("/pw", b"")
+            zk.create("/pw/c", b"")
+            zk.get("/pw/c", watch=lambda e: ev.append(("data", e.type)))
+            zk.get_children("/pw/c", watch=lambda e: ev.append(("child", e.type)))
+            zk2.delete("/pw/c")
+            wait_for(lambda: len(ev) == 2, 10, what="data and child watches on a deleted node")
+            self.assertEqual(sorted(ev), [("child", "DELETED"), ("data", "DELETED")])
+            self.assertEqual(c.request(1, 106, jpath("/pw") + struct.pack(">i", 0))["err"], 0)
+            zk2.create("/pw/d", b"")
+            zk2.set("/pw", b"x")
+            zk2.delete("/pw/d")
+            got = []
+            for _ in range(3):
+                p = c.recv_packet()
+                t, st, n = struct.unpack(">iii", p[16:28])
+                got.append((t, p[28:28 + n].decode()))
+            # a persistent watch on /pw: children changed, data changed, ...
+            self.assertEqual(got, [(4, "/pw"), (3, "/pw"), (4, "/pw")])
+            self.assertEqual(c.request(2, 8, jpath("/pw") + b"\1")["err"], 0)  # + a child watch
+            # removing DATA takes the persistent watch (a data and a child watch)
+            self.assertEqual(c.request(3, 18, jpath("/pw") + struct.pack(">i", 2))["err"], 0)
+            self.assertEqual(c.request(4, 18, jpath("/pw") + struct.pack(">i", 1))["err"], 0)
+            self.assertEqual(c.request(5, 18, jpath("/pw") + struct.pack(">i", 1))["err"], -121)
+            self.assertEqual(c.request(6, 17, jpath("/pw") + struct.pack(">i", 3))["err"], -121)
+            zk.delete("/pw", recursive=True)
+        finally:
+            c.close()
+            for k in (zk, zk2):
+                k.stop()
+                k.close()
+
+    def test_raw_watch_protocol(self):
+        """addWatch persistent recursive, removeWatches/checkWatches, and
+        setWatches on reconnect delivering what changed while away."""
+        w, c = Raw(), Raw()
+        w.connect()
+        c.connect()
+        acl = struct.pack(">i", 1) + struct.pack(">i", 31) + jpath("world") + jpath("anyone")
+
+        def create(conn, path):
+            r = conn.request(1, 1, jpath(path) + jstr(b"") + acl + struct.pack(">i", 0))
+            self.assertEqual(r["err"], 0)
+            return r
+
+        def event(conn):
+            p = conn.recv_packet()
+            xid, zxid, err = struct.unpack(">iqi", p[:16])
+            self.assertEqual((xid, err), (-1, 0))
+            t, st, n = struct.unpack(">iii", p[16:28])
+            return t, st, p[28:28 + n].decode()
+        create(c, "/rw")
+        r = w.request(2, 106, jpath("/rw") + struct.pack(">i", 1))  # addWatch recursive
+        self.assertEqual((r["err"], r["body"]), (0, b"\0\0\0\0"))
+        create(c, "/rw/a")
+        self.assertEqual(event(w), (1, 3, "/rw/a"))  # NodeCreated, SyncConnected
+        c.request(3, 5, jpath("/rw/a") + jstr(b"x") + struct.pack(">i", -1))
+        self.assertEqual(event(w), (3, 3, "/rw/a"))  # NodeDataChanged
+        c.request(4, 2, jpath("/rw/a") + struct.pack(">i", -1))
+        self.assertEqual(event(w), (2, 3, "/rw/a"))  # NodeDeleted (and no child event)
+        # checkWatches / removeWatches: ANY on the path, then none left
+        self.assertEqual(w.request(5, 17, jpath("/rw") + struct.pack(">i", 3))["err"], 0)
+        self.assertEqual(w.request(6, 18, jpath("/rw") + struct.pack(">i", 3))["err"], 0)
+        self.assertEqual(w.request(7, 18, jpath("/rw") + struct.pack(">i", 3))["err"], -121)
+        # a data watch, then away: the change made meanwhile is delivered by
+        # setWatches on reconnect (data, exist and child lists); a watch on
+        # what did not change is armed
+        create(c, "/rw/b")
+        v = Raw()
+        got = v.connect()
+        sid, pw = got["session"], got["passwd"]
+        r = v.request(10, 4, jpath("/rw/b") + b"\1")
+        self.assertEqual(r["err"], 0)
+        seen = r["zxid"]
+        v.close()
+        c.request(11, 5, jpath("/rw/b") + jstr(b"newer") + struct.pack(">i", -1))
+        create(c, "/rw/c")
+        v = Raw()
+        self.assertEqual(v.connect(session=sid, passwd=pw, last_zxid=seen)["session"], sid)
+        sw = (struct.pack(">q", seen) + struct.pack(">i", 1) + jpath("/rw/b")
+              + struct.pack(">i", 2) + jpath("/rw/c") + jpath("/rw/zz")
+              + struct.pack(">i", 1) + jpath("/rw/gone"))
+        v.send_packet(struct.pack(">ii", -8, 101) + sw)
+        got = []
+        for _ in range(4):
+            p = v.recv_packet()
+            xid = struct.unpack(">i", p[:4])[0]
+            if xid == -1:
+                t, st, n = struct.unpack(">iii", p[16:28])
+                got.append((t, p[28:28 + n].decode()))
+            else:
+                got.append(("reply", xid, struct.unpack(">i", p[12:16])[0]))
+        # /rw/b changed since |seen|, /rw/c exists now, /rw/gone's child
+        # watch finds no node; /rw/zz is armed
+        self.assertEqual(sorted(got, key=str),
+                         sorted([(3, "/rw/b"), (1, "/rw/c"), (2, "/rw/gone"), ("reply", -8, 0)],
+                                key=str))
+        create(c, "/rw/zz")
+        self.assertEqual(event(v), (1, 3, "/rw/zz"))
+        v.close()
+        c.close()
+        zk = kz()
+        zk.delete("/rw", recursive=True)
+        zk.stop()
+        zk.close()
+
+
+class FreezableProxy:
+    """A TCP proxy to the server under test that can stop forwarding (a
+    client cut off from the server without either side closing)."""
+
+    def __init__(self):
+        import threading
+        self.frozen = threading.Event()
+        self.ls = socket.socket()
+        self.ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.ls.bind(("127.0.0.1", 0))
+        self.ls.listen(8)
+        self.port = self.ls.getsockname()[1]
+        self.socks = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        import threading
+        while True:
+            try:
+                c, _ = self.ls.accept()
+            except OSError:
+                return
+            u = socket.create_connection(SERVER)
+            self.socks += [c, u]
+            for a, b in ((c, u), (u, c)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, a, b):
+        while True:
+            try:
+                d = a.recv(65536)
+            except OSError:
+                d = b""
+            if not d:
+                for x in (a, b):
+                    try:
+                        x.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+                return
+            while self.frozen.is_set():
+                time.sleep(0.05)
+            try:
+                b.sendall(d)
+            except OSError:
+                return
+
+    def close(self):
+        self.ls.close()
+        for x in self.socks:
+            try:
+                x.close()
+            except OSError:
+                pass
+
+
+class CutOff(unittest.TestCase):
+    def test_client_cut_off_longer_than_its_timeout(self):
+        """Its ephemerals vanish, other clients' watches fire, and the
+        client learns its session expired when it gets through again."""
+        from kazoo.client import KazooClient, KazooState
+        proxy = FreezableProxy()
+        cut = KazooClient(hosts="127.0.0.1:%d" % proxy.port, timeout=4)
+        cut.start(timeout=15)
+        other = kz()
+        states = []
+        try:
+            sid = cut.client_id[0]
+            cut.create("/cut-eph", b"", ephemeral=True)
+            ev = []
+            self.assertIsNotNone(other.exists("/cut-eph", watch=ev.append))
+            cut.add_listener(states.append)
+            proxy.frozen.set()
+            wait_for(lambda: len(ev) == 1, 30, what="the ephemeral's watch fired")
+            self.assertEqual(ev[0].type, "DELETED")
+            self.assertIsNone(other.exists("/cut-eph"))
+            proxy.frozen.clear()
+            wait_for(lambda: KazooState.LOST in states, 30, what="the client saw its session lost")
+            wait_for(lambda: cut.connected and cut.client_id[0] != sid, 30,
+                     what="kazoo's new session")
+        finally:
+            cut.stop()
+            cut.close()
+            other.stop()
+            other.close()
+            proxy.close()
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

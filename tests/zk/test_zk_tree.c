@@ -1,0 +1,59 @@
+/* tests/zk/test_zk_tree.c: the pure helpers of server/zk_tree.c: ZooKeeper's
+ * path rules (PathUtils.validatePath) and ACL checks (checkACL with the
+ * world, digest, auth and ip schemes). The store-facing parts are tested
+ * end to end by tests/integration/test_zk.py against Apache ZooKeeper. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "server/zk_tree.h"
+
+static bool valid(const char *p, bool seq)
+{
+    return zk_path_valid((const uint8_t *)p, strlen(p), seq);
+}
+
+Test(zk_tree, paths)
+{
+    cr_assert(valid("/", false));
+    cr_assert(valid("/a", false));
+    cr_assert(valid("/a/b.c/..d/.e", false));
+    cr_assert(valid("/a/", true), "a sequential name may end in '/'");
+    cr_assert_not(valid("", false));
+    cr_assert_not(valid("a", false));
+    cr_assert_not(valid("/a/", false));
+    cr_assert_not(valid("/a//b", false));
+    cr_assert_not(valid("/a/./b", false));
+    cr_assert_not(valid("/a/..", false));
+    cr_assert_not(valid("/a/.", false));
+    cr_assert_not(valid("/a\x01", false));
+    cr_assert_not(valid("/a\x7f", false));
+    cr_assert_not(valid("/a\xc2\x85", false), "C1 control U+0085");
+    cr_assert_not(valid("/a\xef\xbf\xbf", false), "U+FFFF");
+    cr_assert_not(valid("/a\xee\x80\x80", false), "private use U+E000");
+    cr_assert(valid("/caf\xc3\xa9", false), "U+00E9 is fine");
+    const uint8_t nul[] = {'/', 'a', 0, 'b'};
+    cr_assert_not(zk_path_valid(nul, sizeof(nul), false));
+}
+
+#define B(s) {(const uint8_t *)(s), (int32_t)(sizeof(s) - 1)}
+
+Test(zk_tree, acl_checks)
+{
+    struct zk_acl world[] = {{ZK_PERM_READ, {B("world"), B("anyone")}}};
+    struct zk_acl digest[] = {{ZK_PERM_ALL, {B("digest"), B("user:2Om+GBbT2q/tS6pdvACZbbm7/1A=")}},
+                              {ZK_PERM_READ, {B("ip"), B("10.1.0.0/16")}}};
+    const char *none_ids[] = {"ip:127.0.0.1"};
+    const char *user_ids[] = {"ip:127.0.0.1", "digest:user:2Om+GBbT2q/tS6pdvACZbbm7/1A="};
+    const char *net_ids[] = {"ip:10.1.200.3"};
+    struct zk_ids none = {none_ids, 1}, user = {user_ids, 2}, net = {net_ids, 1};
+    cr_assert(zk_acl_permits(world, 1, ZK_PERM_READ, &none));
+    cr_assert_not(zk_acl_permits(world, 1, ZK_PERM_WRITE, &none));
+    cr_assert(zk_acl_permits(NULL, 0, ZK_PERM_ADMIN, &none), "no ACL: anyone");
+    cr_assert_not(zk_acl_permits(digest, 2, ZK_PERM_READ, &none));
+    cr_assert(zk_acl_permits(digest, 2, ZK_PERM_WRITE, &user));
+    cr_assert(zk_acl_permits(digest, 2, ZK_PERM_READ, &net), "in 10.1.0.0/16");
+    cr_assert_not(zk_acl_permits(digest, 2, ZK_PERM_WRITE, &net));
+    const char *far_ids[] = {"ip:10.2.0.1"};
+    struct zk_ids far = {far_ids, 1};
+    cr_assert_not(zk_acl_permits(digest, 2, ZK_PERM_READ, &far));
+}
