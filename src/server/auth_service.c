@@ -14,8 +14,11 @@
  *     state of that point of the log, with the user and auth revision the
  *     proposing member put in the entry (node.c), so a permission revoked
  *     while the request was in flight is seen; an entry made before the
- *     last auth change is refused "revision of auth store is old" (the
- *     clients take a new token and retry);
+ *     last auth change is refused "revision of auth store is old"; the
+ *     member that proposed it proposes it again with the identity as it
+ *     is now, as etcd's raftRequest loops (node.c, retry_old_auth), unless
+ *     that identity is no newer (a JWT carries its own revision: that
+ *     client gets the error and takes a new token);
  *   Auth RPCs: through the log, admin (root) needed at apply, but a user
  *     may read itself (UserGet) and its roles (RoleGet); Authenticate checks
  *     the password first (bcrypt, on a worker thread), then proposes;

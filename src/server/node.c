@@ -304,6 +304,49 @@ static int queue_write(struct server *s, qcall *call, enum entry_kind kind,
     return 0;
 }
 
+/* retry_old_auth: a client's write that this member proposed with an auth
+ * revision older than the one in force when it applied ("revision of auth
+ * store is old": an auth change was applied between the proposal and the
+ * entry) is proposed again with the identity as it is now, as etcd's
+ * raftRequest loops on ErrAuthOldRevision; the client sees the error only
+ * if its token no longer passes. Keeps the request's deadline. Returns
+ * true when |e| was taken care of (re-proposed or answered) and freed. */
+static bool retry_old_auth(struct server *s, struct entry *e)
+{
+    if (e->err != QERR_AUTH_OLD_REVISION || e->call == NULL || e->internal || e->done != NULL ||
+        e->data.len < ENTRY_HDR)
+        return false;
+    const uint8_t *d = e->data.data;
+    size_t hdr = ENTRY_HDR;
+    if (!(d[1] & ENTRY_FLAG_AUTH) || e->data.len < ENTRY_HDR + ENTRY_AUTH_FIXED)
+        return false;
+    hdr += ENTRY_AUTH_FIXED + ((size_t)d[ENTRY_HDR + 8] | (size_t)d[ENTRY_HDR + 9] << 8) + 1;
+    /* only when the identity now carries a newer revision: a JWT's is the
+     * one it was minted at, and stays refused (as etcd answers it) */
+    struct auth_info ai = {NULL, 0};
+    char user[AUTH_NAME_MAX];
+    if (server_call_identity(s, e->call, &ai, user, sizeof(user)) != 0 ||
+        ai.revision <= get_le64(d + ENTRY_HDR))
+        return false;
+    const ProtobufCMessageDescriptor *desc = entry_desc(e->kind);
+    if (desc == NULL || hdr > e->data.len)
+        return false;
+    ProtobufCMessage *req = protobuf_c_message_unpack(desc, NULL, e->data.len - hdr, d + hdr);
+    if (req == NULL)
+        return false;
+    qcall *call = e->call;
+    uint64_t deadline = e->deadline;
+    qcall_set_data(call, NULL);
+    int rv = queue_write(s, call, e->kind, req, NULL, NULL, false);
+    protobuf_c_message_free_unpacked(req, NULL);
+    if (rv != 0)
+        server_reply_error(call, rv);
+    else
+        s->queued.tail->deadline = deadline;
+    free_entry(e);
+    return true;
+}
+
 void server_propose(struct server *s, qcall *call, enum entry_kind kind, ProtobufCMessage *req)
 {
     int rv = queue_write(s, call, kind, req, NULL, NULL, false);
@@ -1541,7 +1584,7 @@ static void finish_round(struct server *s)
         if (e->physical && e->err == 0 && mvcc_compacting(s->kv)) {
             list_push(&s->compact_waits, e); /* answered when the removal ends */
             server_compact_kick(s);
-        } else {
+        } else if (!retry_old_auth(s, e)) {
             finish(s, e);
         }
     }
