@@ -99,6 +99,9 @@ struct kvlist {
     struct arena *a;
     Mvccpb__KeyValue **kvs;
     size_t n, cap;
+    /* reply bound (env->max_range_bytes; 0: none) and the encoded bytes
+     * collected so far */
+    size_t max_bytes, bytes;
 };
 
 static Mvccpb__KeyValue *kv_copy(struct arena *a, const struct mvcc_kv *kv)
@@ -144,9 +147,37 @@ static int kvlist_push(struct kvlist *l, Mvccpb__KeyValue *kv)
     return 0;
 }
 
+static size_t varint_len(uint64_t x)
+{
+    size_t n = 1;
+    while (x >= 0x80) {
+        x >>= 7;
+        n++;
+    }
+    return n;
+}
+
+/* kvlist_charge counts one KeyValue as the reply will carry it (an upper
+ * bound of its encoding: the varints at their widest but for the lengths,
+ * plus the repeated field's tag and length) against the bound, before it
+ * is copied: a Range past the bound stops here, with nothing more in
+ * memory than the bound. */
+static int kvlist_charge(struct kvlist *l, size_t key_len, size_t value_len)
+{
+    if (l->max_bytes == 0)
+        return 0;
+    size_t kv = 1 + varint_len(key_len) + key_len + 1 + varint_len(value_len) + value_len +
+                4 * (1 + 10);
+    l->bytes += 1 + varint_len(kv) + kv;
+    return l->bytes > l->max_bytes ? QERR_RANGE_TOO_LARGE : 0;
+}
+
 static int collect(const struct mvcc_kv *kv, void *arg)
 {
     struct kvlist *l = arg;
+    int rv = kvlist_charge(l, kv->key_len, kv->value_len);
+    if (rv != 0)
+        return rv;
     return kvlist_push(l, kv_copy(l->a, kv));
 }
 
@@ -155,6 +186,9 @@ static int collect(const struct mvcc_kv *kv, void *arg)
 static int collect_keys(const struct mvcc_kv *kv, void *arg)
 {
     struct kvlist *l = arg;
+    int rv = kvlist_charge(l, kv->key_len, 0);
+    if (rv != 0)
+        return rv;
     struct mvcc_kv k = *kv;
     k.value = NULL;
     k.value_len = 0;
@@ -248,6 +282,11 @@ static int range_view(struct view *v, const Etcdserverpb__RangeRequest *r, struc
     struct mvcc_range_opts o = {.rev = r->revision, .limit = limit, .count_only = r->count_only};
     struct mvcc_range_result res = {0};
     struct kvlist l = {.a = a};
+    /* the reply bound, on reads outside the batch only: a Range in a
+     * write txn is part of an entry every member must apply alike, and
+     * members' flags may differ */
+    if (v->tx == NULL && v->env != NULL)
+        l.max_bytes = v->env->max_range_bytes;
     /* count_only fetches nothing (mvcc); keys_only leaves the values in
      * the store unless they are sorted on */
     bool values = !r->keys_only || r->sort_target == ETCDSERVERPB__RANGE_REQUEST__SORT_TARGET__VALUE;
