@@ -35,7 +35,6 @@ def main():
     t0 = time.monotonic()
     with harness.Server("quorum", extra_args=[
             "--max-range-response-bytes=%d" % BOUND]) as s:
-        s.start()
         ch = grpc.insecure_channel(s.endpoint, options=[
             ("grpc.max_receive_message_length", 64 << 20)])
         kv = rpc_pb2_grpc.KVStub(ch)
