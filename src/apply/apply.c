@@ -157,25 +157,33 @@ static size_t varint_len(uint64_t x)
     return n;
 }
 
-/* kvlist_charge counts one KeyValue as the reply will carry it (an upper
- * bound of its encoding: the varints at their widest but for the lengths,
- * plus the repeated field's tag and length) against the bound, before it
- * is copied: a Range past the bound stops here, with nothing more in
- * memory than the bound. */
-static int kvlist_charge(struct kvlist *l, size_t key_len, size_t value_len)
+static size_t int_field_len(int64_t v)
+{
+    return v == 0 ? 0 : 1 + varint_len((uint64_t)v); /* proto3 leaves 0 out */
+}
+
+/* kvlist_charge counts one KeyValue as the reply will carry it (its
+ * encoding in the repeated field: tag, length, the fields that are not
+ * zero) against the bound, before it is copied: a Range past the bound
+ * stops here, with nothing more in memory than the bound. The reply's
+ * header, count and more are not counted (a few dozen bytes). */
+static int kvlist_charge(struct kvlist *l, const struct mvcc_kv *kv, bool with_value)
 {
     if (l->max_bytes == 0)
         return 0;
-    size_t kv = 1 + varint_len(key_len) + key_len + 1 + varint_len(value_len) + value_len +
-                4 * (1 + 10);
-    l->bytes += 1 + varint_len(kv) + kv;
+    size_t vlen = with_value ? kv->value_len : 0;
+    size_t n = (kv->key_len ? 1 + varint_len(kv->key_len) + kv->key_len : 0) +
+               (vlen ? 1 + varint_len(vlen) + vlen : 0) + int_field_len(kv->create_revision) +
+               int_field_len(kv->mod_revision) + int_field_len(kv->version) +
+               int_field_len(kv->lease);
+    l->bytes += 1 + varint_len(n) + n;
     return l->bytes > l->max_bytes ? QERR_RANGE_TOO_LARGE : 0;
 }
 
 static int collect(const struct mvcc_kv *kv, void *arg)
 {
     struct kvlist *l = arg;
-    int rv = kvlist_charge(l, kv->key_len, kv->value_len);
+    int rv = kvlist_charge(l, kv, true);
     if (rv != 0)
         return rv;
     return kvlist_push(l, kv_copy(l->a, kv));
@@ -186,7 +194,7 @@ static int collect(const struct mvcc_kv *kv, void *arg)
 static int collect_keys(const struct mvcc_kv *kv, void *arg)
 {
     struct kvlist *l = arg;
-    int rv = kvlist_charge(l, kv->key_len, 0);
+    int rv = kvlist_charge(l, kv, false);
     if (rv != 0)
         return rv;
     struct mvcc_kv k = *kv;

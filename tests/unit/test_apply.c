@@ -610,17 +610,20 @@ Test(apply, range_reply_bound_refuses_before_building)
     cr_assert_eq(err, 0);
     cr_assert_eq(x->count, 200);
 
-    /* one byte under a served reply's charge: refused; at it: served */
+    /* the charge is the KeyValues' exact encoding: one byte under it is
+     * refused, at it served */
     Etcdserverpb__RangeRequest one = ETCDSERVERPB__RANGE_REQUEST__INIT;
     one.key = B("big/000");
     env.max_range_bytes = 0;
     x = range(&one, &err);
     cr_assert_eq(err, 0);
-    size_t packed = etcdserverpb__range_response__get_packed_size(x);
-    env.max_range_bytes = packed; /* the charge is above the exact size */
+    size_t kvsz = mvccpb__key_value__get_packed_size(x->kvs[0]);
+    size_t charge = 1 + 3 /* the length of 64 KiB and a few bytes, a varint */ + kvsz;
+    cr_assert_lt(charge, etcdserverpb__range_response__get_packed_size(x));
+    env.max_range_bytes = charge - 1;
     range(&one, &err);
     cr_assert_eq(err, QERR_RANGE_TOO_LARGE);
-    env.max_range_bytes = packed + 64;
+    env.max_range_bytes = charge;
     range(&one, &err);
     cr_assert_eq(err, 0);
 
