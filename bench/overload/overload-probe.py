@@ -24,6 +24,7 @@ LMDB and bbolt are mmap'd) and, in brackets, RssAnon (the heap). The cases
 share one member, so the store grows from case to case.
 
     overload-probe.py [--targets quorum,etcd] [--full] [--puts N] ...
+                      [--quorum-flags "--max-range-response-bytes=N ..."]
 
 --full uses the issue's sizes (200,000 puts, 10,000 idle connections, 2,000
 half-open, 1,000,000 keys, 100,000 leases); the default is reduced to run
@@ -237,7 +238,8 @@ CASES = [
 
 def run_target(kind, a):
     rows = []
-    with harness.Server(kind) as s:
+    flags = a.quorum_flags.split() if kind == "quorum" and a.quorum_flags else []
+    with harness.Server(kind, extra_args=flags) as s:
         pid = s.proc.pid
         ch = grpc.insecure_channel(s.endpoint)
         kv = rpc_pb2_grpc.KVStub(ch)
@@ -303,6 +305,9 @@ def main():
     p.add_argument("--half", type=int)
     p.add_argument("--range-keys", type=int)
     p.add_argument("--leases", type=int)
+    p.add_argument("--quorum-flags", default="",
+                   help="more flags for quorum, space-separated (e.g. "
+                        "--max-range-response-bytes=67108864)")
     p.add_argument("--cases", help="comma list of the cases to run (default: all)")
     a = p.parse_args()
     full = dict(puts=200000, idle=10000, half=2000, range_keys=1000000, leases=100000)

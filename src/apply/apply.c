@@ -99,6 +99,9 @@ struct kvlist {
     struct arena *a;
     Mvccpb__KeyValue **kvs;
     size_t n, cap;
+    /* reply bound (env->max_range_bytes; 0: none) and the encoded bytes
+     * collected so far */
+    size_t max_bytes, bytes;
 };
 
 static Mvccpb__KeyValue *kv_copy(struct arena *a, const struct mvcc_kv *kv)
@@ -144,9 +147,45 @@ static int kvlist_push(struct kvlist *l, Mvccpb__KeyValue *kv)
     return 0;
 }
 
+static size_t varint_len(uint64_t x)
+{
+    size_t n = 1;
+    while (x >= 0x80) {
+        x >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static size_t int_field_len(int64_t v)
+{
+    return v == 0 ? 0 : 1 + varint_len((uint64_t)v); /* proto3 leaves 0 out */
+}
+
+/* kvlist_charge counts one KeyValue as the reply will carry it (its
+ * encoding in the repeated field: tag, length, the fields that are not
+ * zero) against the bound, before it is copied: a Range past the bound
+ * stops here, with nothing more in memory than the bound. The reply's
+ * header, count and more are not counted (a few dozen bytes). */
+static int kvlist_charge(struct kvlist *l, const struct mvcc_kv *kv, bool with_value)
+{
+    if (l->max_bytes == 0)
+        return 0;
+    size_t vlen = with_value ? kv->value_len : 0;
+    size_t n = (kv->key_len ? 1 + varint_len(kv->key_len) + kv->key_len : 0) +
+               (vlen ? 1 + varint_len(vlen) + vlen : 0) + int_field_len(kv->create_revision) +
+               int_field_len(kv->mod_revision) + int_field_len(kv->version) +
+               int_field_len(kv->lease);
+    l->bytes += 1 + varint_len(n) + n;
+    return l->bytes > l->max_bytes ? QERR_RANGE_TOO_LARGE : 0;
+}
+
 static int collect(const struct mvcc_kv *kv, void *arg)
 {
     struct kvlist *l = arg;
+    int rv = kvlist_charge(l, kv, true);
+    if (rv != 0)
+        return rv;
     return kvlist_push(l, kv_copy(l->a, kv));
 }
 
@@ -155,6 +194,9 @@ static int collect(const struct mvcc_kv *kv, void *arg)
 static int collect_keys(const struct mvcc_kv *kv, void *arg)
 {
     struct kvlist *l = arg;
+    int rv = kvlist_charge(l, kv, false);
+    if (rv != 0)
+        return rv;
     struct mvcc_kv k = *kv;
     k.value = NULL;
     k.value_len = 0;
@@ -248,6 +290,11 @@ static int range_view(struct view *v, const Etcdserverpb__RangeRequest *r, struc
     struct mvcc_range_opts o = {.rev = r->revision, .limit = limit, .count_only = r->count_only};
     struct mvcc_range_result res = {0};
     struct kvlist l = {.a = a};
+    /* the reply bound, on reads outside the batch only: a Range in a
+     * write txn is part of an entry every member must apply alike, and
+     * members' flags may differ */
+    if (v->tx == NULL && v->env != NULL)
+        l.max_bytes = v->env->max_range_bytes;
     /* count_only fetches nothing (mvcc); keys_only leaves the values in
      * the store unless they are sorted on */
     bool values = !r->keys_only || r->sort_target == ETCDSERVERPB__RANGE_REQUEST__SORT_TARGET__VALUE;

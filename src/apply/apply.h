@@ -34,6 +34,12 @@ struct apply_env {
     mvcc_store *kv;
     lessor *leases; /* NULL: no lease exists (every lease is NOT_FOUND) */
     int64_t now_ms; /* monotonic time of the apply, for lease clocks */
+    /* bound on one Range's reply (encoded KeyValues, bytes); a Range past
+     * it fails QERR_RANGE_TOO_LARGE as soon as the collected part passes
+     * it, so neither its memory nor its time grows past the bound. 0:
+     * unlimited. Applies to Ranges read outside the batch (apply_range,
+     * apply_txn_read), each Range op of a txn on its own. */
+    size_t max_range_bytes;
 };
 
 /* Checks. Errors: QERR_EMPTY_KEY, QERR_VALUE_PROVIDED, QERR_LEASE_PROVIDED,
@@ -49,7 +55,8 @@ int apply_check_txn(const Etcdserverpb__TxnRequest *r, size_t max_txn_ops);
 bool apply_txn_is_read_only(const Etcdserverpb__TxnRequest *r);
 
 /* Reads on a read view (outside any batch). Errors: QERR_COMPACTED,
- * QERR_FUTURE_REV, -ENOMEM, storage errors. */
+ * QERR_FUTURE_REV, QERR_RANGE_TOO_LARGE (env->max_range_bytes), -ENOMEM,
+ * storage errors. */
 int apply_range(const struct apply_env *env, mvcc_read *rd, const Etcdserverpb__RangeRequest *r,
                 struct arena *a, Etcdserverpb__RangeResponse **out);
 int apply_txn_read(const struct apply_env *env, mvcc_read *rd, const Etcdserverpb__TxnRequest *r,

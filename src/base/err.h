@@ -95,7 +95,11 @@ enum grpc_status {
       "etcdserver: the member ID was removed; add the member with other peer URLs")            \
     X(QERR_NOT_ENOUGH_STARTED, FAILED_PRECONDITION,                                                \
       "etcdserver: re-configuration failed due to not enough started members")                    \
-    X(QERR_UNHEALTHY, UNAVAILABLE, "etcdserver: unhealthy cluster")
+    X(QERR_UNHEALTHY, UNAVAILABLE, "etcdserver: unhealthy cluster")                               \
+    /* a Range reply past --max-range-response-bytes: grpc-go's text when a \
+     * reply passes the server's max send size (etcd: 2 GiB), without the  \
+     * "(N vs. M)" figures: the reply is refused before it is built whole */ \
+    X(QERR_RANGE_TOO_LARGE, RESOURCE_EXHAUSTED, "grpc: trying to send message larger than max")
 
 /* Codes count downwards from QERR_BASE - 1 so that all stay negative. */
 enum {

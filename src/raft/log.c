@@ -22,6 +22,7 @@ static void free_range(struct raft_log *l, size_t from, size_t to)
 {
     for (size_t k = from; k < to; k++) {
         struct log_block *b = l->blk[l->head + k];
+        l->bytes -= l->ents[l->head + k].len;
         if (b && --b->refs == 0)
             free(b);
     }
@@ -123,6 +124,7 @@ int log_append(struct raft_log *l, const struct raft_entry *ents, size_t n)
             return -ENOMEM;
         b->refs = with_data;
     }
+    l->bytes += total;
     size_t off = 0;
     for (size_t k = 0; k < n; k++) {
         struct raft_entry *dst = &l->ents[l->head + l->n];

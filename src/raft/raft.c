@@ -1225,6 +1225,7 @@ uint64_t raft_get_match(const struct raft *r, uint64_t id)
 uint64_t raft_get_applied(const struct raft *r) { return r->applied; }
 uint64_t raft_get_first_index(const struct raft *r) { return log_first_index(&r->log); }
 uint64_t raft_get_last_index(const struct raft *r) { return log_last_index(&r->log); }
+size_t raft_get_log_bytes(const struct raft *r) { return r->log.bytes; }
 const struct raft_entry *raft_get_entry(const struct raft *r, uint64_t index)
 {
     return log_entry(&r->log, index);

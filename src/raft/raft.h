@@ -341,6 +341,9 @@ uint64_t raft_get_match(const struct raft *r, uint64_t id);
 uint64_t raft_get_applied(const struct raft *r);
 uint64_t raft_get_first_index(const struct raft *r);
 uint64_t raft_get_last_index(const struct raft *r);
+/* raft_get_log_bytes: the data of the entries the core holds in memory
+ * (the sum of their len; the caller bounds it with raft_trim_log). */
+size_t raft_get_log_bytes(const struct raft *r);
 /* raft_get_entry returns the entry at |index| or NULL (compacted or beyond).
  * The pointer lives until the next call that changes the core. */
 const struct raft_entry *raft_get_entry(const struct raft *r, uint64_t index);

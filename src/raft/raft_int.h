@@ -19,6 +19,7 @@ struct raft_log {
     size_t cap, head, n;
     uint64_t snap_index, snap_term;
     uint64_t stabled; /* entries up to here are on the caller's disk */
+    size_t bytes;     /* the entries' data in memory (sum of len) */
 };
 
 void log_init(struct raft_log *l);

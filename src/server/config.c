@@ -708,6 +708,17 @@ static const struct flagdef flags[] = {
      G_QUORUM, "Changes one revision writes per store transaction before it commits a step.",
      P_IMPL, NULL, "uint64", NULL},
     /* bounds under abuse (docs/faults.md) */
+    {"max-raft-log-bytes", T_UINT, CF(max_raft_log_bytes), "67108864", "67108864", G_QUORUM,
+     "Data of applied Raft entries kept in memory for followers that lag, besides the last "
+     "5000 entries; past it the oldest go (a follower that needs them gets a snapshot; 0: "
+     "entries only).",
+     P_IMPL, "etcd keeps 5000 entries whatever their size", "uint", NULL},
+    {"max-range-response-bytes", T_UINT, CF(max_range_response_bytes), "2147483647",
+     "2147483647", G_QUORUM,
+     "Largest Range reply in bytes; a larger one fails RESOURCE_EXHAUSTED \"grpc: trying to send "
+     "message larger than max\" before it is built whole (0: unlimited).",
+     P_IMPL, "etcd's bound is its max send message size, math.MaxInt32, hit after the reply "
+     "is built", "uint", NULL},
     {"max-client-connections", T_UINT, CF(max_client_conns), "0", "0", G_QUORUM,
      "Client connections open at once, every listener together; past it a new one is closed "
      "unread (0: unlimited, as etcd).",

@@ -82,6 +82,14 @@ struct config {
      * writes per LMDB transaction before it commits a step (mvcc.h, "Big
      * revisions in steps"); 0 = the default, 100000 */
     uint64_t apply_step_limit;
+    /* --max-range-response-bytes (quorum only): bound on one Range's reply
+     * read outside the apply batch (apply.h max_range_bytes); 0 =
+     * unlimited; default 2147483647, grpc-go's max send size in etcd */
+    uint64_t max_range_response_bytes;
+    /* --max-raft-log-bytes (quorum only): bound on the data of the applied
+     * entries the Raft core keeps in memory for lagging followers, besides
+     * the 5000 entries (node.c trim_log); 0 = entries only */
+    uint64_t max_raft_log_bytes;
     /* --auto-compaction-mode (periodic | revision) and -retention, parsed as
      * etcd 3.4: a bare integer is hours (periodic) or revisions (revision),
      * else a Go duration (periodic only); 0 = off. */

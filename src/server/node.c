@@ -15,7 +15,8 @@
  *      whose index is applied are served, raft_advance;
  *   4. every --snapshot-count applied entries the log is compacted; in
  *      between, the core's in-memory log keeps only the last
- *      LOG_KEEP_ENTRIES applied entries (trim_log).
+ *      LOG_KEEP_ENTRIES applied entries, fewer past --max-raft-log-bytes
+ *      (trim_log).
  *
  * A log entry's data: u8 kind (enum entry_kind), u8 flags (1: the server's
  * own write), u64 proposer member id, u64 proposal number (little-endian),
@@ -1028,10 +1029,30 @@ static void maybe_compact(struct server *s)
 static void trim_log(struct server *s)
 {
     uint64_t applied = raft_get_applied(s->raft);
-    if (applied < LOG_KEEP_ENTRIES ||
-        applied - LOG_KEEP_ENTRIES < raft_get_first_index(s->raft) + LOG_TRIM_STEP)
+    uint64_t first = raft_get_first_index(s->raft);
+    uint64_t to = 0;
+    if (applied >= LOG_KEEP_ENTRIES && applied - LOG_KEEP_ENTRIES >= first + LOG_TRIM_STEP)
+        to = applied - LOG_KEEP_ENTRIES;
+    /* and by bytes (--max-raft-log-bytes): past the bound, the oldest
+     * applied entries go until what stays is 3/4 of it, so big entries do
+     * not keep 5000 x 1.5 MiB in memory and a pass does not trim again at
+     * once */
+    size_t bytes = raft_get_log_bytes(s->raft), max = (size_t)s->cfg.max_raft_log_bytes;
+    if (max > 0 && bytes > max) {
+        size_t drop = bytes - max / 4 * 3, dropped = 0;
+        uint64_t i = first;
+        for (; i <= applied && dropped < drop; i++) {
+            const struct raft_entry *e = raft_get_entry(s->raft, i);
+            if (e == NULL)
+                break;
+            dropped += e->len;
+        }
+        if (i > first && i - 1 > to)
+            to = i - 1;
+    }
+    if (to < first)
         return;
-    int rv = raft_trim_log(s->raft, applied - LOG_KEEP_ENTRIES);
+    int rv = raft_trim_log(s->raft, to);
     if (rv != 0)
         log_warn("raft", "trimming the in-memory log: %s", q_strerror(rv));
 }

@@ -489,6 +489,7 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
         (rv = mvcc_open(s->be, &s->kv)) != 0)
         goto fail;
     s->env.kv = s->kv;
+    s->env.max_range_bytes = (size_t)cfg->max_range_response_bytes;
     what = "open the watch hub";
     if ((rv = watch_hub_new(s->kv, &s->watches)) != 0)
         goto fail;

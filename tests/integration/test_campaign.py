@@ -18,7 +18,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOL = os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools", "faults", "campaign.py")
 SEED, SECONDS = 2, 40
-KINDS = ("partition", "isolate-leader", "bridge", "one-way", "pause", "kill")
+KINDS = ("partition", "isolate-leader", "bridge", "one-way", "pause", "kill", "slow-disk")
 
 
 def main():
@@ -50,6 +50,8 @@ def main():
         return 1
     counts = dict(re.findall(r"\b([a-z-]+)=(\d+)\b", summary.split("faults:")[1]))
     missing = [k for k in KINDS if int(counts.get(k, 0)) == 0]
+    if "slow-disk" in KINDS and int(counts.get("slow-syncs", 0)) == 0:
+        missing.append("slow-disk (no sync was delayed)")
     if missing:
         print("test_campaign: FAILED: fault kinds never injected: %s" % missing)
         return 1

@@ -144,3 +144,32 @@ Test(log, up_to_date_5_4_1)
     cr_assert_not(log_is_up_to_date(&l, 9, 1), "lower last term loses");
     log_free(&l);
 }
+
+/* The log counts its entries' data (raft_get_log_bytes, the byte bound of
+ * server/node.c's trim_log): appends add, truncate, compact and reset
+ * take away, empty entries count nothing. */
+Test(log, bytes_follow_appends_and_drops)
+{
+    struct raft_log l;
+    log_init(&l);
+    static char big[1000];
+    for (int k = 0; k < 10; k++)
+        cr_assert_eq(log_append_one(&l, 1, RAFT_ENTRY_NORMAL, big, 100 * (size_t)(k + 1)), 0);
+    cr_assert_eq(log_append_one(&l, 1, RAFT_ENTRY_NORMAL, NULL, 0), 0);
+    struct raft_entry two[2] = {
+        {.term = 1, .index = 12, .type = RAFT_ENTRY_NORMAL, .data = big, .len = 7},
+        {.term = 1, .index = 13, .type = RAFT_ENTRY_NORMAL, .data = big, .len = 3}};
+    cr_assert_eq(log_append(&l, two, 2), 0);
+    cr_assert_eq(l.bytes, 5500 + 10);
+    log_truncate(&l, 13); /* drops the 3 */
+    cr_assert_eq(l.bytes, 5507);
+    log_compact(&l, 3); /* drops 100, 200, 300 */
+    cr_assert_eq(l.bytes, 4907);
+    log_compact(&l, 12);
+    cr_assert_eq(l.bytes, 0);
+    cr_assert_eq(log_append_one(&l, 1, RAFT_ENTRY_NORMAL, big, 50), 0);
+    cr_assert_eq(l.bytes, 50);
+    log_reset(&l, 100, 2);
+    cr_assert_eq(l.bytes, 0);
+    log_free(&l);
+}

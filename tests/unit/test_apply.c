@@ -554,3 +554,89 @@ Test(apply, keys_only_and_count_only_copy_no_values)
               "z sorts first");
     cr_assert_eq(resp->kvs[0]->value.len, 0);
 }
+
+/* A Range past env.max_range_bytes (--max-range-response-bytes) fails
+ * RESOURCE_EXHAUSTED with grpc-go's text, and stops collecting at the
+ * bound: the heap grows by about the bound, not by the range's size. A
+ * reply that is served fits the bound (the charge is an upper bound of the
+ * encoding); keys_only and a limit that keeps it small are served; a Range
+ * inside a write txn (part of an entry every member applies) is not
+ * bounded. */
+Test(apply, range_reply_bound_refuses_before_building)
+{
+    static char big[64 * 1024];
+    memset(big, 'v', sizeof(big) - 1);
+    char k[16];
+    for (int i = 0; i < 200; i++) { /* 12.8 MB of values */
+        snprintf(k, sizeof(k), "big/%03d", i);
+        put(k, big);
+    }
+    env.max_range_bytes = 1u << 20;
+    Etcdserverpb__RangeRequest r = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    r.key = B("big/");
+    r.range_end = B("big0");
+    int err;
+    arena_free(&ar);
+    size_t m0 = heap_in_use();
+    cr_assert_null(range(&r, &err));
+    size_t grew = heap_in_use() - m0;
+    cr_assert_eq(err, QERR_RANGE_TOO_LARGE);
+    cr_assert_lt(grew, 3u << 20, "refused after %zu bytes", grew);
+    cr_assert_eq(q_err_grpc_status(err), GRPC_STATUS_RESOURCE_EXHAUSTED);
+    cr_assert_str_eq(q_strerror(err), "grpc: trying to send message larger than max");
+
+    r.sort_order = ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__DESCEND;
+    range(&r, &err);
+    cr_assert_eq(err, QERR_RANGE_TOO_LARGE, "sorted: refused too");
+
+    r.sort_order = ETCDSERVERPB__RANGE_REQUEST__SORT_ORDER__NONE;
+    r.limit = 14; /* 14 and the one more that tells more: 15 x 64 KiB < 1 MiB */
+    Etcdserverpb__RangeResponse *x = range(&r, &err);
+    cr_assert_eq(err, 0);
+    cr_assert_eq(x->n_kvs, 14);
+    cr_assert(x->more);
+    cr_assert_eq(x->count, 200);
+    cr_assert_leq(etcdserverpb__range_response__get_packed_size(x), env.max_range_bytes);
+
+    r.limit = 0;
+    r.keys_only = true;
+    x = range(&r, &err);
+    cr_assert_eq(err, 0, "keys only: 200 small keys");
+    cr_assert_eq(x->n_kvs, 200);
+
+    r.keys_only = false;
+    r.count_only = true;
+    x = range(&r, &err);
+    cr_assert_eq(err, 0);
+    cr_assert_eq(x->count, 200);
+
+    /* the charge is the KeyValues' exact encoding: one byte under it is
+     * refused, at it served */
+    Etcdserverpb__RangeRequest one = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    one.key = B("big/000");
+    env.max_range_bytes = 0;
+    x = range(&one, &err);
+    cr_assert_eq(err, 0);
+    size_t kvsz = mvccpb__key_value__get_packed_size(x->kvs[0]);
+    size_t charge = 1 + 3 /* the length of 64 KiB and a few bytes, a varint */ + kvsz;
+    cr_assert_lt(charge, etcdserverpb__range_response__get_packed_size(x));
+    env.max_range_bytes = charge - 1;
+    range(&one, &err);
+    cr_assert_eq(err, QERR_RANGE_TOO_LARGE);
+    env.max_range_bytes = charge;
+    range(&one, &err);
+    cr_assert_eq(err, 0);
+
+    /* inside a write txn: not bounded */
+    env.max_range_bytes = 1u << 20;
+    Etcdserverpb__RangeRequest all = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    all.key = B("big/");
+    all.range_end = B("big0");
+    Etcdserverpb__RequestOp ro = ETCDSERVERPB__REQUEST_OP__INIT;
+    ro.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
+    ro.request_range = &all;
+    Etcdserverpb__RequestOp *ops[] = {&ro, op_put("w")};
+    Etcdserverpb__TxnResponse *tr;
+    cr_assert_eq(txn(txn_of(ops, 2, NULL, 0), &tr), 0);
+    cr_assert_eq(tr->responses[0]->response_range->n_kvs, 200);
+}

@@ -198,3 +198,42 @@ Test(lessor, negative_ids_as_etcd)
     open_all();
     cr_assert(lessor_exists(ls, -9), "a negative id survives a restart");
 }
+
+/* A lease storm: 10,000 leases granted alike expire together, and a new
+ * primary (lessor_promote, the leader after an election) picks them all
+ * up; lessor_expired hands them out at most |max| at a time (the server
+ * proposes 100 revocations per 100 ms tick, etcd's leaseRevokeRate), each
+ * once, none while a revocation is in flight, and a failed revocation puts
+ * the lease back. */
+Test(lessor, storm_expires_in_bounded_batches)
+{
+    enum { N = 10000 };
+    cr_assert_eq(backend_batch_begin(be), 0);
+    int64_t g;
+    for (int i = 1; i <= N; i++)
+        cr_assert_eq(lessor_grant(ls, i, 30, 0, &g), 0);
+    cr_assert_eq(backend_batch_commit(be), 0);
+    int64_t ids[100];
+    cr_assert_eq(lessor_expired(ls, 60000, ids, 100), 0, "not primary yet: nothing expires");
+    lessor_promote(ls, 1000);
+    cr_assert_eq(lessor_next_expiry(ls), 31000);
+    cr_assert_eq(lessor_expired(ls, 30999, ids, 100), 0);
+    static bool seen[N + 1];
+    size_t total = 0, passes = 0;
+    size_t n;
+    while ((n = lessor_expired(ls, 31000, ids, 100)) > 0) {
+        cr_assert_leq(n, 100);
+        passes++;
+        for (size_t k = 0; k < n; k++) {
+            cr_assert(ids[k] >= 1 && ids[k] <= N);
+            cr_assert_not(seen[ids[k]], "lease %lld handed out twice", (long long)ids[k]);
+            seen[ids[k]] = true;
+        }
+        total += n;
+    }
+    cr_assert_eq(total, N);
+    cr_assert_eq(passes, N / 100);
+    lessor_revoke_failed(ls, 77);
+    cr_assert_eq(lessor_expired(ls, 31000, ids, 100), 1);
+    cr_assert_eq(ids[0], 77);
+}

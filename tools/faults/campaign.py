@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""quorum's own fault campaign: a seeded run of network partitions, pauses
-and kills against a quorum cluster under register, watch and lock clients,
+"""quorum's own fault campaign: a seeded run of network partitions, pauses,
+kills and slow disks against a quorum cluster under register, watch and lock clients,
 checked at the end for linearizability, watch guarantees, lock safety and
 equal HashKV. See tools/faults/README.md and docs/campaign.md.
 
@@ -14,6 +14,10 @@ Runs in a private network namespace (the tool re-executes itself under
 address; the faults are nftables rules on that namespace's output hook
 (dropping packets from one member address to another), SIGSTOP/SIGCONT and
 SIGKILL by PID. Clients connect from 127.0.0.1, which no rule matches.
+Slow disks: tests/faults/diskfault.c preloaded into every quorum member
+(not into an ASan build, nor etcd, whose Go runtime makes raw syscalls),
+armed for one member at a time by its control file: each fsync and
+fdatasync sleeps that member's delay (200, 500 or 1000 ms, by the seed).
 
 Prints one summary line starting "campaign:" and exits 0 when every check
 holds, 1 on a violation, 2 when the cluster itself failed (did not start,
@@ -55,7 +59,13 @@ LOCK_NAME = b"lock/campaign"
 EPOCH_S = 10.0       # register keys change every EPOCH_S: an unknown op stays
 #                      pending on its own keys only (the checker's cost)
 LEASE_TTL = 3
-FAULT_KINDS = ("partition", "isolate-leader", "bridge", "one-way", "pause", "kill")
+FAULT_KINDS = ("partition", "isolate-leader", "bridge", "one-way", "pause", "kill",
+               "slow-disk")
+# slow-disk: tests/faults/diskfault.c preloaded into every member, disarmed
+# (its control file says "off") but while the fault holds one member's; then
+# each fdatasync/fsync of that member (WAL and LMDB) sleeps its delay
+SLOW_DISK_CALLS = "fdatasync,fsync"
+SLOW_DISK_DELAYS_MS = (200, 500, 1000)
 
 
 def log(*a):
@@ -74,7 +84,31 @@ def addr(i):
 # ------------------------------------------------------------ the cluster
 
 class HostMember(qcluster.Member):
-    """A cluster.Member on its own loopback address instead of 127.0.0.1."""
+    """A cluster.Member on its own loopback address instead of 127.0.0.1,
+    with the disk-fault shim preloaded when |disk_env| is set."""
+
+    disk_env = None
+    disk_control = None
+
+    def start(self):
+        if self.disk_env is None:
+            return super().start()
+        # cluster.Member.start with the shim's environment added
+        assert not self.running(), "%s already running" % self.name
+        env = dict(os.environ, **self.disk_env)
+        env.pop("ETCDCTL_API", None)
+        self.log_file = open(self.log_path, "ab")
+        self.log_file.write(("\n==== %s start (diskfault %s): %s\n" % (
+            time.strftime("%H:%M:%S"), self.disk_env["DISKFAULT_DELAY_MS"] + " ms",
+            " ".join(self.args()))).encode())
+        self.log_file.flush()
+        self.proc = subprocess.Popen(self.args(), stdout=self.log_file, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env=env)
+        self.stopped = False
+
+    def slow_disk(self, on):
+        with open(self.disk_control, "w") as f:
+            f.write("on" if on else "off")
 
     @property
     def endpoint(self):
@@ -89,14 +123,37 @@ class HostMember(qcluster.Member):
         return "http://%s:%d" % (addr(self.index), self.peer_port)
 
 
-def make_cluster(n, kind="quorum"):
+def shim_path():
+    """The disk-fault shim ($DISKFAULT_LIB, else the build's), or None when
+    it is not built or cannot be preloaded (an ASan build of quorum wants
+    its runtime first: the slow disks are skipped there)."""
+    p = os.environ.get("DISKFAULT_LIB") or os.path.join(
+        os.path.dirname(qcluster.harness.quorum_binary()), "..", "..", "tests", "faults",
+        "libdiskfault.so")
+    if not os.path.exists(p):
+        return None
+    ldd = subprocess.run(["ldd", qcluster.harness.quorum_binary()], capture_output=True,
+                         text=True).stdout
+    if "libasan" in ldd:
+        return None
+    return os.path.abspath(p)
+
+
+def make_cluster(n, kind="quorum", rnd=None):
     c = qcluster.Cluster(kind, n=n, token="campaign", extra_args=(
         ["--experimental-set-member-localaddr"] if kind == "quorum" else []))
     initial = ",".join("m%d=http://%s:%d" % (i, addr(i), PEER_PORT) for i in range(n))
+    shim = shim_path() if kind == "quorum" else None   # etcd (Go) makes raw syscalls
     for m in c.members:
         m.__class__ = HostMember
         m.client_port, m.peer_port = CLIENT_PORT, PEER_PORT
         m.initial_cluster = initial
+        if shim is not None:
+            m.disk_control = os.path.join(c.tmp, "diskfault-%s.control" % m.name)
+            m.slow_disk(False)
+            m.disk_env = {"LD_PRELOAD": shim, "DISKFAULT_CONTROL": m.disk_control,
+                          "DISKFAULT_CALLS": SLOW_DISK_CALLS, "DISKFAULT_ERRNO": "none",
+                          "DISKFAULT_DELAY_MS": str((rnd or random).choice(SLOW_DISK_DELAYS_MS))}
     return c
 
 
@@ -518,6 +575,8 @@ class Faults(threading.Thread):
         self.election_s = election_s
         # etcd 3.4 cannot bind its peer links: only the faults of processes
         self.kinds = FAULT_KINDS if c.kind == "quorum" else ("pause", "kill")
+        if c.members[0].disk_env is None:
+            self.kinds = tuple(k for k in self.kinds if k != "slow-disk")
         self.count = {k: 0 for k in self.kinds}
         self.done = []            # (time, kind, detail)
         self.error = None
@@ -594,6 +653,13 @@ class Faults(threading.Thread):
             for i in who:
                 self.c.kill(i, signal.SIGSTOP)
             detail = "%s for %.1fs" % (" ".join("m%d" % i for i in who), hold)
+        elif kind == "slow-disk":
+            hold = r.uniform(2.0, 6.0)
+            who = self.targets()
+            for i in who:
+                self.c.members[i].slow_disk(True)
+            detail = "%s for %.1fs (%s)" % (" ".join("m%d" % i for i in who), hold, " ".join(
+                self.c.members[i].disk_env["DISKFAULT_DELAY_MS"] + " ms" for i in who))
         else:                         # kill -9, restart after a while
             hold = r.uniform(0.5, 3.0)
             who = self.targets()
@@ -609,6 +675,8 @@ class Faults(threading.Thread):
     def heal(self):
         self.net.heal()
         for m in self.c.members:
+            if m.disk_env is not None:
+                m.slow_disk(False)
             if m.stopped:
                 self.c.kill(m.index, signal.SIGCONT)
             elif not m.running():
@@ -632,6 +700,19 @@ class Faults(threading.Thread):
 
 
 # ------------------------------------------------------------------ checks
+
+def slow_syncs(c):
+    """How many fsync/fdatasync calls the disk-fault shim delayed, from the
+    line it prints for each in the member's log."""
+    n = 0
+    for m in c.members:
+        try:
+            with open(m.log_path, "rb") as f:
+                n += sum(1 for ln in f if ln.startswith(b"diskfault: ") and b" delayed " in ln)
+        except OSError:
+            pass
+    return n
+
 
 def leader_term(c):
     """The Raft term the leader reports (elections the faults caused)."""
@@ -744,7 +825,7 @@ def run(seed, seconds, n, keep, keep_on_failure=True, kind="quorum"):
         else qcluster.harness.etcd_binary(),
         "planted-bug", os.environ.get("QUORUM_PLANTED_BUG", "none"))
     net = Net()
-    c = make_cluster(n, kind)
+    c = make_cluster(n, kind, random.Random(rnd.randrange(1 << 30)))
     try:
         c.start()
     except Exception as e:  # noqa: BLE001
@@ -957,7 +1038,11 @@ def campaign(c, net, rnd, seconds, head):
 
     for p in problems[:20]:
         log("VIOLATION:", p)
-    faults_s = " ".join("%s=%d" % (k, v) for k, v in faults.count.items()) + " slow-disk=skipped"
+    faults_s = " ".join("%s=%d" % (k, v) for k, v in faults.count.items())
+    if "slow-disk" not in faults.count:
+        faults_s += " slow-disk=skipped"
+    else:   # the syncs the shim delayed (its lines in the members' logs)
+        faults_s += " slow-syncs=%d" % slow_syncs(c)
     if c.kind != "quorum":
         faults_s += " network=skipped"
     errs = {}
