@@ -632,15 +632,27 @@ static int op_delete(struct ztx *x, const struct zk_path_version *r)
     return 0;
 }
 
-static int op_set_data(struct ztx *x, const struct zk_set_data_req *r, struct zk_stat *st)
+/* existing finds the node an operation on |path| acts on, as ZooKeeper
+ * checks it: a valid path (BADARGUMENTS), then the node (NONODE) */
+static int existing(struct ztx *x, const struct jute_bytes *path, struct zover **out)
 {
-    if (r->path.len <= 0 || !zk_path_valid(r->path.p, (size_t)r->path.len, false))
+    if (path->len <= 0 || !zk_path_valid(path->p, (size_t)path->len, false))
         return ZK_BADARGUMENTS;
-    struct zover *o = get(x, r->path.p, (size_t)r->path.len);
+    struct zover *o = get(x, path->p, (size_t)path->len);
     if (o == NULL)
         return ZK_SYSTEMERROR;
     if (!o->z.exists)
         return ZK_NONODE;
+    *out = o;
+    return 0;
+}
+
+static int op_set_data(struct ztx *x, const struct zk_set_data_req *r, struct zk_stat *st)
+{
+    struct zover *o;
+    int err = existing(x, &r->path, &o);
+    if (err != 0)
+        return err;
     if (!zk_acl_permits(o->z.acl.v, o->z.acl.n, ZK_PERM_WRITE, x->who))
         return ZK_NOAUTH;
     if (r->version != -1 && r->version != o->z.version)
@@ -656,13 +668,10 @@ static int op_set_data(struct ztx *x, const struct zk_set_data_req *r, struct zk
 
 static int op_check(struct ztx *x, const struct zk_path_version *r)
 {
-    if (r->path.len <= 0 || !zk_path_valid(r->path.p, (size_t)r->path.len, false))
-        return ZK_BADARGUMENTS;
-    struct zover *o = get(x, r->path.p, (size_t)r->path.len);
-    if (o == NULL)
-        return ZK_SYSTEMERROR;
-    if (!o->z.exists)
-        return ZK_NONODE;
+    struct zover *o;
+    int err = existing(x, &r->path, &o);
+    if (err != 0)
+        return err;
     if (r->version != -1 && r->version != o->z.version)
         return ZK_BADVERSION;
     return 0;
@@ -670,17 +679,14 @@ static int op_check(struct ztx *x, const struct zk_path_version *r)
 
 static int op_set_acl(struct ztx *x, const struct zk_set_acl_req *r, struct zk_stat *st)
 {
-    if (r->path.len <= 0 || !zk_path_valid(r->path.p, (size_t)r->path.len, false))
-        return ZK_BADARGUMENTS;
-    struct zover *o = get(x, r->path.p, (size_t)r->path.len);
-    if (o == NULL)
-        return ZK_SYSTEMERROR;
-    if (!o->z.exists)
-        return ZK_NONODE;
+    struct zover *o;
+    int err = existing(x, &r->path, &o);
+    if (err != 0)
+        return err;
     if (!zk_acl_permits(o->z.acl.v, o->z.acl.n, ZK_PERM_ADMIN, x->who))
         return ZK_NOAUTH;
     struct jute_vec acl;
-    int err = fixup_acl(r->acl, x->who, x->a, &acl);
+    err = fixup_acl(r->acl, x->who, x->a, &acl);
     if (err != 0)
         return err;
     if (r->version != -1 && r->version != o->z.aversion)
