@@ -15,6 +15,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import traceback
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -362,3 +363,21 @@ class ClusterServer:
 
     def __exit__(self, *exc):
         self.cleanup()
+
+
+def run_cases(cases):
+    """Runs each (name, fn) in turn, printing "PASS name (s)" or the
+    traceback and "FAIL name (s)"; returns the names that failed."""
+    failed = []
+    for name, fn in cases:
+        t0 = time.monotonic()
+        print("%s ..." % name, flush=True)
+        try:
+            fn()
+        except Exception:  # noqa: BLE001
+            traceback.print_exc()
+            failed.append(name)
+            print("FAIL %s (%.1fs)" % (name, time.monotonic() - t0), flush=True)
+        else:
+            print("PASS %s (%.1fs)" % (name, time.monotonic() - t0), flush=True)
+    return failed

@@ -17,7 +17,6 @@ import signal
 import sys
 import threading
 import time
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -592,18 +591,7 @@ def main(argv):
         print("no case matches %s; cases: %s" % (want, [n for n, _ in CASES]))
         return 2
     print("test_cluster: target %s" % TARGET)
-    failed = []
-    for name, fn in cases:
-        t0 = time.monotonic()
-        print("%s ..." % name, flush=True)
-        try:
-            fn()
-        except Exception:  # noqa: BLE001
-            traceback.print_exc()
-            failed.append(name)
-            print("FAIL %s (%.1fs)" % (name, time.monotonic() - t0), flush=True)
-        else:
-            print("PASS %s (%.1fs)" % (name, time.monotonic() - t0), flush=True)
+    failed = harness.run_cases(cases)
     print("%d passed, %d failed" % (len(cases) - len(failed), len(failed)))
     if failed:
         print("failed: %s" % " ".join(failed))

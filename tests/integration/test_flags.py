@@ -38,7 +38,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -538,19 +537,8 @@ def main(argv):
     want = argv[1:]
     cases = [(n, f) for n, f in CASES if not want or any(n.startswith(w) for w in want)]
     print("test_flags: target %s" % TARGET)
-    failed = []
     t00 = time.monotonic()
-    for name, fn in cases:
-        t0 = time.monotonic()
-        print("%s ..." % name, flush=True)
-        try:
-            fn()
-        except Exception:  # noqa: BLE001
-            traceback.print_exc()
-            failed.append(name)
-            print("FAIL %s (%.1fs)" % (name, time.monotonic() - t0), flush=True)
-        else:
-            print("PASS %s (%.1fs)" % (name, time.monotonic() - t0), flush=True)
+    failed = harness.run_cases(cases)
     print("%d passed, %d failed (%.0fs)" % (len(cases) - len(failed), len(failed),
                                             time.monotonic() - t00))
     if failed:

@@ -36,7 +36,6 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -563,19 +562,8 @@ def main(argv):
     print("test_startup: target %s" % TARGET)
     if any(n.startswith("e_") for n, _ in cases):
         start_unresolvable()
-    failed = []
     t00 = time.monotonic()
-    for name, fn in cases:
-        t0 = time.monotonic()
-        print("%s ..." % name, flush=True)
-        try:
-            fn()
-        except Exception:  # noqa: BLE001
-            traceback.print_exc()
-            failed.append(name)
-            print("FAIL %s (%.1fs)" % (name, time.monotonic() - t0), flush=True)
-        else:
-            print("PASS %s (%.1fs)" % (name, time.monotonic() - t0), flush=True)
+    failed = harness.run_cases(cases)
     print("%d passed, %d failed (%.0fs)" % (len(cases) - len(failed), len(failed),
                                             time.monotonic() - t00))
     if failed:
