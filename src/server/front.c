@@ -565,32 +565,43 @@ static void on_front_prepare(uv_prepare_t *p)
     }
 }
 
-/* the descriptor given up to shed a connection when there are none left */
+/* the descriptor given up to shed a connection when there are none left.
+ * Every accept takes spare_mu: the loops all poll the same listeners, and a
+ * loop that accepted while another had just closed the spare took the freed
+ * descriptor; the spare could not be opened again and, with no descriptor
+ * left to shed with, waiting connections stayed in the backlog until some
+ * other connection closed (test_bounds saw 20 s). An accept is one
+ * non-blocking system call per connection: the lock costs nothing. */
 static int spare_fd = -1;
 static pthread_mutex_t spare_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t shed_logged_ms, shed_count; /* under spare_mu */
 
+static int open_spare(void)
+{
+    return open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
 int server_accept_client(int lfd)
 {
+    pthread_mutex_lock(&spare_mu);
     int c = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (c >= 0 || (errno != EMFILE && errno != ENFILE)) {
-        if (c >= 0 && __atomic_load_n(&spare_fd, __ATOMIC_RELAXED) < 0) {
-            pthread_mutex_lock(&spare_mu);
-            if (spare_fd < 0)
-                __atomic_store_n(&spare_fd, open("/dev/null", O_RDONLY | O_CLOEXEC),
-                                 __ATOMIC_RELAXED);
-            pthread_mutex_unlock(&spare_mu);
-        }
+        int e = errno;
+        if (c >= 0 && spare_fd < 0)
+            spare_fd = open_spare();
+        pthread_mutex_unlock(&spare_mu);
+        errno = e;
         return c;
     }
     int e = errno;
-    pthread_mutex_lock(&spare_mu);
+    if (spare_fd < 0) /* lost to another thread's open: try again */
+        spare_fd = open_spare();
     if (spare_fd >= 0) {
         close(spare_fd);
         int t = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
         if (t >= 0)
             close(t);
-        __atomic_store_n(&spare_fd, open("/dev/null", O_RDONLY | O_CLOEXEC), __ATOMIC_RELAXED);
+        spare_fd = open_spare();
     }
     shed_count++;
     struct timespec ts;
