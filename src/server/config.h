@@ -206,6 +206,8 @@ struct config {
     /* --listen-zk-urls: ZooKeeper client listeners (http://host:port) */
     struct url listen_zk[CONFIG_MAX_URLS];
     size_t n_listen_zk;
+    /* --zk-4lw-commands-whitelist: ZooKeeper's 4lw.commands.whitelist */
+    char zk_4lw_whitelist[1024];
 };
 
 #define CONFIG_FRONT_AUTO (~0u)

@@ -25,6 +25,9 @@ TARGET = os.environ.get("TARGET", "quorum")
 SERVER = None  # (host, port) of the ZooKeeper port under test
 QUORUM = None  # the quorum Server (TARGET=quorum)
 LINGER = None  # a connection left open until the member stops
+# the four-letter words allowed (ZooKeeper's 4lw.commands.whitelist, as
+# both read it: blanks around a word do not count; srvr always runs)
+WHITELIST = "ruok, stat,mntr ,conf,cons,wchs,envi,isro"
 
 
 def setUpModule():
@@ -32,11 +35,12 @@ def setUpModule():
     if TARGET == "zookeeper":
         if not zkref.available():
             raise unittest.SkipTest("zookeeper not installed (apt-get install zookeeper)")
-        ZK = zkref.ZooKeeper().start()
+        ZK = zkref.ZooKeeper(extra_cfg="4lw.commands.whitelist=%s\n" % WHITELIST).start()
         SERVER = ("127.0.0.1", ZK.port)
     else:
         port = free_port()
-        QUORUM = Server("quorum", extra_args=["--listen-zk-urls", "http://127.0.0.1:%d" % port])
+        QUORUM = Server("quorum", extra_args=["--listen-zk-urls", "http://127.0.0.1:%d" % port,
+                                              "--zk-4lw-commands-whitelist", WHITELIST])
         QUORUM.start()
         SERVER = ("127.0.0.1", port)
         # a client still connected when the member stops (tearDownModule):
@@ -299,17 +303,113 @@ class Refusals(unittest.TestCase):
 
 
 class FourLetterWords(unittest.TestCase):
-    def test_srvr_whitelisted_by_default(self):
+    def test_srvr_always_runs(self):
         out = four(b"srvr")
         self.assertTrue(out.startswith("Zookeeper version: 3.8."), out)
         for field in ("Latency min/avg/max:", "Received:", "Sent:", "Connections:",
-                      "Outstanding:", "Zxid: 0x", "Mode: ", "Node count:"):
+                      "Outstanding:", "Zxid: 0x", "Mode: standalone\n", "Node count:"):
             self.assertIn(field, out)
 
-    def test_others_not_whitelisted(self):
-        for w in (b"ruok", b"stat", b"mntr", b"cons", b"envi"):
+    def test_others_only_when_whitelisted(self):
+        for w in (b"dump", b"wchc", b"wchp", b"crst", b"srst", b"dirs"):
             self.assertEqual(four(w), "%s is not executed because it is not in the whitelist.\n"
                              % w.decode())
+        self.assertEqual(four(b"ruok"), "imok")
+        self.assertEqual(four(b"isro"), "rw")
+
+    def test_stat_and_cons_list_the_connections(self):
+        import re
+        from kazoo.client import KazooClient
+        zk = KazooClient(hosts="%s:%d" % SERVER, timeout=10)
+        zk.start(timeout=15)
+        try:
+            zk.exists("/")
+            out = four(b"stat")
+            head, rest = out.split("Clients:\n", 1)
+            self.assertTrue(head.startswith("Zookeeper version: 3.8."), out)
+            clients, stats = rest.split("\n\n", 1)
+            lines = clients.split("\n")
+            self.assertGreaterEqual(len(lines), 2, out)  # the kazoo client and this one
+            for ln in lines:
+                self.assertRegex(ln, r"^ /127\.0\.0\.1:\d+\[[01]\]\(queued=\d+,recved=\d+,"
+                                     r"sent=\d+\)$")
+            self.assertTrue(stats.startswith("Latency min/avg/max: "), out)
+            self.assertIn("Mode: standalone\nNode count: ", stats)
+            out = four(b"cons")
+            self.assertTrue(out.endswith("\n\n"), out)
+            sid = ",sid=0x%x," % zk.client_id[0]
+            mine = [ln for ln in out.split("\n") if sid in ln]
+            self.assertEqual(len(mine), 1, out)
+            self.assertRegex(mine[0], r"^ /127\.0\.0\.1:\d+\[1\]\(queued=\d+,recved=\d+,sent=\d+"
+                                      r",sid=0x[0-9a-f]+,lop=[A-Z]+,est=\d+,to=10000,"
+                                      r"lcxid=0x[0-9a-f]+,lzxid=0x[0-9a-f]+,lresp=\d+,llat=\d+,"
+                                      r"minlat=\d+,avglat=\d+,maxlat=\d+\)$")
+        finally:
+            zk.stop()
+            zk.close()
+
+    def test_mntr_keys_tab_separated(self):
+        out = four(b"mntr")
+        self.assertTrue(out.endswith("\n"))
+        vals = {}
+        for ln in out[:-1].split("\n"):
+            k, v = ln.split("\t")
+            self.assertTrue(k.startswith("zk_"), ln)
+            vals[k] = v
+        self.assertTrue(vals["zk_version"].startswith("3.8."), out)
+        self.assertEqual(vals["zk_server_state"], "standalone")
+        for k in ("zk_avg_latency", "zk_max_latency", "zk_min_latency", "zk_packets_received",
+                  "zk_packets_sent", "zk_num_alive_connections", "zk_outstanding_requests",
+                  "zk_znode_count", "zk_watch_count", "zk_ephemerals_count",
+                  "zk_approximate_data_size", "zk_open_file_descriptor_count",
+                  "zk_max_file_descriptor_count", "zk_uptime", "zk_global_sessions"):
+            self.assertGreaterEqual(float(vals[k]), 0, k)
+        self.assertGreaterEqual(int(vals["zk_num_alive_connections"]), 1)
+        self.assertGreater(int(vals["zk_open_file_descriptor_count"]), 0)
+
+    def test_conf_and_envi(self):
+        conf = dict(ln.split("=", 1) for ln in four(b"conf").splitlines())
+        self.assertEqual(conf["clientPort"], str(SERVER[1]))
+        self.assertEqual(conf["tickTime"], "2000")
+        self.assertEqual(conf["minSessionTimeout"], "4000")
+        self.assertEqual(conf["maxSessionTimeout"], "40000")
+        for k in ("secureClientPort", "dataDir", "dataLogDir", "serverId"):
+            self.assertIn(k, conf)
+        out = four(b"envi")
+        self.assertTrue(out.startswith("Environment:\nzookeeper.version=3.8."), out)
+        env = dict(ln.split("=", 1) for ln in out.splitlines()[1:])
+        self.assertEqual(env["os.name"], "Linux")
+        for k in ("host.name", "os.arch", "os.version", "user.name", "user.dir"):
+            self.assertIn(k, env)
+
+    def test_wchs_counts_data_watches(self):
+        import re
+        from kazoo.client import KazooClient
+
+        def wchs():
+            m = re.fullmatch(r"(\d+) connections watching (\d+) paths\nTotal watches:(\d+)\n",
+                             four(b"wchs"))
+            self.assertIsNotNone(m)
+            return tuple(int(x) for x in m.groups())
+        base = wchs()
+        a = KazooClient(hosts="%s:%d" % SERVER, timeout=10)
+        b = KazooClient(hosts="%s:%d" % SERVER, timeout=10)
+        a.start(timeout=15)
+        b.start(timeout=15)
+        try:
+            # data-side watches count (exist and data ones), child ones do not
+            a.exists("/wchs-none", watch=lambda e: None)
+            a.get_children("/", watch=lambda e: None)
+            b.exists("/wchs-none", watch=lambda e: None)
+            b.get("/", watch=lambda e: None)
+            got = wchs()
+            self.assertEqual((got[0] - base[0], got[1] - base[1], got[2] - base[2]), (2, 2, 3))
+        finally:
+            a.stop()
+            a.close()
+            b.stop()
+            b.close()
+        wait_for(lambda: wchs() == base, 20, what="the watches gone with their sessions")
 
 
 class Kazoo(unittest.TestCase):
