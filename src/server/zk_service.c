@@ -57,6 +57,8 @@
 /* a connection with this many requests not yet answered is not read
  * until it is down to half (ZooKeeper throttles at 1000 outstanding) */
 #define ZK_MAX_OUTSTANDING 1000
+/* znodes the container sweep reads per loop pass (a few ms at most) */
+#define ZK_SWEEP_STEP 256
 
 struct zsess;
 
@@ -151,6 +153,11 @@ struct zsvc {
      * side (data, exist, persistent, persistent recursive), the paths
      * they are on and the connections that hold them */
     size_t wchs_total, wchs_paths, wchs_conns;
+    /* the container sweep (leader only): a pass every
+     * --zk-container-check-interval, in steps of ZK_SWEEP_STEP znodes */
+    uv_timer_t sweep_tick, sweep_step;
+    struct buf sweep_cursor;
+    bool sweeping;
     int close_refs; /* closing: the listener and the reaper, not yet closed */
 };
 
@@ -267,12 +274,11 @@ static void zcall_msg(struct zcall *zc, const ProtobufCMessage *req)
 }
 
 /* zcall_new makes a call of |m| for session |zs| (nothing sent yet). */
-static struct zcall *zcall_new(struct zsess *zs, const struct qcall_method *m,
-                               void (*on_msg)(struct zcall *, const uint8_t *, size_t),
-                               void (*on_end)(struct zcall *, int, const char *),
-                               struct zslot *slot, int32_t xid)
+static struct zcall *zcall_make(struct zsvc *z, struct zsess *zs, const struct qcall_method *m,
+                                void (*on_msg)(struct zcall *, const uint8_t *, size_t),
+                                void (*on_end)(struct zcall *, int, const char *),
+                                struct zslot *slot, int32_t xid)
 {
-    struct zsvc *z = zs->svc;
     struct zcall *zc = calloc(1, sizeof(*zc));
     if (zc == NULL)
         return NULL;
@@ -292,6 +298,14 @@ static struct zcall *zcall_new(struct zsess *zs, const struct qcall_method *m,
         z->live->prev = zc;
     z->live = zc;
     return zc;
+}
+
+static struct zcall *zcall_new(struct zsess *zs, const struct qcall_method *m,
+                               void (*on_msg)(struct zcall *, const uint8_t *, size_t),
+                               void (*on_end)(struct zcall *, int, const char *),
+                               struct zslot *slot, int32_t xid)
+{
+    return zcall_make(zs->svc, zs, m, on_msg, on_end, slot, xid);
 }
 
 /* zcall_start opens a call of |m| for session |zs| and sends |req|. */
@@ -1659,6 +1673,67 @@ static void on_4lw(zk_conn *c, const char *cmd, struct buf *out)
 
 static const struct zk_conn_handler handler = {on_connect, on_packet, on_4lw, on_close};
 
+/* ---- the container sweep (ZooKeeper's ContainerManager) ---- */
+
+/* sweep_due proposes a deleteContainer of |path| (session 0: the
+ * sweep's own; the apply checks again that it is due and at |version|,
+ * so a concurrent change wins); its answer is not waited for */
+static void sweep_due(const uint8_t *path, size_t n, int32_t version, void *arg)
+{
+    struct zsvc *z = arg;
+    struct buf b = {0};
+    struct jute_out o = {&b, 0};
+    struct zk_request_header h = {0, ZK_OP_DELETE_CONTAINER};
+    struct zk_path_version d = {{path, (int32_t)n}, version};
+    jute_encode(&zk_rec_request_header, &o, &h);
+    jute_encode(&zk_rec_delete_req, &o, &d);
+    struct zcall *zc =
+        o.err == 0 ? zcall_make(z, NULL, &zk_write_method, NULL, NULL, NULL, 0) : NULL;
+    if (zc != NULL) {
+        Quorumzk__Write w = QUORUMZK__WRITE__INIT;
+        w.session = 0;
+        w.now_ms = wall_ms();
+        w.request.data = b.data;
+        w.request.len = b.len;
+        log_debug("zk", "container sweep: deleting %.*s", (int)n, (const char *)path);
+        server_propose_copy(z->s, zc->call, ENTRY_ZK_WRITE, &w.base);
+    }
+    buf_free(&b);
+}
+
+static void on_sweep_step(uv_timer_t *t)
+{
+    struct zsvc *z = t->data;
+    struct server *s = z->s;
+    if (!server_is_leader(s) || !s->serving) {
+        z->sweeping = false; /* a new leader sweeps from its own start */
+        buf_reset(&z->sweep_cursor);
+        return;
+    }
+    bool done = false;
+    arena_reset(&s->arena);
+    int rv = zk_sweep_step(s->kv, &s->arena, &z->sweep_cursor, ZK_SWEEP_STEP, wall_ms(), sweep_due,
+                           z, &done);
+    if (rv != 0) {
+        log_warn("zk", "container sweep: %s", q_strerror(rv));
+        done = true;
+        buf_reset(&z->sweep_cursor);
+    }
+    if (done)
+        z->sweeping = false;
+    else
+        uv_timer_start(&z->sweep_step, on_sweep_step, 0, 0); /* the next step, next pass */
+}
+
+static void on_sweep_tick(uv_timer_t *t)
+{
+    struct zsvc *z = t->data;
+    if (z->sweeping || !server_is_leader(z->s))
+        return;
+    z->sweeping = true;
+    on_sweep_step(&z->sweep_step);
+}
+
 /* ---- start and stop ---- */
 
 static const struct qcall_method *method(const char *path)
@@ -1698,6 +1773,11 @@ int server_zk_listen(struct server *s)
     z->reaper.data = z;
     uv_check_start(&z->reaper, on_reap);
     z->started_ms = uv_now(s->loop);
+    uv_timer_init(s->loop, &z->sweep_tick);
+    uv_timer_init(s->loop, &z->sweep_step);
+    z->sweep_tick.data = z->sweep_step.data = z;
+    uint64_t every = s->cfg.zk_container_check_ms ? s->cfg.zk_container_check_ms : 60000;
+    uv_timer_start(&z->sweep_tick, on_sweep_tick, every, every);
     for (size_t i = 0; i < s->cfg.n_listen_zk; i++) {
         const struct url *u = &s->cfg.listen_zk[i];
         char err[300];
@@ -1741,6 +1821,7 @@ static void zsvc_unref(struct zsvc *z)
 {
     if (--z->close_refs == 0) {
         free(z->tab); /* every watch went with its connection */
+        buf_free(&z->sweep_cursor);
         free(z);
     }
 }
@@ -1763,7 +1844,7 @@ void server_zk_close(struct server *s)
     s->zk = NULL;
     /* every connection closes; their on_close runs from the close
      * callbacks */
-    z->close_refs = 2;
+    z->close_refs = 4;
     zk_listener_close(z->l, on_listener_closed, z);
     on_reap(&z->reaper);
     /* calls still waiting for the store: the services forget them, now,
@@ -1776,4 +1857,6 @@ void server_zk_close(struct server *s)
         zcall_free(zc);
     }
     uv_close((uv_handle_t *)&z->reaper, on_reaper_closed);
+    uv_close((uv_handle_t *)&z->sweep_tick, on_reaper_closed);
+    uv_close((uv_handle_t *)&z->sweep_step, on_reaper_closed);
 }

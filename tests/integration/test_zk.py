@@ -28,6 +28,9 @@ LINGER = None  # a connection left open until the member stops
 # the four-letter words allowed (ZooKeeper's 4lw.commands.whitelist, as
 # both read it: blanks around a word do not count; srvr always runs)
 WHITELIST = "ruok, stat,mntr ,conf,cons,wchs,envi,isro"
+# how often containers and TTL nodes are swept (ZooKeeper's
+# znode.container.checkIntervalMs, quorum's --zk-container-check-interval)
+SWEEP_MS = 1000
 
 
 def setUpModule():
@@ -35,12 +38,15 @@ def setUpModule():
     if TARGET == "zookeeper":
         if not zkref.available():
             raise unittest.SkipTest("zookeeper not installed (apt-get install zookeeper)")
-        ZK = zkref.ZooKeeper(extra_cfg="4lw.commands.whitelist=%s\n" % WHITELIST).start()
+        ZK = zkref.ZooKeeper(extra_cfg="4lw.commands.whitelist=%s\n" % WHITELIST,
+                             jvm_props=["-Dznode.container.checkIntervalMs=%d" % SWEEP_MS]).start()
         SERVER = ("127.0.0.1", ZK.port)
     else:
         port = free_port()
         QUORUM = Server("quorum", extra_args=["--listen-zk-urls", "http://127.0.0.1:%d" % port,
-                                              "--zk-4lw-commands-whitelist", WHITELIST])
+                                              "--zk-4lw-commands-whitelist", WHITELIST,
+                                              "--zk-container-check-interval",
+                                              "%dms" % SWEEP_MS])
         QUORUM.start()
         SERVER = ("127.0.0.1", port)
         # a client still connected when the member stops (tearDownModule):
@@ -890,6 +896,89 @@ class RawOperations(unittest.TestCase):
         zk.delete("/modes", recursive=True)
         zk.stop()
         zk.close()
+
+
+class ContainerSweep(unittest.TestCase):
+    def test_empty_containers_and_expired_ttl_nodes_go(self):
+        """ZooKeeper's ContainerManager: a container that had a child and
+        has none goes, one never used stays, one with a child stays; a TTL
+        node past its TTL without children goes, others stay; watches fire
+        as for any delete."""
+        import threading
+        c = Raw()
+        c.connect()
+        acl = struct.pack(">i", 1) + struct.pack(">i", 31) + jpath("world") + jpath("anyone")
+
+        def create(path, flags=0, op=1, ttl=None):
+            body = jpath(path) + jstr(b"") + acl + struct.pack(">i", flags)
+            if ttl is not None:
+                body += struct.pack(">q", ttl)
+            r = c.request(1, op, body)
+            self.assertEqual(r["err"], 0, path)
+
+        def delete(path):
+            self.assertEqual(c.request(2, 2, jpath(path) + struct.pack(">i", -1))["err"], 0)
+        create("/sw")
+        create("/sw/used", 4, op=19)
+        create("/sw/used/child")
+        delete("/sw/used/child")
+        create("/sw/new", 4, op=19)
+        create("/sw/full", 4, op=19)
+        create("/sw/full/child")
+        create("/sw/ttl-old", 5, op=21, ttl=300)
+        create("/sw/ttl-long", 5, op=21, ttl=3600 * 1000)
+        create("/sw/ttl-parent", 5, op=21, ttl=300)
+        create("/sw/ttl-parent/child")
+        zk = kz()
+        gone = threading.Event()
+        zk.exists("/sw/used", watch=lambda e: e.type == "DELETED" and gone.set())
+        try:
+            wait_for(lambda: zk.exists("/sw/used") is None and zk.exists("/sw/ttl-old") is None,
+                     30, what="the used container and the old TTL node swept")
+            self.assertTrue(gone.wait(10), "the watch on the swept container fired")
+            self.assertEqual(sorted(zk.get_children("/sw")),
+                             ["full", "new", "ttl-long", "ttl-parent"])
+            # the child keeps its parent; once it goes, the parent goes too
+            zk.delete("/sw/full/child")
+            zk.delete("/sw/ttl-parent/child")
+            wait_for(lambda: sorted(zk.get_children("/sw")) == ["new", "ttl-long"], 30,
+                     what="the emptied container and TTL node swept")
+            zk.delete("/sw", recursive=True)
+        finally:
+            zk.stop()
+            zk.close()
+            c.close()
+
+
+    def test_many_containers_swept(self):
+        """more containers than one sweep step reads (quorum sweeps in
+        steps of 256 znodes): every emptied one goes"""
+        c = Raw()
+        c.connect()
+        acl = struct.pack(">i", 1) + struct.pack(">i", 31) + jpath("world") + jpath("anyone")
+        n = 700
+
+        def multi(ops):
+            r = c.request(1, 14, ops + struct.pack(">i?i", -1, True, -1))
+            self.assertEqual(r["err"], 0)
+            self.assertEqual(struct.unpack(">i?i", r["body"][:9])[2], 0)
+
+        def op_create(path, op=1, flags=0):
+            return (struct.pack(">i?i", op, False, -1) + jpath(path) + jstr(b"") + acl
+                    + struct.pack(">i", flags))
+        ops = op_create("/swm")
+        for i in range(n):
+            ops += op_create("/swm/c%d" % i, 19, 4) + op_create("/swm/c%d/x" % i)
+        multi(ops)
+        multi(b"".join(struct.pack(">i?i", 2, False, -1) + jpath("/swm/c%d/x" % i)
+                       + struct.pack(">i", -1) for i in range(n)))
+
+        def left():
+            r = c.request(2, 104, jpath("/swm"))  # getAllChildrenNumber
+            return struct.unpack(">i", r["body"])[0]
+        wait_for(lambda: left() == 0, 60, what="every emptied container swept")
+        self.assertEqual(c.request(3, 2, jpath("/swm") + struct.pack(">i", -1))["err"], 0)
+        c.close()
 
 
 class ZkCli(unittest.TestCase):

@@ -57,3 +57,21 @@ Test(zk_tree, acl_checks)
     struct zk_ids far = {far_ids, 1};
     cr_assert_not(zk_acl_permits(digest, 2, ZK_PERM_READ, &far));
 }
+
+/* ZooKeeper's ContainerManager.getCandidates, one node at a time */
+Test(zk_tree, sweep_due)
+{
+    /* a container goes once it had a child and has none */
+    cr_assert(zk_sweep_due(ZK_MODE_CONTAINER, 2, 0, 0, 0, 1000));
+    cr_assert(!zk_sweep_due(ZK_MODE_CONTAINER, 0, 0, 0, 0, 1000), "never used: stays");
+    cr_assert(!zk_sweep_due(ZK_MODE_CONTAINER, 1, 1, 0, 0, 1000), "a child: stays");
+    /* a TTL node goes once unchanged for longer than its TTL, childless */
+    cr_assert(zk_sweep_due(ZK_MODE_PERSISTENT_WITH_TTL, 0, 0, 1000, 500, 1501));
+    cr_assert(!zk_sweep_due(ZK_MODE_PERSISTENT_WITH_TTL, 0, 0, 1000, 500, 1500), "not yet");
+    cr_assert(zk_sweep_due(ZK_MODE_PERSISTENT_SEQUENTIAL_WITH_TTL, 3, 0, 1000, 500, 9999));
+    cr_assert(!zk_sweep_due(ZK_MODE_PERSISTENT_WITH_TTL, 0, 2, 1000, 500, 9999), "children");
+    cr_assert(!zk_sweep_due(ZK_MODE_PERSISTENT_WITH_TTL, 0, 0, 1000, 0, 9999), "TTL 0");
+    /* other modes never */
+    for (uint8_t m = ZK_MODE_PERSISTENT; m <= ZK_MODE_EPHEMERAL_SEQUENTIAL; m++)
+        cr_assert(!zk_sweep_due(m, 5, 0, 0, 1, 9999));
+}
