@@ -287,6 +287,7 @@ static struct zcall *zcall_make(struct zsvc *z, struct zsess *zs, const struct q
         free(zc);
         return NULL;
     }
+    zc->call->zk_face = true;
     zc->svc = z;
     zc->zs = zs;
     zc->on_msg = on_msg;
@@ -1012,6 +1013,10 @@ static void write_end(struct zcall *zc, int status, const char *message)
         /* not applied: timed out, no leader, stopping */
         log_info("zk", "session 0x%llx: a write failed: %s", (unsigned long long)zs->id,
                  message != NULL ? message : "");
+        /* NOSPACE (--quota-backend-bytes) answers SYSTEMERROR, not
+         * QUOTAEXCEEDED (-125): kazoo 2.8's reader thread dies on a code it
+         * does not know (its caller then waits forever) and the 3.8 C
+         * client has no name for it (docs/zookeeper.md) */
         slot_answer(zs, sl, zc->xid,
                     status == GRPC_STATUS_UNAVAILABLE || status == GRPC_STATUS_DEADLINE_EXCEEDED
                         ? ZK_OPERATIONTIMEOUT

@@ -1395,6 +1395,34 @@ static int ephemerals(lessor *leases, struct arena *a, int64_t session, const ui
     return 0;
 }
 
+/* ---- the backend quota ---- */
+
+static bool adds_data(int32_t type)
+{
+    switch (type) {
+    case ZK_OP_CREATE:
+    case ZK_OP_CREATE2:
+    case ZK_OP_CREATE_CONTAINER:
+    case ZK_OP_CREATE_TTL:
+    case ZK_OP_SET_DATA:
+    case ZK_OP_SET_ACL:
+        return true;
+    default:
+        return false;
+    }
+}
+
+uint64_t zk_write_cost(const uint8_t *req, size_t len, struct arena *a)
+{
+    struct zk_request r;
+    if (zk_request_decode(req, len, a, &r) != 0)
+        return 0; /* answered MARSHALLINGERROR or UNIMPLEMENTED: writes nothing */
+    bool adds = adds_data(r.h.type);
+    for (size_t i = 0; r.h.type == ZK_OP_MULTI && i < r.n_multi && !adds; i++)
+        adds = adds_data(r.multi[i].type);
+    return adds ? ZK_WRITE_OVERHEAD + len : 0;
+}
+
 /* ---- the container sweep (docs/zookeeper.md) ---- */
 
 struct sweep_hit {

@@ -70,6 +70,15 @@ bool zk_is_read(int32_t type);
 int zk_node_info(mvcc_store *kv, const uint8_t *path, size_t n, struct arena *a, bool *exists,
                  int64_t *mzxid, int64_t *pzxid);
 
+/* zk_write_cost: what a ZooKeeper write entry (|req|, the jute request
+ * of quorumzk.Write) counts against --quota-backend-bytes, as etcd's
+ * quota counts a Put: ZK_WRITE_OVERHEAD (etcd's kvOverhead) plus the
+ * request's bytes when it may add data (create in any mode, setData,
+ * setACL, a multi with one of them); 0 for delete, check, sync, a multi of
+ * those, and bytes that do not decode (they write nothing). */
+#define ZK_WRITE_OVERHEAD 256
+uint64_t zk_write_cost(const uint8_t *req, size_t len, struct arena *a);
+
 /* zk_sweep_due: ZooKeeper's ContainerManager's rule for one node with
  * |num_children| children: a container that has had a child (|cversion|
  * > 0), or a TTL node whose |mtime| is more than |ttl| ms before |now_ms|

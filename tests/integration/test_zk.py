@@ -711,30 +711,109 @@ class EdgeCases(unittest.TestCase):
 
 
 class ForeignWrites(unittest.TestCase):
-    def test_raw_etcd_put_under_the_prefix_is_no_crash(self):
-        """quorum only: an etcd client's Put of junk over a znode's record
-        makes that znode's requests fail (SYSTEMERROR), on every member
-        alike; the member keeps serving everything else."""
+    def test_etcd_writes_under_the_prefix_refused(self):
+        """quorum only: an etcd client's Put, DeleteRange or Txn touching the
+        ZooKeeper face's keys ("\\0zk...") is refused PERMISSION_DENIED
+        and the znode is untouched; reads of those keys are allowed."""
         if QUORUM is None:
             self.skipTest("quorum only")
         import etcd3
+        import grpc
+        denied = ("etcdserver: permission denied: keys under the prefix \\x00zk belong to "
+                  "the ZooKeeper face")
         zk = kz()
+        e = etcd3.client("127.0.0.1", QUORUM.client_port)
         try:
             zk.create("/junk", b"x")
-            e = etcd3.client("127.0.0.1", QUORUM.client_port)
-            e.put("\0zkD\0\x01/junk", b"not a znode")
-            for f in (lambda: zk.get("/junk"), lambda: zk.set("/junk", b"y"),
-                      lambda: zk.create("/junk/d", b""), lambda: zk.exists("/junk")):
-                self.assertEqual(err_name(f), "SystemZookeeperError")
-            zk.create("/fine", b"ok")
-            self.assertEqual(zk.get("/fine")[0], b"ok")
-            self.assertIsNone(QUORUM.proc.poll())
-            e.delete("\0zkD\0\x01/junk")
-            zk.delete("/fine")
-            e.close()
+            key = b"\0zkD\0\x01/junk"
+            tx = e.transactions
+            for f in (lambda: e.put(key, b"not a znode"), lambda: e.delete(key),
+                      lambda: e.delete_prefix(b"\0"),
+                      lambda: e.transaction(compare=[], success=[tx.get(b"a")],
+                                            failure=[tx.put(b"\0zkS" + bytes(8), b"")]),
+                      lambda: e.transaction(compare=[], success=[tx.delete(key)], failure=[])):
+                with self.assertRaises(grpc.RpcError) as cm:
+                    f()
+                self.assertEqual((cm.exception.code(), cm.exception.details()),
+                                 (grpc.StatusCode.PERMISSION_DENIED, denied))
+            self.assertIsNotNone(e.get(key)[0], "reads are allowed")
+            self.assertEqual(zk.get("/junk")[0], b"x")
+            zk.set("/junk", b"y")
+            e.put(b"\0zj", b"just below the prefix")
+            e.put(b"\0zl", b"just above")
+            e.delete(b"\0zj")
+            e.delete(b"\0zl")
+            zk.delete("/junk")
         finally:
+            e.close()
             zk.stop()
             zk.close()
+
+
+class Quota(unittest.TestCase):
+    def test_writes_past_quota_backend_bytes_refused(self):
+        """quorum only: ZooKeeper writes count against --quota-backend-bytes
+        as etcd's Puts do: past it the NOSPACE alarm is raised and writes
+        that add data answer SYSTEMERROR (not QUOTAEXCEEDED, -125, which
+        kazoo 2.8 cannot take: docs/zookeeper.md), while reads, deletes and
+        checks go on; kazoo sees SystemZookeeperError."""
+        if QUORUM is None:
+            self.skipTest("quorum only")
+        import etcd3
+        global SERVER
+        port = free_port()
+        srv = Server("quorum", extra_args=["--listen-zk-urls", "http://127.0.0.1:%d" % port,
+                                           "--quota-backend-bytes", str(16 * 1024 * 1024)])
+        srv.start()
+        saved, SERVER = SERVER, ("127.0.0.1", port)
+        try:
+            c = Raw()
+            c.connect()
+            # a session made before: new ones cannot be while NOSPACE is
+            # raised (a session is a lease; etcd refuses LeaseGrant then)
+            zk = kz()
+            acl = struct.pack(">i", 1) + struct.pack(">i", 31) + jpath("world") + \
+                jpath("anyone")
+            data = b"q" * (900 * 1024)
+
+            def create(path, d=b""):
+                return c.request(1, 1, jpath(path) + jstr(d) + acl + struct.pack(">i", 0))["err"]
+            refused = None
+            for i in range(100):
+                err = create("/fill%d" % i, data)
+                if err != 0:
+                    refused = (i, err)
+                    break
+            self.assertIsNotNone(refused, "the quota was never reached")
+            self.assertEqual(refused[1], -1)  # SYSTEMERROR
+            self.assertGreater(refused[0], 5)
+            self.assertEqual(create("/small"), -1, "the alarm refuses any create")
+            r = c.request(2, 5, jpath("/fill0") + jstr(b"x") + struct.pack(">i", -1))
+            self.assertEqual(r["err"], -1, "setData too")
+            r = c.request(3, 4, jpath("/fill0") + b"\0")
+            self.assertEqual((r["err"], len(r["body"]) > len(data)), (0, True), "reads go on")
+            r = c.request(4, 2, jpath("/fill1") + struct.pack(">i", -1))
+            self.assertEqual(r["err"], 0, "deletes go on")
+            self.assertEqual(c.request(5, 13, jpath("/fill0") + struct.pack(">i", 0))["err"], 0,
+                             "checks go on")
+            e = etcd3.client("127.0.0.1", srv.client_port)
+            alarms = [a.alarm_type for a in e.list_alarms()]
+            self.assertEqual(len(alarms), 1)
+            e.close()
+            c.close()
+            try:
+                self.assertEqual(err_name(lambda: zk.create("/k", b"")), "SystemZookeeperError")
+                self.assertEqual(len(zk.get("/fill0")[0]), len(data))
+                fresh = Raw()
+                self.assertIsNone(fresh.connect(), "no new session: the connection closes")
+                fresh.close()
+            finally:
+                zk.stop()
+                zk.close()
+        finally:
+            SERVER = saved
+            srv.stop()
+            srv.cleanup()
 
 
 class RawOperations(unittest.TestCase):
