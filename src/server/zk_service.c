@@ -1649,7 +1649,7 @@ static void on_4lw(zk_conn *c, const char *cmd, struct buf *out)
         appendf(out, "rw"); /* no read-only mode: a member serves read-write or not at all */
     } else if (strcmp(cmd, "srvr") == 0 || strcmp(cmd, "stat") == 0) {
         appendf(out, "Zookeeper version: %s\n", ZK_VERSION_TEXT);
-        if (cmd[1] == 't') {
+        if (strcmp(cmd, "stat") == 0) {
             appendf(out, "Clients:\n");
             struct conn_walk cw = {out, true, 0};
             zk_conn_foreach(z->l, conn_line, &cw);

@@ -1414,10 +1414,16 @@ static bool adds_data(int32_t type)
 
 uint64_t zk_write_cost(const uint8_t *req, size_t len, struct arena *a)
 {
+    if (len < 8)
+        return 0; /* no RequestHeader: answered MARSHALLINGERROR */
+    int32_t type =
+        (int32_t)((uint32_t)req[4] << 24 | (uint32_t)req[5] << 16 | (uint32_t)req[6] << 8 | req[7]);
+    if (type != ZK_OP_MULTI) /* the header is enough: no decode on every write */
+        return adds_data(type) ? ZK_WRITE_OVERHEAD + len : 0;
     struct zk_request r;
     if (zk_request_decode(req, len, a, &r) != 0)
         return 0; /* answered MARSHALLINGERROR or UNIMPLEMENTED: writes nothing */
-    bool adds = adds_data(r.h.type);
+    bool adds = false;
     for (size_t i = 0; r.h.type == ZK_OP_MULTI && i < r.n_multi && !adds; i++)
         adds = adds_data(r.multi[i].type);
     return adds ? ZK_WRITE_OVERHEAD + len : 0;

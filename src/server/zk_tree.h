@@ -75,7 +75,8 @@ int zk_node_info(mvcc_store *kv, const uint8_t *path, size_t n, struct arena *a,
  * quota counts a Put: ZK_WRITE_OVERHEAD (etcd's kvOverhead) plus the
  * request's bytes when it may add data (create in any mode, setData,
  * setACL, a multi with one of them); 0 for delete, check, sync, a multi of
- * those, and bytes that do not decode (they write nothing). */
+ * those, and a multi that does not decode (it writes nothing). Only a
+ * multi is decoded: the others are told by their header's type. */
 #define ZK_WRITE_OVERHEAD 256
 uint64_t zk_write_cost(const uint8_t *req, size_t len, struct arena *a);
 
