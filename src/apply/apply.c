@@ -782,6 +782,112 @@ int apply_check_delete_range(const Etcdserverpb__DeleteRangeRequest *r)
     return r->key.len == 0 ? QERR_EMPTY_KEY : 0;
 }
 
+/* bytewise order of two strings, as the store orders keys */
+static int key_cmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn)
+{
+    size_t n = an < bn ? an : bn;
+    int c = n ? memcmp(a, b, n) : 0;
+    return c != 0 ? c : an < bn ? -1 : an > bn;
+}
+
+static const uint8_t reserved_lo[] = {0, 'z', 'k'}, reserved_hi[] = {0, 'z', 'l'};
+
+enum apply_reserved apply_reserved_span(const uint8_t *key, size_t key_len, const uint8_t *end,
+                                        size_t end_len, struct apply_span *overlap)
+{
+    const uint8_t *lo = reserved_lo, *hi = reserved_hi;
+    size_t n = sizeof(reserved_lo);
+    if (end_len == 0) { /* one key */
+        if (key_len < n || memcmp(key, lo, n) != 0)
+            return APPLY_RESERVED_NONE;
+        return APPLY_RESERVED_INSIDE;
+    }
+    bool from_key = end_len == 1 && end[0] == 0;
+    if (key_cmp(key, key_len, hi, n) >= 0 || (!from_key && key_cmp(end, end_len, lo, n) <= 0) ||
+        (!from_key && key_cmp(key, key_len, end, end_len) >= 0))
+        return APPLY_RESERVED_NONE; /* above, below, or an empty range */
+    bool starts_inside = key_cmp(key, key_len, lo, n) >= 0;
+    bool ends_inside = !from_key && key_cmp(end, end_len, hi, n) <= 0;
+    if (starts_inside && ends_inside)
+        return APPLY_RESERVED_INSIDE;
+    if (overlap != NULL) {
+        overlap->key = starts_inside ? key : lo;
+        overlap->key_len = starts_inside ? key_len : n;
+        overlap->end = ends_inside ? end : hi;
+        overlap->end_len = ends_inside ? end_len : n;
+    }
+    return APPLY_RESERVED_WIDE;
+}
+
+int apply_check_reserved_put(const Etcdserverpb__PutRequest *r)
+{
+    return apply_reserved_span(r->key.data, r->key.len, NULL, 0, NULL) == APPLY_RESERVED_INSIDE
+               ? QERR_RESERVED_KEY
+               : 0;
+}
+
+int apply_check_reserved_delete_range(const Etcdserverpb__DeleteRangeRequest *r)
+{
+    return apply_reserved_span(r->key.data, r->key.len, r->range_end.data, r->range_end.len,
+                               NULL) == APPLY_RESERVED_INSIDE
+               ? QERR_RESERVED_KEY
+               : 0;
+}
+
+int apply_txn_wide_deletes(const Etcdserverpb__TxnRequest *r,
+                           int (*fn)(const struct apply_span *overlap, void *arg), void *arg)
+{
+    Etcdserverpb__RequestOp *const *br[2] = {r->success, r->failure};
+    size_t nb[2] = {r->n_success, r->n_failure};
+    for (int b = 0; b < 2; b++) {
+        for (size_t i = 0; i < nb[b]; i++) {
+            const Etcdserverpb__RequestOp *op = br[b][i];
+            int rv = 0;
+            struct apply_span sp;
+            if (op->request_case == ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE) {
+                const Etcdserverpb__DeleteRangeRequest *d = op->request_delete_range;
+                if (apply_reserved_span(d->key.data, d->key.len, d->range_end.data,
+                                        d->range_end.len, &sp) == APPLY_RESERVED_WIDE)
+                    rv = fn(&sp, arg);
+            } else if (op->request_case == ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_TXN) {
+                rv = apply_txn_wide_deletes(op->request_txn, fn, arg);
+            }
+            if (rv != 0)
+                return rv;
+        }
+    }
+    return 0;
+}
+
+static int reserved_ops(Etcdserverpb__RequestOp *const *ops, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        int rv = 0;
+        switch (ops[i]->request_case) {
+        case ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT:
+            rv = apply_check_reserved_put(ops[i]->request_put);
+            break;
+        case ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE:
+            rv = apply_check_reserved_delete_range(ops[i]->request_delete_range);
+            break;
+        case ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_TXN:
+            rv = apply_check_reserved_txn(ops[i]->request_txn);
+            break;
+        default:
+            break;
+        }
+        if (rv != 0)
+            return rv;
+    }
+    return 0;
+}
+
+int apply_check_reserved_txn(const Etcdserverpb__TxnRequest *r)
+{
+    int rv = reserved_ops(r->success, r->n_success);
+    return rv != 0 ? rv : reserved_ops(r->failure, r->n_failure);
+}
+
 static int check_request_op(const Etcdserverpb__RequestOp *op, size_t max_ops);
 
 static int check_txn_ops(const Etcdserverpb__TxnRequest *r, size_t max_ops)

@@ -50,6 +50,33 @@ int apply_check_put(const Etcdserverpb__PutRequest *r);
 int apply_check_delete_range(const Etcdserverpb__DeleteRangeRequest *r);
 int apply_check_txn(const Etcdserverpb__TxnRequest *r, size_t max_txn_ops);
 
+/* The ZooKeeper face's keys ("\0zk" + anything, docs/zookeeper.md) are
+ * written only by it. apply_reserved_span places a key range (etcd's
+ * rules: no |end| is one key, "\0" every key from |key| on) against the
+ * prefix: NONE (apart), INSIDE (one reserved key, or a range within the
+ * prefix: refused as it stands), or WIDE (a range reaching beyond the
+ * prefix on either side: refused only if keys of the prefix live in
+ * *|overlap| (may be NULL), which the server checks at apply, so a delete
+ * of everything works while no znode exists, as in etcd). */
+enum apply_reserved { APPLY_RESERVED_NONE, APPLY_RESERVED_INSIDE, APPLY_RESERVED_WIDE };
+struct apply_span {
+    const uint8_t *key, *end; /* [key, end), pointing into the request or static */
+    size_t key_len, end_len;
+};
+enum apply_reserved apply_reserved_span(const uint8_t *key, size_t key_len, const uint8_t *end,
+                                        size_t end_len, struct apply_span *overlap);
+/* QERR_RESERVED_KEY for a Put of a reserved key, a DeleteRange INSIDE the
+ * prefix, or a Txn with either in any branch (nested txns included);
+ * reads (Range, compares) may touch the prefix. */
+int apply_check_reserved_put(const Etcdserverpb__PutRequest *r);
+int apply_check_reserved_delete_range(const Etcdserverpb__DeleteRangeRequest *r);
+int apply_check_reserved_txn(const Etcdserverpb__TxnRequest *r);
+/* apply_txn_wide_deletes calls |fn| with the overlap of every WIDE
+ * DeleteRange of |r| (both branches, nested txns); a non-zero return
+ * stops and is returned. */
+int apply_txn_wide_deletes(const Etcdserverpb__TxnRequest *r,
+                           int (*fn)(const struct apply_span *overlap, void *arg), void *arg);
+
 /* apply_txn_is_read_only: every op of both branches is a Range (a nested
  * txn counts as a write, as in etcd). Read-only txns are served as reads. */
 bool apply_txn_is_read_only(const Etcdserverpb__TxnRequest *r);

@@ -52,7 +52,7 @@ enum grpc_status {
     X(QERR_CORRUPT, DATA_LOSS, "etcdserver: corrupt cluster")                                      \
     X(QERR_INVALID_TOKEN, UNAUTHENTICATED, "etcdserver: invalid auth token")                       \
     X(QERR_PERMISSION_DENIED, PERMISSION_DENIED, "etcdserver: permission denied")                  \
-    X(QERR_ROOT_USER_NOT_EXIST, FAILED_PRECONDITION, "etcdserver: root user does not exist")        \
+    X(QERR_ROOT_USER_NOT_EXIST, FAILED_PRECONDITION, "etcdserver: root user does not exist")       \
     X(QERR_ROOT_ROLE_NOT_EXIST, FAILED_PRECONDITION,                                               \
       "etcdserver: root user does not have root role")                                             \
     X(QERR_USER_EXISTS, FAILED_PRECONDITION, "etcdserver: user name already exists")               \
@@ -69,10 +69,10 @@ enum grpc_status {
     X(QERR_AUTH_NOT_ENABLED, FAILED_PRECONDITION, "etcdserver: authentication is not enabled")     \
     X(QERR_INVALID_AUTH_MGMT, INVALID_ARGUMENT, "etcdserver: invalid auth management")             \
     X(QERR_AUTH_OLD_REVISION, INVALID_ARGUMENT, "etcdserver: revision of auth store is old")       \
-    X(QERR_JWT_VERIFY_ONLY, UNKNOWN, "auth: token signing attempted with verify-only key")          \
+    X(QERR_JWT_VERIFY_ONLY, UNKNOWN, "auth: token signing attempted with verify-only key")         \
     X(QERR_JWT_KEY_INVALID, UNKNOWN, "key is invalid")                                             \
     X(QERR_NO_PASSWORD_USER, UNKNOWN,                                                              \
-      "auth: authentication failed, password was given for no password user")                     \
+      "auth: authentication failed, password was given for no password user")                      \
     X(QERR_BAD_REQUEST, INVALID_ARGUMENT, "etcdserver: invalid request")                           \
     X(QERR_UNDECODABLE, INVALID_ARGUMENT, "grpc: error unmarshalling request")                     \
     X(QERR_UNIMPLEMENTED, UNIMPLEMENTED, "unknown method")                                         \
@@ -92,14 +92,18 @@ enum grpc_status {
     X(QERR_NOT_LEADER, FAILED_PRECONDITION, "etcdserver: not leader")                              \
     X(QERR_BAD_TRANSFEREE, FAILED_PRECONDITION, "etcdserver: bad leader transferee")               \
     X(QERR_ID_REMOVED, FAILED_PRECONDITION,                                                        \
-      "etcdserver: the member ID was removed; add the member with other peer URLs")            \
+      "etcdserver: the member ID was removed; add the member with other peer URLs")                \
     X(QERR_NOT_ENOUGH_STARTED, FAILED_PRECONDITION,                                                \
-      "etcdserver: re-configuration failed due to not enough started members")                    \
-    X(QERR_UNHEALTHY, UNAVAILABLE, "etcdserver: unhealthy cluster")                               \
-    /* a Range reply past --max-range-response-bytes: grpc-go's text when a \
-     * reply passes the server's max send size (etcd: 2 GiB), without the  \
-     * "(N vs. M)" figures: the reply is refused before it is built whole */ \
-    X(QERR_RANGE_TOO_LARGE, RESOURCE_EXHAUSTED, "grpc: trying to send message larger than max")
+      "etcdserver: re-configuration failed due to not enough started members")                     \
+    X(QERR_UNHEALTHY, UNAVAILABLE, "etcdserver: unhealthy cluster")                                \
+    /* a Range reply past --max-range-response-bytes: grpc-go's text when a                        \
+     * reply passes the server's max send size (etcd: 2 GiB), without the                          \
+     * "(N vs. M)" figures: the reply is refused before it is built whole */                       \
+    X(QERR_RANGE_TOO_LARGE, RESOURCE_EXHAUSTED, "grpc: trying to send message larger than max")    \
+    /* an etcd client's write to the ZooKeeper face's keys (docs/zookeeper.md) */                  \
+    X(QERR_RESERVED_KEY, PERMISSION_DENIED,                                                        \
+      "etcdserver: permission denied: keys under the prefix \\x00zk belong to the ZooKeeper "      \
+      "face")
 
 /* Codes count downwards from QERR_BASE - 1 so that all stay negative. */
 enum {

@@ -10,6 +10,8 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "server/server_int.h"
+#include "server/zk_tree.h"
+#include "zk.pb-c.h"
 
 #define ALARM_PREFIX "alarm/"
 #define KV_OVERHEAD 256   /* etcd's quota.go kvOverhead */
@@ -234,6 +236,13 @@ int server_quota_check(struct server *s, const struct entry *e)
     case ENTRY_LEASE_GRANT:
         cost = LEASE_OVERHEAD;
         break;
+    case ENTRY_ZK_WRITE: {
+        const Quorumzk__Write *w = (const Quorumzk__Write *)e->req;
+        cost = zk_write_cost(w->request.data, w->request.len, &s->arena);
+        if (cost == 0)
+            return 0; /* deletes, checks, syncs free space or take none */
+        break;
+    }
     default:
         return 0; /* deletes, compactions, revokes, alarms: never refused */
     }

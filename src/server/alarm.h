@@ -54,9 +54,10 @@ int server_alarm_apply(struct server *s, const Etcdserverpb__AlarmRequest *req, 
 /* server_quota_check runs before a write entry is applied (inside the
  * batch): QERR_CORRUPT for a client write while CORRUPT is raised;
  * QERR_NO_SPACE if NOSPACE is raised and the entry is a Put, a
- * LeaseGrant or a Txn with a put; or if the database file plus the entry's
- * cost (etcd's: 256 + key + value per put, the larger txn branch, 64 per
- * lease) reaches --quota-backend-bytes, in which case NOSPACE is raised (in
+ * LeaseGrant, a Txn with a put or a ZooKeeper write that adds data; or if
+ * the database file plus the entry's cost (etcd's: 256 + key + value per
+ * put, the larger txn branch, 64 per lease; zk_write_cost for a ZooKeeper
+ * write) reaches --quota-backend-bytes, in which case NOSPACE is raised (in
  * the same batch) first. 0 when the entry may be applied. */
 int server_quota_check(struct server *s, const struct entry *e);
 

@@ -62,6 +62,9 @@ struct qcall {
     char *token;
     size_t token_len;
     char *cn;
+    /* the ZooKeeper face's own call: may write its keys (the "\0zk"
+     * prefix, refused to etcd clients: apply.h) */
+    bool zk_face;
 };
 
 /* qcall_new makes a call of method |m| on face |face| (the face keeps it in

@@ -700,6 +700,14 @@ static const struct flagdef flags[] = {
      "time.Duration", NULL},
     {"listen-zk-urls", T_URLS, RF(listen_zk), NULL, "''", G_QUORUM,
      "List of URLs to listen on for ZooKeeper clients.", P_IMPL, NULL, "string", NULL},
+    {"zk-4lw-commands-whitelist", T_STRS, CF(zk_4lw_whitelist), "srvr", "'srvr'", G_QUORUM,
+     "Four-letter words ZooKeeper clients may send (ZooKeeper's 4lw.commands.whitelist: "
+     "comma-separated, '*' for all; srvr always answers).",
+     P_IMPL, NULL, "string", NULL},
+    {"zk-container-check-interval", T_DUR_MS, CF(zk_container_check_ms), "1m", "'1m'", G_QUORUM,
+     "How often the leader deletes empty ZooKeeper containers and expired TTL nodes "
+     "(ZooKeeper's znode.container.checkIntervalMs).",
+     P_IMPL, NULL, "time.Duration", NULL},
     {"experimental-set-member-localaddr", T_BOOL, CF(set_member_localaddr), "false", "'false'",
      G_QUORUM,
      "Outgoing peer links leave from the first advertised peer URL's IP (etcd 3.6's flag).",

@@ -206,6 +206,10 @@ struct config {
     /* --listen-zk-urls: ZooKeeper client listeners (http://host:port) */
     struct url listen_zk[CONFIG_MAX_URLS];
     size_t n_listen_zk;
+    /* --zk-4lw-commands-whitelist: ZooKeeper's 4lw.commands.whitelist */
+    char zk_4lw_whitelist[1024];
+    /* --zk-container-check-interval: ZooKeeper's znode.container.checkIntervalMs */
+    uint64_t zk_container_check_ms;
 };
 
 #define CONFIG_FRONT_AUTO (~0u)

@@ -128,6 +128,11 @@ static void on_range(qcall *call, const uint8_t *msg, size_t len)
     protobuf_c_message_free_unpacked(&r->base, NULL);
 }
 
+static int first_error(int a, int b)
+{
+    return a != 0 ? a : b;
+}
+
 /* propose_checked answers |rv| (a check's verdict) or, when the request
  * passed, refuses it if too large for the log or proposes it. */
 static void propose_checked(qcall *call, enum entry_kind kind, ProtobufCMessage *r, size_t len,
@@ -149,7 +154,9 @@ static void on_put(qcall *call, const uint8_t *msg, size_t len)
     Etcdserverpb__PutRequest *r = (Etcdserverpb__PutRequest *)server_unpack(
         call, &etcdserverpb__put_request__descriptor, msg, len);
     if (r != NULL)
-        propose_checked(call, ENTRY_PUT, &r->base, len, apply_check_put(r));
+        propose_checked(
+            call, ENTRY_PUT, &r->base, len,
+            first_error(apply_check_put(r), call->zk_face ? 0 : apply_check_reserved_put(r)));
 }
 
 static void on_delete_range(qcall *call, const uint8_t *msg, size_t len)
@@ -157,7 +164,9 @@ static void on_delete_range(qcall *call, const uint8_t *msg, size_t len)
     Etcdserverpb__DeleteRangeRequest *r = (Etcdserverpb__DeleteRangeRequest *)server_unpack(
         call, &etcdserverpb__delete_range_request__descriptor, msg, len);
     if (r != NULL)
-        propose_checked(call, ENTRY_DELETE_RANGE, &r->base, len, apply_check_delete_range(r));
+        propose_checked(call, ENTRY_DELETE_RANGE, &r->base, len,
+                        first_error(apply_check_delete_range(r),
+                                    call->zk_face ? 0 : apply_check_reserved_delete_range(r)));
 }
 
 static void on_txn(qcall *call, const uint8_t *msg, size_t len)
@@ -182,7 +191,8 @@ static void on_txn(qcall *call, const uint8_t *msg, size_t len)
         protobuf_c_message_free_unpacked(&r->base, NULL);
         return;
     }
-    propose_checked(call, ENTRY_TXN, &r->base, len, 0);
+    propose_checked(call, ENTRY_TXN, &r->base, len,
+                    call->zk_face ? 0 : apply_check_reserved_txn(r));
 }
 
 static void on_compact(qcall *call, const uint8_t *msg, size_t len)

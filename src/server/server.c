@@ -163,6 +163,50 @@ uint64_t server_next_id(struct server *s)
         break;                                                                                     \
     }
 
+/* ---- the ZooKeeper face's keys (apply.h: apply_reserved_span) ---- */
+
+static int first_live(const struct mvcc_kv *kv, void *arg)
+{
+    (void)kv;
+    (void)arg;
+    return 1; /* one is enough */
+}
+
+/* reserved_live: QERR_RESERVED_KEY when a key of |sp| (the reserved
+ * prefix's part of a wider delete) is live: the delete would take znodes
+ * apart; 0 when none is (as etcd, nothing of the face's is there) */
+static int reserved_live(const struct apply_span *sp, void *arg)
+{
+    struct server *s = arg;
+    mvcc_read *r;
+    int rv = mvcc_read_begin(s->kv, &r);
+    if (rv != 0)
+        return rv;
+    rv = mvcc_read_range(r, sp->key, sp->key_len, sp->end, sp->end_len, NULL, first_live, NULL,
+                         NULL);
+    mvcc_read_end(r);
+    return rv == 1 ? QERR_RESERVED_KEY : rv;
+}
+
+/* reserved_check refuses, at apply (the same verdict on every member), an
+ * etcd DeleteRange or Txn whose range reaches across the reserved prefix
+ * while znodes or sessions live there; what lies inside the prefix was
+ * refused before it was proposed (kv_service.c) */
+static int reserved_check(struct server *s, const struct entry *e)
+{
+    if (e->kind == ENTRY_DELETE_RANGE) {
+        const Etcdserverpb__DeleteRangeRequest *d =
+            (const Etcdserverpb__DeleteRangeRequest *)e->req;
+        struct apply_span sp;
+        if (apply_reserved_span(d->key.data, d->key.len, d->range_end.data, d->range_end.len,
+                                &sp) == APPLY_RESERVED_WIDE)
+            return reserved_live(&sp, s);
+    } else if (e->kind == ENTRY_TXN) {
+        return apply_txn_wide_deletes((const Etcdserverpb__TxnRequest *)e->req, reserved_live, s);
+    }
+    return 0;
+}
+
 int server_apply_entry(struct server *s, struct entry *e)
 {
     ProtobufCMessage *resp = NULL;
@@ -177,6 +221,10 @@ int server_apply_entry(struct server *s, struct entry *e)
     if ((rv = server_auth_check_entry(s, e)) != 0) {
         e->err = rv;
         return 0;
+    }
+    if ((rv = reserved_check(s, e)) != 0) {
+        e->err = rv;
+        return rv == QERR_RESERVED_KEY ? 0 : rv;
     }
     /* a lease that is a ZooKeeper session: its ephemerals go first, with
      * their parents' child stat, in one revision (zk_tree.c) */

@@ -37,7 +37,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/utsname.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "base/err.h"
@@ -50,10 +54,11 @@
 #define ZK_PASSWD_LEN 16
 #define ZK_SESSION_KEY_LEN 12 /* "\0zkS" + 8 */
 #define ZK_SESSION_VALUE_LEN (1 + 4 + ZK_PASSWD_LEN)
-#define ZK_4LW_WHITELIST "srvr" /* ZooKeeper 3.8's default 4lw.commands.whitelist */
 /* a connection with this many requests not yet answered is not read
  * until it is down to half (ZooKeeper throttles at 1000 outstanding) */
 #define ZK_MAX_OUTSTANDING 1000
+/* znodes the container sweep reads per loop pass (a few ms at most) */
+#define ZK_SWEEP_STEP 256
 
 struct zsess;
 
@@ -108,6 +113,12 @@ struct zsess {
     char **ids;
     size_t n_ids;
     uint64_t told_gen; /* the event it was last notified of (fire) */
+    /* for cons: when it was established (wall clock ms), the last
+     * request's op, its xid and zxid, when it was answered */
+    int64_t est_ms, last_resp_ms;
+    int32_t last_op;
+    int64_t last_cxid, last_zxid;
+    size_t n_dwatches; /* its data-side watches (wchs) */
 };
 
 /* A watch of a connection (ZooKeeper's WatchManager: data watches from
@@ -138,6 +149,15 @@ struct zsvc {
     const struct qcall_method *m_grant, *m_put, *m_range, *m_keepalive, *m_revoke;
     uint64_t started_ms;
     uint64_t packets_in, packets_out;
+    /* wchs, as ZooKeeper's data watch table counts: watches of the data
+     * side (data, exist, persistent, persistent recursive), the paths
+     * they are on and the connections that hold them */
+    size_t wchs_total, wchs_paths, wchs_conns;
+    /* the container sweep (leader only): a pass every
+     * --zk-container-check-interval, in steps of ZK_SWEEP_STEP znodes */
+    uv_timer_t sweep_tick, sweep_step;
+    struct buf sweep_cursor;
+    bool sweeping;
     int close_refs; /* closing: the listener and the reaper, not yet closed */
 };
 
@@ -160,6 +180,13 @@ static void session_key(int64_t id, uint8_t k[ZK_SESSION_KEY_LEN])
 static int64_t zxid_now(struct zsvc *z)
 {
     return mvcc_rev(z->s->kv);
+}
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* ---- the face ---- */
@@ -247,12 +274,11 @@ static void zcall_msg(struct zcall *zc, const ProtobufCMessage *req)
 }
 
 /* zcall_new makes a call of |m| for session |zs| (nothing sent yet). */
-static struct zcall *zcall_new(struct zsess *zs, const struct qcall_method *m,
-                               void (*on_msg)(struct zcall *, const uint8_t *, size_t),
-                               void (*on_end)(struct zcall *, int, const char *),
-                               struct zslot *slot, int32_t xid)
+static struct zcall *zcall_make(struct zsvc *z, struct zsess *zs, const struct qcall_method *m,
+                                void (*on_msg)(struct zcall *, const uint8_t *, size_t),
+                                void (*on_end)(struct zcall *, int, const char *),
+                                struct zslot *slot, int32_t xid)
 {
-    struct zsvc *z = zs->svc;
     struct zcall *zc = calloc(1, sizeof(*zc));
     if (zc == NULL)
         return NULL;
@@ -261,6 +287,7 @@ static struct zcall *zcall_new(struct zsess *zs, const struct qcall_method *m,
         free(zc);
         return NULL;
     }
+    zc->call->zk_face = true;
     zc->svc = z;
     zc->zs = zs;
     zc->on_msg = on_msg;
@@ -272,6 +299,14 @@ static struct zcall *zcall_new(struct zsess *zs, const struct qcall_method *m,
         z->live->prev = zc;
     z->live = zc;
     return zc;
+}
+
+static struct zcall *zcall_new(struct zsess *zs, const struct qcall_method *m,
+                               void (*on_msg)(struct zcall *, const uint8_t *, size_t),
+                               void (*on_end)(struct zcall *, int, const char *),
+                               struct zslot *slot, int32_t xid)
+{
+    return zcall_make(zs->svc, zs, m, on_msg, on_end, slot, xid);
 }
 
 /* zcall_start opens a call of |m| for session |zs| and sends |req|. */
@@ -325,6 +360,14 @@ static void slots_flush(struct zsess *zs)
         zk_conn_pause(zs->c, false);
 }
 
+/* answered notes a reply for cons (lcxid, lzxid, lresp) */
+static void answered(struct zsess *zs, const struct zk_reply_header *h)
+{
+    zs->last_cxid = h->xid;
+    zs->last_zxid = h->zxid;
+    zs->last_resp_ms = wall_ms();
+}
+
 /* slot_answer fills |sl| with a ReplyHeader (and |body| of record |rec|
  * when err is 0) and writes what is ready. */
 static void slot_answer(struct zsess *zs, struct zslot *sl, int32_t xid, int32_t err,
@@ -336,6 +379,7 @@ static void slot_answer(struct zsess *zs, struct zslot *sl, int32_t xid, int32_t
     if (err == 0 && rec != NULL)
         jute_encode(rec, &o, body);
     sl->ready = true;
+    answered(zs, &h);
     slots_flush(zs);
 }
 
@@ -397,6 +441,8 @@ static void established(struct zsess *zs)
     buf_free(&b);
     zs->established = true;
     zs->last_renew_ms = uv_now(zs->svc->s->loop);
+    zs->est_ms = wall_ms();
+    zs->last_cxid = -1;
     /* the packets that came meanwhile, in order */
     struct zearly *e = zs->early;
     zs->early = zs->early_tail = NULL;
@@ -660,6 +706,51 @@ static int grow(struct zsvc *z)
     return 0;
 }
 
+#define W_DATA_SIDE (W_DATA | W_PERSISTENT | W_RECURSIVE)
+
+/* data_side_on: some data-side watch is on |p| (the chain of |p| and
+ * the recursive list, both walked by fire anyway) */
+static bool data_side_on(struct zsvc *z, const uint8_t *p, size_t n)
+{
+    for (struct zwatch *w = z->recursive; w != NULL; w = w->next)
+        if (w->n == n && memcmp(w->path, p, n) == 0)
+            return true;
+    for (struct zwatch *w = z->cap ? *chain(z, p, n, W_DATA) : NULL; w != NULL; w = w->next)
+        if ((w->kind & W_DATA_SIDE) && w->n == n && memcmp(w->path, p, n) == 0)
+            return true;
+    return false;
+}
+
+/* wchs_added, wchs_dropped keep wchs's figures as |w| comes (linked
+ * already) and goes (unlinked already) */
+static void wchs_added(struct zsvc *z, const struct zwatch *w)
+{
+    if (!(w->kind & W_DATA_SIDE))
+        return;
+    z->wchs_total++;
+    if (w->zs->n_dwatches++ == 0)
+        z->wchs_conns++;
+    size_t k = 0;
+    for (struct zwatch *o = z->recursive; o != NULL && k < 2; o = o->next)
+        k += o->n == w->n && memcmp(o->path, w->path, w->n) == 0;
+    for (struct zwatch *o = z->cap ? *chain(z, w->path, w->n, W_DATA) : NULL; o != NULL && k < 2;
+         o = o->next)
+        k += (o->kind & W_DATA_SIDE) && o->n == w->n && memcmp(o->path, w->path, w->n) == 0;
+    if (k == 1)
+        z->wchs_paths++;
+}
+
+static void wchs_dropped(struct zsvc *z, const struct zwatch *w)
+{
+    if (!(w->kind & W_DATA_SIDE))
+        return;
+    z->wchs_total--;
+    if (--w->zs->n_dwatches == 0)
+        z->wchs_conns--;
+    if (!data_side_on(z, w->path, w->n))
+        z->wchs_paths--;
+}
+
 static void watch_add(struct zsess *zs, const uint8_t *p, size_t n, unsigned kind)
 {
     struct zsvc *z = zs->svc;
@@ -679,6 +770,7 @@ static void watch_add(struct zsess *zs, const uint8_t *p, size_t n, unsigned kin
     *c = w;
     if (kind != W_RECURSIVE)
         z->n_watches++;
+    wchs_added(z, w);
 }
 
 /* drop_in removes from one chain |zs|'s watches of |kinds| (on |p|, or
@@ -694,6 +786,7 @@ static size_t drop_in(struct zsvc *z, struct zwatch **pp, struct zsess *zs, cons
             *pp = w->next;
             if (w->kind != W_RECURSIVE)
                 z->n_watches--;
+            wchs_dropped(z, w);
             free(w);
             k++;
         } else {
@@ -762,6 +855,7 @@ static void fire(struct zsvc *z, int32_t type, const uint8_t *p, size_t n, unsig
         }
         if (drop) {
             *pp = w->next;
+            wchs_dropped(z, w);
             free(w);
             z->n_watches--;
         } else {
@@ -907,6 +1001,8 @@ static void write_msg(struct zcall *zc, const uint8_t *msg, size_t len)
     if (err == 0)
         jute_put_raw(&o, in.p, jute_in_left(&in));
     sl->ready = true;
+    if (zs != NULL)
+        answered(zs, &h);
 }
 
 static void write_end(struct zcall *zc, int status, const char *message)
@@ -917,6 +1013,10 @@ static void write_end(struct zcall *zc, int status, const char *message)
         /* not applied: timed out, no leader, stopping */
         log_info("zk", "session 0x%llx: a write failed: %s", (unsigned long long)zs->id,
                  message != NULL ? message : "");
+        /* NOSPACE (--quota-backend-bytes) answers SYSTEMERROR, not
+         * QUOTAEXCEEDED (-125): kazoo 2.8's reader thread dies on a code it
+         * does not know (its caller then waits forever) and the 3.8 C
+         * client has no name for it (docs/zookeeper.md) */
         slot_answer(zs, sl, zc->xid,
                     status == GRPC_STATUS_UNAVAILABLE || status == GRPC_STATUS_DEADLINE_EXCEEDED
                         ? ZK_OPERATIONTIMEOUT
@@ -1077,6 +1177,7 @@ static void handle(struct zsess *zs, const uint8_t *pkt, size_t len)
         return;
     }
     int32_t type = req.h.type;
+    zs->last_op = type;
     if (is_write(type)) {
         propose_write(zs, sl, req.h.xid, pkt, len);
         return;
@@ -1108,6 +1209,7 @@ static void handle(struct zsess *zs, const uint8_t *pkt, size_t len)
             jute_put_raw(&o, out.data + 4, out.len - 4);
         buf_free(&out);
         sl->ready = true;
+        answered(zs, &h);
         slots_flush(zs);
         return;
     }
@@ -1304,28 +1406,10 @@ static void on_close(zk_conn *c)
 
 /* ---- four-letter words ---- */
 
-static bool whitelisted(const char *cmd)
-{
-    const char *w = ZK_4LW_WHITELIST;
-    if (strcmp(w, "*") == 0)
-        return true;
-    size_t n = strlen(cmd);
-    for (const char *p = w; *p != '\0';) {
-        const char *e = strchr(p, ',');
-        size_t l = e != NULL ? (size_t)(e - p) : strlen(p);
-        if (l == n && memcmp(p, cmd, n) == 0)
-            return true;
-        if (e == NULL)
-            break;
-        p = e + 1;
-    }
-    return false;
-}
-
 static void appendf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void appendf(struct buf *b, const char *fmt, ...)
 {
-    char tmp[512];
+    char tmp[1024];
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
@@ -1334,35 +1418,326 @@ static void appendf(struct buf *b, const char *fmt, ...)
         buf_append(b, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
 }
 
+/* the short names cons shows for a connection's last operation
+ * (ZooKeeper's ServerCnxn lastOp) */
+static const char *op_short(int32_t op)
+{
+    switch (op) {
+    case ZK_OP_CREATE:
+    case ZK_OP_CREATE2:
+    case ZK_OP_CREATE_CONTAINER:
+    case ZK_OP_CREATE_TTL:
+        return "CREA";
+    case ZK_OP_DELETE:
+        return "DELE";
+    case ZK_OP_EXISTS:
+        return "EXIS";
+    case ZK_OP_GET_DATA:
+        return "GETD";
+    case ZK_OP_SET_DATA:
+        return "SETD";
+    case ZK_OP_GET_ACL:
+        return "GETA";
+    case ZK_OP_SET_ACL:
+        return "SETA";
+    case ZK_OP_GET_CHILDREN:
+    case ZK_OP_GET_CHILDREN2:
+        return "GETC";
+    case ZK_OP_SYNC:
+        return "SYNC";
+    case ZK_OP_PING:
+        return "PING";
+    case ZK_OP_CHECK:
+        return "CHEC";
+    case ZK_OP_MULTI:
+        return "MULT";
+    case ZK_OP_MULTI_READ:
+        return "MLTR";
+    case ZK_OP_SET_WATCHES:
+        return "SETW";
+    case ZK_OP_CLOSE_SESSION:
+        return "CLOS";
+    default:
+        return "NA";
+    }
+}
+
+struct conn_walk {
+    struct buf *out;
+    bool brief;         /* stat's lines, not cons' */
+    size_t outstanding; /* mntr's zk_outstanding_requests */
+};
+
+/* one connection as ZooKeeper's ServerCnxn.dumpConnectionInfo writes it:
+ * " /ip:port[interest](queued=,recved=,sent=" and, for cons, the
+ * session's figures (latencies: quorum keeps none, 0) */
+static void conn_line(zk_conn *c, void *arg)
+{
+    struct conn_walk *cw = arg;
+    struct zsess *zs = zk_conn_get_data(c);
+    const struct zk_conn_stats *st = zk_conn_stats(c);
+    bool reading = zs != NULL && zs->established && !zs->closing;
+    size_t queued = zs != NULL ? zs->outstanding : 0;
+    if (cw->out == NULL) {
+        cw->outstanding += queued;
+        return;
+    }
+    appendf(cw->out, " /%s[%d](queued=%zu,recved=%llu,sent=%llu", zk_conn_peer(c), reading ? 1 : 0,
+            queued, (unsigned long long)st->packets_in, (unsigned long long)st->packets_out);
+    if (!cw->brief && zs != NULL && zs->established && zs->id != 0) {
+        appendf(cw->out, ",sid=0x%llx,lop=%s,est=%lld,to=%d", (unsigned long long)zs->id,
+                op_short(zs->last_op), (long long)zs->est_ms, zs->timeout_ms);
+        if (zs->last_cxid >= 0)
+            appendf(cw->out, ",lcxid=0x%llx", (unsigned long long)zs->last_cxid);
+        appendf(cw->out, ",lzxid=0x%llx,lresp=%lld,llat=0,minlat=0,avglat=0,maxlat=0",
+                (unsigned long long)zs->last_zxid, (long long)zs->last_resp_ms);
+    }
+    appendf(cw->out, ")\n");
+}
+
+static const char *zk_mode(struct server *s)
+{
+    return s->raft == NULL || s->n_peers == 0 ? "standalone"
+           : server_is_leader(s)              ? "leader"
+                                              : "follower";
+}
+
+static size_t outstanding(struct zsvc *z)
+{
+    struct conn_walk cw = {NULL, true, 0};
+    zk_conn_foreach(z->l, conn_line, &cw);
+    return cw.outstanding;
+}
+
+/* ZooKeeper's version line; monitoring tools read 3.8 from it */
+#define ZK_VERSION_TEXT "3.8.0-quorum-" QUORUM_VERSION ", built on quorum"
+
+/* srvr and stat's common part: ZooKeeper's ServerStats and the node
+ * count (quorum counts no znodes: 0; no latencies: 0) */
+static void server_stats(struct zsvc *z, struct buf *out)
+{
+    appendf(out, "Latency min/avg/max: 0/0.0/0\n");
+    appendf(out, "Received: %llu\n", (unsigned long long)z->packets_in);
+    appendf(out, "Sent: %llu\n", (unsigned long long)z->packets_out);
+    appendf(out, "Connections: %zu\n", zk_listener_conns(z->l));
+    appendf(out, "Outstanding: %zu\n", outstanding(z));
+    appendf(out, "Zxid: 0x%llx\n", (unsigned long long)zxid_now(z));
+    appendf(out, "Mode: %s\n", zk_mode(z->s));
+    appendf(out, "Node count: 0\n");
+    if (server_is_leader(z->s) && z->s->n_peers > 0)
+        appendf(out, "Proposal sizes last/min/max: -1/-1/-1\n");
+}
+
+static size_t open_fds(void)
+{
+    size_t n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (d == NULL)
+        return 0;
+    while (readdir(d) != NULL)
+        n++;
+    closedir(d);
+    return n > 3 ? n - 3 : 0; /* ".", ".." and the directory's own fd */
+}
+
+static void mntr(struct zsvc *z, struct buf *out)
+{
+    struct server *s = z->s;
+    struct rlimit rl = {0};
+    getrlimit(RLIMIT_NOFILE, &rl);
+    appendf(out, "zk_version\t%s\n", ZK_VERSION_TEXT);
+    appendf(out, "zk_server_state\t%s\n", zk_mode(s));
+    appendf(out, "zk_ephemerals_count\t0\n");
+    appendf(out, "zk_num_alive_connections\t%zu\n", zk_listener_conns(z->l));
+    appendf(out, "zk_avg_latency\t0.0\n");
+    appendf(out, "zk_outstanding_requests\t%zu\n", outstanding(z));
+    appendf(out, "zk_znode_count\t0\n");
+    appendf(out, "zk_global_sessions\t0\n");
+    appendf(out, "zk_non_mtls_remote_conn_count\t0\n");
+    appendf(out, "zk_last_client_response_size\t-1\n");
+    appendf(out, "zk_packets_sent\t%llu\n", (unsigned long long)z->packets_out);
+    appendf(out, "zk_packets_received\t%llu\n", (unsigned long long)z->packets_in);
+    appendf(out, "zk_max_client_response_size\t-1\n");
+    appendf(out, "zk_connection_drop_probability\t0.0\n");
+    size_t recursive = 0;
+    for (struct zwatch *w = z->recursive; w != NULL; w = w->next)
+        recursive++;
+    appendf(out, "zk_watch_count\t%zu\n", z->n_watches + recursive);
+    appendf(out, "zk_auth_failed_count\t0\n");
+    appendf(out, "zk_min_latency\t0\n");
+    appendf(out, "zk_max_file_descriptor_count\t%llu\n", (unsigned long long)rl.rlim_cur);
+    appendf(out, "zk_approximate_data_size\t0\n");
+    appendf(out, "zk_open_file_descriptor_count\t%zu\n", open_fds());
+    appendf(out, "zk_local_sessions\t0\n");
+    appendf(out, "zk_uptime\t%llu\n", (unsigned long long)(uv_now(s->loop) - z->started_ms));
+    appendf(out, "zk_max_latency\t0\n");
+    appendf(out, "zk_outstanding_tls_handshake\t0\n");
+    appendf(out, "zk_min_client_response_size\t-1\n");
+    appendf(out, "zk_non_mtls_local_conn_count\t0\n");
+    appendf(out, "zk_proposal_count\t0\n");
+    appendf(out, "zk_watch_bytes\t0\n");
+    if (server_is_leader(s) && s->n_peers > 0) {
+        size_t synced = 0;
+        for (size_t i = 0; i < s->n_peers; i++)
+            synced += raft_get_match(s->raft, s->peers[i].id) > 0;
+        appendf(out, "zk_learners\t%zu\n", s->n_peers);
+        appendf(out, "zk_synced_followers\t%zu\n", synced);
+        appendf(out, "zk_synced_non_voting_followers\t0\n");
+        appendf(out, "zk_synced_observers\t0\n");
+        appendf(out, "zk_pending_syncs\t0\n");
+        appendf(out, "zk_leader_uptime\t%llu\n",
+                (unsigned long long)(uv_now(s->loop) - z->started_ms));
+        appendf(out, "zk_last_proposal_size\t-1\n");
+        appendf(out, "zk_max_proposal_size\t-1\n");
+        appendf(out, "zk_min_proposal_size\t-1\n");
+    }
+}
+
+/* conf: ZooKeeper's standalone lines, from quorum's configuration */
+static void conf(struct zsvc *z, struct buf *out)
+{
+    struct server *s = z->s;
+    char wal[1100];
+    server_wal_dir(&s->cfg, wal, sizeof(wal));
+    appendf(out, "clientPort=%d\n", s->cfg.n_listen_zk > 0 ? s->cfg.listen_zk[0].port : 0);
+    appendf(out, "secureClientPort=-1\n");
+    appendf(out, "dataDir=%s\n", s->cfg.data_dir);
+    appendf(out, "dataDirSize=%llu\n", (unsigned long long)s->db_size);
+    appendf(out, "dataLogDir=%s\n", wal);
+    appendf(out, "dataLogSize=0\n");
+    appendf(out, "tickTime=%d\n", ZK_TICK_MS);
+    appendf(out, "maxClientCnxns=0\n");
+    appendf(out, "minSessionTimeout=%d\n", 2 * ZK_TICK_MS);
+    appendf(out, "maxSessionTimeout=%d\n", 20 * ZK_TICK_MS);
+    appendf(out, "clientPortListenBacklog=-1\n");
+    appendf(out, "serverId=%llu\n", (unsigned long long)s->member_id);
+}
+
+static void envi(struct buf *out)
+{
+    struct utsname u;
+    char host[256] = "", cwd[1024] = "";
+    gethostname(host, sizeof(host) - 1);
+    if (getcwd(cwd, sizeof(cwd)) == NULL)
+        cwd[0] = '\0';
+    const char *user = getenv("USER"), *home = getenv("HOME"), *tmp = getenv("TMPDIR");
+    appendf(out, "Environment:\n");
+    appendf(out, "zookeeper.version=%s\n", ZK_VERSION_TEXT);
+    appendf(out, "host.name=%s\n", host);
+    appendf(out, "java.io.tmpdir=%s\n", tmp != NULL ? tmp : "/tmp");
+    if (uname(&u) == 0) {
+        appendf(out, "os.name=%s\n", u.sysname);
+        appendf(out, "os.arch=%s\n", u.machine);
+        appendf(out, "os.version=%s\n", u.release);
+    }
+    appendf(out, "user.name=%s\n", user != NULL ? user : "");
+    appendf(out, "user.home=%s\n", home != NULL ? home : "");
+    appendf(out, "user.dir=%s\n", cwd);
+}
+
 static void on_4lw(zk_conn *c, const char *cmd, struct buf *out)
 {
     struct zsvc *z = zk_listener_arg(zk_conn_listener(c));
-    if (!whitelisted(cmd)) {
+    struct server *s = z->s;
+    if (!zk_4lw_allowed(s->cfg.zk_4lw_whitelist, cmd)) {
         appendf(out, "%s is not executed because it is not in the whitelist.\n", cmd);
         return;
     }
-    struct server *s = z->s;
     if (strcmp(cmd, "ruok") == 0) {
         appendf(out, "imok");
-    } else if (strcmp(cmd, "srvr") == 0) {
-        const char *mode = s->raft == NULL || s->n_peers == 0 ? "standalone"
-                           : server_is_leader(s)               ? "leader"
-                                                               : "follower";
-        appendf(out, "Zookeeper version: 3.8.0-quorum-%s, built on quorum\n", QUORUM_VERSION);
-        appendf(out, "Latency min/avg/max: 0/0.0/0\n");
-        appendf(out, "Received: %llu\n", (unsigned long long)z->packets_in);
-        appendf(out, "Sent: %llu\n", (unsigned long long)z->packets_out);
-        appendf(out, "Connections: %zu\n", zk_listener_conns(z->l));
-        appendf(out, "Outstanding: 0\n");
-        appendf(out, "Zxid: 0x%llx\n", (unsigned long long)zxid_now(z));
-        appendf(out, "Mode: %s\n", mode);
-        appendf(out, "Node count: 0\n");
+    } else if (strcmp(cmd, "isro") == 0) {
+        appendf(out, "rw"); /* no read-only mode: a member serves read-write or not at all */
+    } else if (strcmp(cmd, "srvr") == 0 || strcmp(cmd, "stat") == 0) {
+        appendf(out, "Zookeeper version: %s\n", ZK_VERSION_TEXT);
+        if (strcmp(cmd, "stat") == 0) {
+            appendf(out, "Clients:\n");
+            struct conn_walk cw = {out, true, 0};
+            zk_conn_foreach(z->l, conn_line, &cw);
+            appendf(out, "\n");
+        }
+        server_stats(z, out);
+    } else if (strcmp(cmd, "cons") == 0) {
+        struct conn_walk cw = {out, false, 0};
+        zk_conn_foreach(z->l, conn_line, &cw);
+        appendf(out, "\n");
+    } else if (strcmp(cmd, "mntr") == 0) {
+        mntr(z, out);
+    } else if (strcmp(cmd, "conf") == 0) {
+        conf(z, out);
+    } else if (strcmp(cmd, "wchs") == 0) {
+        appendf(out, "%zu connections watching %zu paths\nTotal watches:%zu\n", z->wchs_conns,
+                z->wchs_paths, z->wchs_total);
+    } else if (strcmp(cmd, "envi") == 0) {
+        envi(out);
     } else {
+        /* crst, srst, dump, wchc, wchp, dirs, gtmk, stmk, hash: not
+         * implemented; answered as a word that may not run */
         appendf(out, "%s is not executed because it is not in the whitelist.\n", cmd);
     }
 }
 
 static const struct zk_conn_handler handler = {on_connect, on_packet, on_4lw, on_close};
+
+/* ---- the container sweep (ZooKeeper's ContainerManager) ---- */
+
+/* sweep_due proposes a deleteContainer of |path| (session 0: the
+ * sweep's own; the apply checks again that it is due and at |version|,
+ * so a concurrent change wins); its answer is not waited for */
+static void sweep_due(const uint8_t *path, size_t n, int32_t version, void *arg)
+{
+    struct zsvc *z = arg;
+    struct buf b = {0};
+    struct jute_out o = {&b, 0};
+    struct zk_request_header h = {0, ZK_OP_DELETE_CONTAINER};
+    struct zk_path_version d = {{path, (int32_t)n}, version};
+    jute_encode(&zk_rec_request_header, &o, &h);
+    jute_encode(&zk_rec_delete_req, &o, &d);
+    struct zcall *zc =
+        o.err == 0 ? zcall_make(z, NULL, &zk_write_method, NULL, NULL, NULL, 0) : NULL;
+    if (zc != NULL) {
+        Quorumzk__Write w = QUORUMZK__WRITE__INIT;
+        w.session = 0;
+        w.now_ms = wall_ms();
+        w.request.data = b.data;
+        w.request.len = b.len;
+        log_debug("zk", "container sweep: deleting %.*s", (int)n, (const char *)path);
+        server_propose_copy(z->s, zc->call, ENTRY_ZK_WRITE, &w.base);
+    }
+    buf_free(&b);
+}
+
+static void on_sweep_step(uv_timer_t *t)
+{
+    struct zsvc *z = t->data;
+    struct server *s = z->s;
+    if (!server_is_leader(s) || !s->serving) {
+        z->sweeping = false; /* a new leader sweeps from its own start */
+        buf_reset(&z->sweep_cursor);
+        return;
+    }
+    bool done = false;
+    arena_reset(&s->arena);
+    int rv = zk_sweep_step(s->kv, &s->arena, &z->sweep_cursor, ZK_SWEEP_STEP, wall_ms(), sweep_due,
+                           z, &done);
+    if (rv != 0) {
+        log_warn("zk", "container sweep: %s", q_strerror(rv));
+        done = true;
+        buf_reset(&z->sweep_cursor);
+    }
+    if (done)
+        z->sweeping = false;
+    else
+        uv_timer_start(&z->sweep_step, on_sweep_step, 0, 0); /* the next step, next pass */
+}
+
+static void on_sweep_tick(uv_timer_t *t)
+{
+    struct zsvc *z = t->data;
+    if (z->sweeping || !server_is_leader(z->s))
+        return;
+    z->sweeping = true;
+    on_sweep_step(&z->sweep_step);
+}
 
 /* ---- start and stop ---- */
 
@@ -1403,6 +1778,11 @@ int server_zk_listen(struct server *s)
     z->reaper.data = z;
     uv_check_start(&z->reaper, on_reap);
     z->started_ms = uv_now(s->loop);
+    uv_timer_init(s->loop, &z->sweep_tick);
+    uv_timer_init(s->loop, &z->sweep_step);
+    z->sweep_tick.data = z->sweep_step.data = z;
+    uint64_t every = s->cfg.zk_container_check_ms ? s->cfg.zk_container_check_ms : 60000;
+    uv_timer_start(&z->sweep_tick, on_sweep_tick, every, every);
     for (size_t i = 0; i < s->cfg.n_listen_zk; i++) {
         const struct url *u = &s->cfg.listen_zk[i];
         char err[300];
@@ -1446,6 +1826,7 @@ static void zsvc_unref(struct zsvc *z)
 {
     if (--z->close_refs == 0) {
         free(z->tab); /* every watch went with its connection */
+        buf_free(&z->sweep_cursor);
         free(z);
     }
 }
@@ -1468,7 +1849,7 @@ void server_zk_close(struct server *s)
     s->zk = NULL;
     /* every connection closes; their on_close runs from the close
      * callbacks */
-    z->close_refs = 2;
+    z->close_refs = 4;
     zk_listener_close(z->l, on_listener_closed, z);
     on_reap(&z->reaper);
     /* calls still waiting for the store: the services forget them, now,
@@ -1481,4 +1862,6 @@ void server_zk_close(struct server *s)
         zcall_free(zc);
     }
     uv_close((uv_handle_t *)&z->reaper, on_reaper_closed);
+    uv_close((uv_handle_t *)&z->sweep_tick, on_reaper_closed);
+    uv_close((uv_handle_t *)&z->sweep_step, on_reaper_closed);
 }

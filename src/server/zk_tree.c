@@ -462,6 +462,7 @@ struct ztx {
     /* the overlay by path: a multi of many ops finds each node in O(1) */
     struct zover **hb;
     size_t hcap; /* a power of two */
+    bool sweep;  /* the container sweep's own entry (session 0): deleteContainer */
 };
 
 static size_t over_hash(const uint8_t *p, size_t n)
@@ -602,7 +603,23 @@ static int op_create(struct ztx *x, int32_t type, const struct zk_create_req *r,
     return 0;
 }
 
-static int op_delete(struct ztx *x, const struct zk_path_version *r)
+bool zk_sweep_due(uint8_t mode, int32_t cversion, int32_t num_children, int64_t mtime, int64_t ttl,
+                  int64_t now_ms)
+{
+    if (num_children > 0)
+        return false;
+    if (mode == ZK_MODE_CONTAINER)
+        return cversion > 0; /* a new container waits for its first child */
+    if (is_ttl(mode))
+        return ttl > 0 && now_ms - mtime > ttl;
+    return false;
+}
+
+/* op_delete: delete, or (|sweep|) the container sweep's deleteContainer,
+ * which deletes only a node that is still due (a concurrent child create
+ * or setData wins: BADVERSION, NOTEMPTY) and checks no ACL, as
+ * ZooKeeper's PrepRequestProcessor does for the ContainerManager */
+static int op_delete(struct ztx *x, const struct zk_path_version *r, bool sweep)
 {
     if (r->path.len <= 0 || !zk_path_valid(r->path.p, (size_t)r->path.len, false))
         return ZK_BADARGUMENTS;
@@ -615,12 +632,15 @@ static int op_delete(struct ztx *x, const struct zk_path_version *r)
         return ZK_SYSTEMERROR;
     if (!o->z.exists)
         return ZK_NONODE;
-    if (!zk_acl_permits(parent->z.acl.v, parent->z.acl.n, ZK_PERM_DELETE, x->who))
+    if (!sweep && !zk_acl_permits(parent->z.acl.v, parent->z.acl.n, ZK_PERM_DELETE, x->who))
         return ZK_NOAUTH;
     if (r->version != -1 && r->version != o->z.version)
         return ZK_BADVERSION;
     if (o->z.num_children > 0)
         return ZK_NOTEMPTY;
+    if (sweep &&
+        !zk_sweep_due(o->z.mode, o->z.cversion, o->z.num_children, o->z.mtime, o->z.ttl, x->now))
+        return ZK_BADVERSION;
     o->c_stale = o->c_stale || o->z.c_stored;
     o->z.exists = false;
     o->deleted = true;
@@ -740,7 +760,9 @@ static int run_op(struct ztx *x, int32_t type, const void *body, struct zk_multi
     case ZK_OP_CREATE_TTL:
         return op_create(x, type, body, res);
     case ZK_OP_DELETE:
-        return op_delete(x, body);
+        return op_delete(x, body, false);
+    case ZK_OP_DELETE_CONTAINER:
+        return x->sweep ? op_delete(x, body, true) : ZK_UNIMPLEMENTED;
     case ZK_OP_SET_DATA:
         return op_set_data(x, body, &res->stat);
     case ZK_OP_CHECK:
@@ -826,8 +848,14 @@ int server_zk_apply(struct server *s, struct entry *e)
     int rv = mvcc_txn_begin(s->kv, &t);
     if (rv != 0)
         return rv;
-    struct ztx x = {s, {t, NULL}, a, mvcc_rev(s->kv) + 1, w->now_ms, w->session, &who,
-                    NULL, NULL, 0, NULL, 0};
+    struct ztx x = {.s = s,
+                    .st = {t, NULL},
+                    .a = a,
+                    .zxid = mvcc_rev(s->kv) + 1,
+                    .now = w->now_ms,
+                    .session = w->session,
+                    .who = &who,
+                    .sweep = w->session == 0 && req.h.type == ZK_OP_DELETE_CONTAINER};
     if ((rv = ztx_index(&x, req.n_multi + 8)) != 0) {
         mvcc_txn_end(t);
         return rv;
@@ -1299,8 +1327,7 @@ int server_zk_session_end(struct server *s, int64_t lease)
     int rv = mvcc_txn_begin(s->kv, &t);
     if (rv != 0)
         return rv;
-    struct ztx x = {s, {t, NULL}, a, mvcc_rev(s->kv) + 1, 0, lease, NULL, NULL, NULL, 0,
-                    NULL, 0};
+    struct ztx x = {.s = s, .st = {t, NULL}, .a = a, .zxid = mvcc_rev(s->kv) + 1, .session = lease};
     if ((rv = ztx_index(&x, k.n)) != 0) {
         mvcc_txn_end(t);
         return rv;
@@ -1365,5 +1392,163 @@ static int ephemerals(lessor *leases, struct arena *a, int64_t session, const ui
     }
     out->v = v;
     out->n = n;
+    return 0;
+}
+
+/* ---- the backend quota ---- */
+
+static bool adds_data(int32_t type)
+{
+    switch (type) {
+    case ZK_OP_CREATE:
+    case ZK_OP_CREATE2:
+    case ZK_OP_CREATE_CONTAINER:
+    case ZK_OP_CREATE_TTL:
+    case ZK_OP_SET_DATA:
+    case ZK_OP_SET_ACL:
+        return true;
+    default:
+        return false;
+    }
+}
+
+uint64_t zk_write_cost(const uint8_t *req, size_t len, struct arena *a)
+{
+    if (len < 8)
+        return 0; /* no RequestHeader: answered MARSHALLINGERROR */
+    int32_t type =
+        (int32_t)((uint32_t)req[4] << 24 | (uint32_t)req[5] << 16 | (uint32_t)req[6] << 8 | req[7]);
+    if (type != ZK_OP_MULTI) /* the header is enough: no decode on every write */
+        return adds_data(type) ? ZK_WRITE_OVERHEAD + len : 0;
+    struct zk_request r;
+    if (zk_request_decode(req, len, a, &r) != 0)
+        return 0; /* answered MARSHALLINGERROR or UNIMPLEMENTED: writes nothing */
+    bool adds = false;
+    for (size_t i = 0; r.h.type == ZK_OP_MULTI && i < r.n_multi && !adds; i++)
+        adds = adds_data(r.multi[i].type);
+    return adds ? ZK_WRITE_OVERHEAD + len : 0;
+}
+
+/* ---- the container sweep (docs/zookeeper.md) ---- */
+
+struct sweep_hit {
+    uint8_t *path;
+    size_t n;
+    int32_t version;
+    int64_t mtime, ttl;
+    uint8_t mode;
+};
+
+struct sweep_visit {
+    struct arena *a;
+    int64_t now;
+    struct sweep_hit *hits;
+    size_t n_hits, seen, max;
+    uint8_t *last;
+    size_t last_len;
+};
+
+static int sweep_kv(const struct mvcc_kv *kv, void *arg)
+{
+    struct sweep_visit *v = arg;
+    v->seen++;
+    v->last = arena_dup(v->a, kv->key, kv->key_len);
+    v->last_len = kv->key_len;
+    if (v->last == NULL)
+        return -ENOMEM;
+    /* the D value's head: version byte, mode, mzxid, ctime, mtime,
+     * version, aversion, owner, ttl (nothing else is decoded) */
+    const uint8_t *p = kv->value;
+    if (kv->value_len < 2 + 8 * 3 + 4 * 2 + 8 * 2 || p[0] != ZNODE_VERSION || kv->key_len <= 6)
+        return 0; /* not quorum's record: never swept */
+    uint8_t mode = p[1];
+    if (mode != ZK_MODE_CONTAINER && !is_ttl(mode))
+        return 0;
+    struct jute_in in;
+    jute_in_init(&in, p + 2, kv->value_len - 2);
+    struct sweep_hit h = {0};
+    h.mode = mode;
+    (void)jute_get_long(&in); /* mzxid */
+    (void)jute_get_long(&in); /* ctime */
+    h.mtime = jute_get_long(&in);
+    h.version = jute_get_int(&in);
+    (void)jute_get_int(&in);  /* aversion */
+    (void)jute_get_long(&in); /* owner */
+    h.ttl = jute_get_long(&in);
+    if (in.err != 0)
+        return 0;
+    /* a TTL node not yet due needs no look at its children */
+    if (is_ttl(mode) && !zk_sweep_due(mode, 0, 0, h.mtime, h.ttl, v->now))
+        return 0;
+    h.n = kv->key_len - 6;
+    h.path = arena_dup(v->a, kv->key + 6, h.n);
+    if (h.path == NULL)
+        return -ENOMEM;
+    v->hits[v->n_hits++] = h;
+    return 0;
+}
+
+/* sweep_kv_bounded stops the range once a step's znodes are read (a limit
+ * would go on counting the rest of the range) */
+#define SWEEP_FULL 1
+static int sweep_kv_bounded(const struct mvcc_kv *kv, void *arg)
+{
+    struct sweep_visit *v = arg;
+    int rv = sweep_kv(kv, arg);
+    return rv != 0 ? rv : v->seen >= v->max ? SWEEP_FULL : 0;
+}
+
+int zk_sweep_step(mvcc_store *kv, struct arena *a, struct buf *cursor, size_t max_keys,
+                  int64_t now_ms, zk_sweep_fn due, void *arg, bool *done)
+{
+    static const uint8_t first[4] = {0, 'z', 'k', 'D'}, end[4] = {0, 'z', 'k', 'E'};
+    *done = false;
+    if (cursor->len == 0 && buf_append(cursor, first, sizeof(first)) != 0)
+        return -ENOMEM;
+    if (max_keys == 0)
+        max_keys = 1;
+    struct sweep_visit v = {
+        a, now_ms, arena_alloc(a, sizeof(struct sweep_hit) * max_keys), 0, 0, max_keys, NULL, 0};
+    if (v.hits == NULL)
+        return -ENOMEM;
+    mvcc_read *r;
+    int rv = mvcc_read_begin(kv, &r);
+    if (rv != 0)
+        return rv;
+    rv = mvcc_read_range(r, cursor->data, cursor->len, end, sizeof(end), NULL, sweep_kv_bounded, &v,
+                         NULL);
+    if (rv == SWEEP_FULL)
+        rv = 0;
+    struct zstore st = {NULL, r};
+    for (size_t i = 0; rv == 0 && i < v.n_hits; i++) {
+        struct sweep_hit *h = &v.hits[i];
+        /* the child side: absent is no child, cversion 0 */
+        size_t kl;
+        uint8_t *k = node_key(a, 'C', h->path, h->n, &kl);
+        if (k == NULL) {
+            rv = -ENOMEM;
+            break;
+        }
+        struct kvcopy c = {a, false, NULL, 0, 0, 0};
+        struct znode z = {0};
+        if ((rv = zrange(&st, k, kl, NULL, 0, copy_kv, &c)) != 0)
+            break;
+        if (c.found && decode_c(c.v, c.n, &z) != 0)
+            continue;
+        if (zk_sweep_due(h->mode, z.cversion, z.num_children, h->mtime, h->ttl, now_ms))
+            due(h->path, h->n, h->version, arg);
+    }
+    mvcc_read_end(r);
+    if (rv != 0)
+        return rv;
+    if (v.seen < max_keys || v.last == NULL) {
+        *done = true;
+        buf_reset(cursor);
+        return 0;
+    }
+    /* the next step starts just after the last key seen */
+    buf_reset(cursor);
+    if (buf_append(cursor, v.last, v.last_len) != 0 || buf_append(cursor, "", 1) != 0)
+        return -ENOMEM;
     return 0;
 }

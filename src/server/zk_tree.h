@@ -70,6 +70,33 @@ bool zk_is_read(int32_t type);
 int zk_node_info(mvcc_store *kv, const uint8_t *path, size_t n, struct arena *a, bool *exists,
                  int64_t *mzxid, int64_t *pzxid);
 
+/* zk_write_cost: what a ZooKeeper write entry (|req|, the jute request
+ * of quorumzk.Write) counts against --quota-backend-bytes, as etcd's
+ * quota counts a Put: ZK_WRITE_OVERHEAD (etcd's kvOverhead) plus the
+ * request's bytes when it may add data (create in any mode, setData,
+ * setACL, a multi with one of them); 0 for delete, check, sync, a multi of
+ * those, and a multi that does not decode (it writes nothing). Only a
+ * multi is decoded: the others are told by their header's type. */
+#define ZK_WRITE_OVERHEAD 256
+uint64_t zk_write_cost(const uint8_t *req, size_t len, struct arena *a);
+
+/* zk_sweep_due: ZooKeeper's ContainerManager's rule for one node with
+ * |num_children| children: a container that has had a child (|cversion|
+ * > 0), or a TTL node whose |mtime| is more than |ttl| ms before |now_ms|
+ * (a TTL of 0 never expires). Other modes never. */
+bool zk_sweep_due(uint8_t mode, int32_t cversion, int32_t num_children, int64_t mtime, int64_t ttl,
+                  int64_t now_ms);
+
+/* zk_sweep_step reads at most |max_keys| znodes from |cursor| on (empty:
+ * the first; the sweep's position, kept by the caller) and calls |due|
+ * for each that zk_sweep_due says should go (its path, valid during the
+ * call, and data version, for a deleteContainer with a version check).
+ * *done once the last znode was read (|cursor| is empty again). |a|
+ * holds the step's scratch. Returns 0 or a storage error. */
+typedef void (*zk_sweep_fn)(const uint8_t *path, size_t n, int32_t version, void *arg);
+int zk_sweep_step(mvcc_store *kv, struct arena *a, struct buf *cursor, size_t max_keys,
+                  int64_t now_ms, zk_sweep_fn due, void *arg, bool *done);
+
 /* What a change of the store means to ZooKeeper watches (the store's
  * change observer): a znode created, deleted, or its data changed (a
  * setACL rewrites the D key but changes no data: no event). */

@@ -73,6 +73,30 @@ bool zk_is_4lw(const uint8_t *p)
     return false;
 }
 
+bool zk_4lw_allowed(const char *whitelist, const char *cmd)
+{
+    size_t n = strlen(cmd);
+    if (n == 4 && memcmp(cmd, "srvr", 4) == 0)
+        return true; /* ZooKeeper adds srvr whatever the list (zkServer.sh needs it) */
+    for (const char *p = whitelist; p != NULL && *p != '\0';) {
+        const char *e = strchr(p, ',');
+        const char *end = e != NULL ? e : p + strlen(p);
+        while (p < end && (*p == ' ' || *p == '\t'))
+            p++;
+        while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
+            end--;
+        size_t l = (size_t)(end - p);
+        if (l == 1 && *p == '*')
+            return zk_is_4lw((const uint8_t *)cmd) && n == 4;
+        if (l == n && memcmp(p, cmd, n) == 0)
+            return true;
+        if (e == NULL)
+            break;
+        p = e + 1;
+    }
+    return false;
+}
+
 static void maybe_done(zk_listener *l)
 {
     if (l->closing && l->open_handles == 0) {

@@ -42,6 +42,12 @@ struct zk_conn_handler {
  * knows (whitelisted or not). */
 bool zk_is_4lw(const uint8_t *p);
 
+/* zk_4lw_allowed: |cmd| (a NUL-terminated word) may run under |whitelist|,
+ * ZooKeeper's 4lw.commands.whitelist: comma-separated words, blanks
+ * around each ignored, "*" for every word; srvr always runs (ZooKeeper
+ * adds it whatever the list says). */
+bool zk_4lw_allowed(const char *whitelist, const char *cmd);
+
 /* zk_listener_new makes a listener on |loop| with |h| (|arg| for the
  * handler: zk_listener_arg) and packets of at most |max_packet| bytes. */
 int zk_listener_new(uv_loop_t *loop, const struct zk_conn_handler *h, void *arg,

@@ -25,6 +25,12 @@ TARGET = os.environ.get("TARGET", "quorum")
 SERVER = None  # (host, port) of the ZooKeeper port under test
 QUORUM = None  # the quorum Server (TARGET=quorum)
 LINGER = None  # a connection left open until the member stops
+# the four-letter words allowed (ZooKeeper's 4lw.commands.whitelist, as
+# both read it: blanks around a word do not count; srvr always runs)
+WHITELIST = "ruok, stat,mntr ,conf,cons,wchs,envi,isro"
+# how often containers and TTL nodes are swept (ZooKeeper's
+# znode.container.checkIntervalMs, quorum's --zk-container-check-interval)
+SWEEP_MS = 1000
 
 
 def setUpModule():
@@ -32,11 +38,15 @@ def setUpModule():
     if TARGET == "zookeeper":
         if not zkref.available():
             raise unittest.SkipTest("zookeeper not installed (apt-get install zookeeper)")
-        ZK = zkref.ZooKeeper().start()
+        ZK = zkref.ZooKeeper(extra_cfg="4lw.commands.whitelist=%s\n" % WHITELIST,
+                             jvm_props=["-Dznode.container.checkIntervalMs=%d" % SWEEP_MS]).start()
         SERVER = ("127.0.0.1", ZK.port)
     else:
         port = free_port()
-        QUORUM = Server("quorum", extra_args=["--listen-zk-urls", "http://127.0.0.1:%d" % port])
+        QUORUM = Server("quorum", extra_args=["--listen-zk-urls", "http://127.0.0.1:%d" % port,
+                                              "--zk-4lw-commands-whitelist", WHITELIST,
+                                              "--zk-container-check-interval",
+                                              "%dms" % SWEEP_MS])
         QUORUM.start()
         SERVER = ("127.0.0.1", port)
         # a client still connected when the member stops (tearDownModule):
@@ -299,17 +309,113 @@ class Refusals(unittest.TestCase):
 
 
 class FourLetterWords(unittest.TestCase):
-    def test_srvr_whitelisted_by_default(self):
+    def test_srvr_always_runs(self):
         out = four(b"srvr")
         self.assertTrue(out.startswith("Zookeeper version: 3.8."), out)
         for field in ("Latency min/avg/max:", "Received:", "Sent:", "Connections:",
-                      "Outstanding:", "Zxid: 0x", "Mode: ", "Node count:"):
+                      "Outstanding:", "Zxid: 0x", "Mode: standalone\n", "Node count:"):
             self.assertIn(field, out)
 
-    def test_others_not_whitelisted(self):
-        for w in (b"ruok", b"stat", b"mntr", b"cons", b"envi"):
+    def test_others_only_when_whitelisted(self):
+        for w in (b"dump", b"wchc", b"wchp", b"crst", b"srst", b"dirs"):
             self.assertEqual(four(w), "%s is not executed because it is not in the whitelist.\n"
                              % w.decode())
+        self.assertEqual(four(b"ruok"), "imok")
+        self.assertEqual(four(b"isro"), "rw")
+
+    def test_stat_and_cons_list_the_connections(self):
+        import re
+        from kazoo.client import KazooClient
+        zk = KazooClient(hosts="%s:%d" % SERVER, timeout=10)
+        zk.start(timeout=15)
+        try:
+            zk.exists("/")
+            out = four(b"stat")
+            head, rest = out.split("Clients:\n", 1)
+            self.assertTrue(head.startswith("Zookeeper version: 3.8."), out)
+            clients, stats = rest.split("\n\n", 1)
+            lines = clients.split("\n")
+            self.assertGreaterEqual(len(lines), 2, out)  # the kazoo client and this one
+            for ln in lines:
+                self.assertRegex(ln, r"^ /127\.0\.0\.1:\d+\[[01]\]\(queued=\d+,recved=\d+,"
+                                     r"sent=\d+\)$")
+            self.assertTrue(stats.startswith("Latency min/avg/max: "), out)
+            self.assertIn("Mode: standalone\nNode count: ", stats)
+            out = four(b"cons")
+            self.assertTrue(out.endswith("\n\n"), out)
+            sid = ",sid=0x%x," % zk.client_id[0]
+            mine = [ln for ln in out.split("\n") if sid in ln]
+            self.assertEqual(len(mine), 1, out)
+            self.assertRegex(mine[0], r"^ /127\.0\.0\.1:\d+\[1\]\(queued=\d+,recved=\d+,sent=\d+"
+                                      r",sid=0x[0-9a-f]+,lop=[A-Z]+,est=\d+,to=10000,"
+                                      r"lcxid=0x[0-9a-f]+,lzxid=0x[0-9a-f]+,lresp=\d+,llat=\d+,"
+                                      r"minlat=\d+,avglat=\d+,maxlat=\d+\)$")
+        finally:
+            zk.stop()
+            zk.close()
+
+    def test_mntr_keys_tab_separated(self):
+        out = four(b"mntr")
+        self.assertTrue(out.endswith("\n"))
+        vals = {}
+        for ln in out[:-1].split("\n"):
+            k, v = ln.split("\t")
+            self.assertTrue(k.startswith("zk_"), ln)
+            vals[k] = v
+        self.assertTrue(vals["zk_version"].startswith("3.8."), out)
+        self.assertEqual(vals["zk_server_state"], "standalone")
+        for k in ("zk_avg_latency", "zk_max_latency", "zk_min_latency", "zk_packets_received",
+                  "zk_packets_sent", "zk_num_alive_connections", "zk_outstanding_requests",
+                  "zk_znode_count", "zk_watch_count", "zk_ephemerals_count",
+                  "zk_approximate_data_size", "zk_open_file_descriptor_count",
+                  "zk_max_file_descriptor_count", "zk_uptime", "zk_global_sessions"):
+            self.assertGreaterEqual(float(vals[k]), 0, k)
+        self.assertGreaterEqual(int(vals["zk_num_alive_connections"]), 1)
+        self.assertGreater(int(vals["zk_open_file_descriptor_count"]), 0)
+
+    def test_conf_and_envi(self):
+        conf = dict(ln.split("=", 1) for ln in four(b"conf").splitlines())
+        self.assertEqual(conf["clientPort"], str(SERVER[1]))
+        self.assertEqual(conf["tickTime"], "2000")
+        self.assertEqual(conf["minSessionTimeout"], "4000")
+        self.assertEqual(conf["maxSessionTimeout"], "40000")
+        for k in ("secureClientPort", "dataDir", "dataLogDir", "serverId"):
+            self.assertIn(k, conf)
+        out = four(b"envi")
+        self.assertTrue(out.startswith("Environment:\nzookeeper.version=3.8."), out)
+        env = dict(ln.split("=", 1) for ln in out.splitlines()[1:])
+        self.assertEqual(env["os.name"], "Linux")
+        for k in ("host.name", "os.arch", "os.version", "user.name", "user.dir"):
+            self.assertIn(k, env)
+
+    def test_wchs_counts_data_watches(self):
+        import re
+        from kazoo.client import KazooClient
+
+        def wchs():
+            m = re.fullmatch(r"(\d+) connections watching (\d+) paths\nTotal watches:(\d+)\n",
+                             four(b"wchs"))
+            self.assertIsNotNone(m)
+            return tuple(int(x) for x in m.groups())
+        base = wchs()
+        a = KazooClient(hosts="%s:%d" % SERVER, timeout=10)
+        b = KazooClient(hosts="%s:%d" % SERVER, timeout=10)
+        a.start(timeout=15)
+        b.start(timeout=15)
+        try:
+            # data-side watches count (exist and data ones), child ones do not
+            a.exists("/wchs-none", watch=lambda e: None)
+            a.get_children("/", watch=lambda e: None)
+            b.exists("/wchs-none", watch=lambda e: None)
+            b.get("/", watch=lambda e: None)
+            got = wchs()
+            self.assertEqual((got[0] - base[0], got[1] - base[1], got[2] - base[2]), (2, 2, 3))
+        finally:
+            a.stop()
+            a.close()
+            b.stop()
+            b.close()
+        wait_for(lambda: wchs() == base, 20, what="the watches gone with their sessions")
 
 
 class Kazoo(unittest.TestCase):
@@ -605,30 +711,109 @@ class EdgeCases(unittest.TestCase):
 
 
 class ForeignWrites(unittest.TestCase):
-    def test_raw_etcd_put_under_the_prefix_is_no_crash(self):
-        """quorum only: an etcd client's Put of junk over a znode's record
-        makes that znode's requests fail (SYSTEMERROR), on every member
-        alike; the member keeps serving everything else."""
+    def test_etcd_writes_under_the_prefix_refused(self):
+        """quorum only: an etcd client's Put, DeleteRange or Txn touching the
+        ZooKeeper face's keys ("\\0zk...") is refused PERMISSION_DENIED
+        and the znode is untouched; reads of those keys are allowed."""
         if QUORUM is None:
             self.skipTest("quorum only")
         import etcd3
+        import grpc
+        denied = ("etcdserver: permission denied: keys under the prefix \\x00zk belong to "
+                  "the ZooKeeper face")
         zk = kz()
+        e = etcd3.client("127.0.0.1", QUORUM.client_port)
         try:
             zk.create("/junk", b"x")
-            e = etcd3.client("127.0.0.1", QUORUM.client_port)
-            e.put("\0zkD\0\x01/junk", b"not a znode")
-            for f in (lambda: zk.get("/junk"), lambda: zk.set("/junk", b"y"),
-                      lambda: zk.create("/junk/d", b""), lambda: zk.exists("/junk")):
-                self.assertEqual(err_name(f), "SystemZookeeperError")
-            zk.create("/fine", b"ok")
-            self.assertEqual(zk.get("/fine")[0], b"ok")
-            self.assertIsNone(QUORUM.proc.poll())
-            e.delete("\0zkD\0\x01/junk")
-            zk.delete("/fine")
-            e.close()
+            key = b"\0zkD\0\x01/junk"
+            tx = e.transactions
+            for f in (lambda: e.put(key, b"not a znode"), lambda: e.delete(key),
+                      lambda: e.delete_prefix(b"\0"),
+                      lambda: e.transaction(compare=[], success=[tx.get(b"a")],
+                                            failure=[tx.put(b"\0zkS" + bytes(8), b"")]),
+                      lambda: e.transaction(compare=[], success=[tx.delete(key)], failure=[])):
+                with self.assertRaises(grpc.RpcError) as cm:
+                    f()
+                self.assertEqual((cm.exception.code(), cm.exception.details()),
+                                 (grpc.StatusCode.PERMISSION_DENIED, denied))
+            self.assertIsNotNone(e.get(key)[0], "reads are allowed")
+            self.assertEqual(zk.get("/junk")[0], b"x")
+            zk.set("/junk", b"y")
+            e.put(b"\0zj", b"just below the prefix")
+            e.put(b"\0zl", b"just above")
+            e.delete(b"\0zj")
+            e.delete(b"\0zl")
+            zk.delete("/junk")
         finally:
+            e.close()
             zk.stop()
             zk.close()
+
+
+class Quota(unittest.TestCase):
+    def test_writes_past_quota_backend_bytes_refused(self):
+        """quorum only: ZooKeeper writes count against --quota-backend-bytes
+        as etcd's Puts do: past it the NOSPACE alarm is raised and writes
+        that add data answer SYSTEMERROR (not QUOTAEXCEEDED, -125, which
+        kazoo 2.8 cannot take: docs/zookeeper.md), while reads, deletes and
+        checks go on; kazoo sees SystemZookeeperError."""
+        if QUORUM is None:
+            self.skipTest("quorum only")
+        import etcd3
+        global SERVER
+        port = free_port()
+        srv = Server("quorum", extra_args=["--listen-zk-urls", "http://127.0.0.1:%d" % port,
+                                           "--quota-backend-bytes", str(16 * 1024 * 1024)])
+        srv.start()
+        saved, SERVER = SERVER, ("127.0.0.1", port)
+        try:
+            c = Raw()
+            c.connect()
+            # a session made before: new ones cannot be while NOSPACE is
+            # raised (a session is a lease; etcd refuses LeaseGrant then)
+            zk = kz()
+            acl = struct.pack(">i", 1) + struct.pack(">i", 31) + jpath("world") + \
+                jpath("anyone")
+            data = b"q" * (900 * 1024)
+
+            def create(path, d=b""):
+                return c.request(1, 1, jpath(path) + jstr(d) + acl + struct.pack(">i", 0))["err"]
+            refused = None
+            for i in range(100):
+                err = create("/fill%d" % i, data)
+                if err != 0:
+                    refused = (i, err)
+                    break
+            self.assertIsNotNone(refused, "the quota was never reached")
+            self.assertEqual(refused[1], -1)  # SYSTEMERROR
+            self.assertGreater(refused[0], 5)
+            self.assertEqual(create("/small"), -1, "the alarm refuses any create")
+            r = c.request(2, 5, jpath("/fill0") + jstr(b"x") + struct.pack(">i", -1))
+            self.assertEqual(r["err"], -1, "setData too")
+            r = c.request(3, 4, jpath("/fill0") + b"\0")
+            self.assertEqual((r["err"], len(r["body"]) > len(data)), (0, True), "reads go on")
+            r = c.request(4, 2, jpath("/fill1") + struct.pack(">i", -1))
+            self.assertEqual(r["err"], 0, "deletes go on")
+            self.assertEqual(c.request(5, 13, jpath("/fill0") + struct.pack(">i", 0))["err"], 0,
+                             "checks go on")
+            e = etcd3.client("127.0.0.1", srv.client_port)
+            alarms = [a.alarm_type for a in e.list_alarms()]
+            self.assertEqual(len(alarms), 1)
+            e.close()
+            c.close()
+            try:
+                self.assertEqual(err_name(lambda: zk.create("/k", b"")), "SystemZookeeperError")
+                self.assertEqual(len(zk.get("/fill0")[0]), len(data))
+                fresh = Raw()
+                self.assertIsNone(fresh.connect(), "no new session: the connection closes")
+                fresh.close()
+            finally:
+                zk.stop()
+                zk.close()
+        finally:
+            SERVER = saved
+            srv.stop()
+            srv.cleanup()
 
 
 class RawOperations(unittest.TestCase):
@@ -790,6 +975,89 @@ class RawOperations(unittest.TestCase):
         zk.delete("/modes", recursive=True)
         zk.stop()
         zk.close()
+
+
+class ContainerSweep(unittest.TestCase):
+    def test_empty_containers_and_expired_ttl_nodes_go(self):
+        """ZooKeeper's ContainerManager: a container that had a child and
+        has none goes, one never used stays, one with a child stays; a TTL
+        node past its TTL without children goes, others stay; watches fire
+        as for any delete."""
+        import threading
+        c = Raw()
+        c.connect()
+        acl = struct.pack(">i", 1) + struct.pack(">i", 31) + jpath("world") + jpath("anyone")
+
+        def create(path, flags=0, op=1, ttl=None):
+            body = jpath(path) + jstr(b"") + acl + struct.pack(">i", flags)
+            if ttl is not None:
+                body += struct.pack(">q", ttl)
+            r = c.request(1, op, body)
+            self.assertEqual(r["err"], 0, path)
+
+        def delete(path):
+            self.assertEqual(c.request(2, 2, jpath(path) + struct.pack(">i", -1))["err"], 0)
+        create("/sw")
+        create("/sw/used", 4, op=19)
+        create("/sw/used/child")
+        delete("/sw/used/child")
+        create("/sw/new", 4, op=19)
+        create("/sw/full", 4, op=19)
+        create("/sw/full/child")
+        create("/sw/ttl-old", 5, op=21, ttl=300)
+        create("/sw/ttl-long", 5, op=21, ttl=3600 * 1000)
+        create("/sw/ttl-parent", 5, op=21, ttl=300)
+        create("/sw/ttl-parent/child")
+        zk = kz()
+        gone = threading.Event()
+        zk.exists("/sw/used", watch=lambda e: e.type == "DELETED" and gone.set())
+        try:
+            wait_for(lambda: zk.exists("/sw/used") is None and zk.exists("/sw/ttl-old") is None,
+                     30, what="the used container and the old TTL node swept")
+            self.assertTrue(gone.wait(10), "the watch on the swept container fired")
+            self.assertEqual(sorted(zk.get_children("/sw")),
+                             ["full", "new", "ttl-long", "ttl-parent"])
+            # the child keeps its parent; once it goes, the parent goes too
+            zk.delete("/sw/full/child")
+            zk.delete("/sw/ttl-parent/child")
+            wait_for(lambda: sorted(zk.get_children("/sw")) == ["new", "ttl-long"], 30,
+                     what="the emptied container and TTL node swept")
+            zk.delete("/sw", recursive=True)
+        finally:
+            zk.stop()
+            zk.close()
+            c.close()
+
+
+    def test_many_containers_swept(self):
+        """more containers than one sweep step reads (quorum sweeps in
+        steps of 256 znodes): every emptied one goes"""
+        c = Raw()
+        c.connect()
+        acl = struct.pack(">i", 1) + struct.pack(">i", 31) + jpath("world") + jpath("anyone")
+        n = 700
+
+        def multi(ops):
+            r = c.request(1, 14, ops + struct.pack(">i?i", -1, True, -1))
+            self.assertEqual(r["err"], 0)
+            self.assertEqual(struct.unpack(">i?i", r["body"][:9])[2], 0)
+
+        def op_create(path, op=1, flags=0):
+            return (struct.pack(">i?i", op, False, -1) + jpath(path) + jstr(b"") + acl
+                    + struct.pack(">i", flags))
+        ops = op_create("/swm")
+        for i in range(n):
+            ops += op_create("/swm/c%d" % i, 19, 4) + op_create("/swm/c%d/x" % i)
+        multi(ops)
+        multi(b"".join(struct.pack(">i?i", 2, False, -1) + jpath("/swm/c%d/x" % i)
+                       + struct.pack(">i", -1) for i in range(n)))
+
+        def left():
+            r = c.request(2, 104, jpath("/swm"))  # getAllChildrenNumber
+            return struct.unpack(">i", r["body"])[0]
+        wait_for(lambda: left() == 0, 60, what="every emptied container swept")
+        self.assertEqual(c.request(3, 2, jpath("/swm") + struct.pack(">i", -1))["err"], 0)
+        c.close()
 
 
 class ZkCli(unittest.TestCase):

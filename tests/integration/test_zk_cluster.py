@@ -47,7 +47,9 @@ class ZkCluster(unittest.TestCase):
         cls.c = Cluster("quorum", n=3)
         cls.zk_ports = [free_port() for _ in range(3)]
         for i, m in enumerate(cls.c.members):
-            m.extra_args = ["--listen-zk-urls", "http://127.0.0.1:%d" % cls.zk_ports[i]]
+            m.extra_args = ["--listen-zk-urls", "http://127.0.0.1:%d" % cls.zk_ports[i],
+                            "--zk-4lw-commands-whitelist", "mntr",
+                            "--zk-container-check-interval", "500ms"]
         cls.c.start()
 
     @classmethod
@@ -91,6 +93,71 @@ class ZkCluster(unittest.TestCase):
         other.delete("/cl-p")
         other.stop()
         other.close()
+
+    def test_leader_sweeps_containers_and_mntr_modes(self):
+        """the leader alone sweeps (ZooKeeper's ContainerManager); a
+        container emptied through a follower goes on every member; mntr
+        says which member leads"""
+        c = self.c
+        leader = c.leader_index()
+        followers = [i for i in range(3) if i != leader]
+
+        def mntr(i):
+            with socket.create_connection(("127.0.0.1", self.zk_ports[i]), 10) as s:
+                s.sendall(b"mntr")
+                out = b""
+                while True:
+                    b = s.recv(65536)
+                    if not b:
+                        break
+                    out += b
+            return dict(ln.split("\t", 1) for ln in out.decode().splitlines())
+        m = mntr(leader)
+        self.assertEqual(m["zk_server_state"], "leader")
+        self.assertEqual(m["zk_learners"], "2")
+        wait_for(lambda: mntr(leader)["zk_synced_followers"] == "2", 20, what="followers synced")
+        for i in followers:
+            self.assertEqual(mntr(i)["zk_server_state"], "follower")
+            self.assertNotIn("zk_learners", mntr(i))
+        zk = self.client([followers[0]])
+        other = self.client([followers[1]])
+        try:
+            zk.create("/cl-cont")
+            zk.create("/cl-cont/box", b"")
+            # a container through the raw protocol (kazoo has no container mode)
+            self._create_container(self.zk_ports[followers[0]], "/cl-cont/ct")
+            zk.create("/cl-cont/ct/child", b"")
+            zk.delete("/cl-cont/ct/child")
+            wait_for(lambda: other.exists("/cl-cont/ct") is None, 30,
+                     what="the emptied container swept")
+            self.assertIsNotNone(other.exists("/cl-cont/box"))
+            zk.delete("/cl-cont", recursive=True)
+        finally:
+            zk.stop()
+            zk.close()
+            other.stop()
+            other.close()
+
+    def _create_container(self, port, path):
+        with socket.create_connection(("127.0.0.1", port), 10) as s:
+            body = struct.pack(">iqiq", 0, 0, 10000, 0) + struct.pack(">i", 16) + bytes(16) + b"\0"
+            s.sendall(struct.pack(">i", len(body)) + body)
+
+            def packet():
+                buf = b""
+                while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
+                    b = s.recv(4096)
+                    self.assertTrue(b)
+                    buf += b
+                return buf[4:]
+            packet()
+            p = path.encode()
+            acl = struct.pack(">i", 1) + struct.pack(">i", 31) + struct.pack(">i", 5) + \
+                b"world" + struct.pack(">i", 6) + b"anyone"
+            req = struct.pack(">ii", 1, 19) + struct.pack(">i", len(p)) + p + \
+                struct.pack(">i", 0) + acl + struct.pack(">i", 4)
+            s.sendall(struct.pack(">i", len(req)) + req)
+            self.assertEqual(struct.unpack(">iqi", packet()[:16])[2], 0)
 
     def test_never_back_in_time_on_a_lagging_member(self):
         """A client that has seen zxid Z is never served by a member that

@@ -1,7 +1,9 @@
 """Apache ZooKeeper 3.8 (Debian's zookeeper package) as the reference for
 the ZooKeeper face: one standalone server on a free port of 127.0.0.1 in a
-temp dir with its own zoo.cfg (tickTime 2000, ZooKeeper's defaults
-otherwise), killed by its own PID.
+temp dir with its own zoo.cfg (tickTime 2000, extendedTypesEnabled for
+TTL nodes, ZooKeeper's defaults otherwise; extra_cfg lines added, jvm_props
+as -D system properties, e.g. -Dznode.container.checkIntervalMs=1000),
+killed by its own PID.
 
     with ZooKeeper() as zk:
         zk.hostport            # "127.0.0.1:PORT"
@@ -23,7 +25,8 @@ def available():
 
 
 class ZooKeeper:
-    def __init__(self, extra_cfg=""):
+    def __init__(self, extra_cfg="", jvm_props=()):
+        self.jvm_props = list(jvm_props)  # "-Dname=value" system properties
         self.tmp = tempfile.mkdtemp(prefix="zookeeper-test-")
         self.port = free_port()
         self.extra_cfg = extra_cfg
@@ -49,7 +52,7 @@ class ZooKeeper:
         self.out = open(os.path.join(self.tmp, "zookeeper.out"), "wb")
         self.proc = subprocess.Popen(
             ["java", "-Xmx256m", "-cp", conf + ":" + ZK_JAR, "-Dzookeeper.log.dir=" + self.tmp,
-             "org.apache.zookeeper.server.ZooKeeperServerMain", os.path.join(conf, "zoo.cfg")],
+             *self.jvm_props, "org.apache.zookeeper.server.ZooKeeperServerMain", os.path.join(conf, "zoo.cfg")],
             stdout=self.out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         deadline = time.time() + timeout
         while time.time() < deadline:

@@ -640,3 +640,74 @@ Test(apply, range_reply_bound_refuses_before_building)
     cr_assert_eq(txn(txn_of(ops, 2, NULL, 0), &tr), 0);
     cr_assert_eq(tr->responses[0]->response_range->n_kvs, 200);
 }
+
+static int count_span(const struct apply_span *sp, void *arg)
+{
+    cr_assert(sp->key_len == 3 && memcmp(sp->key, "\0zk", 3) == 0);
+    (*(int *)arg)++;
+    return 0;
+}
+
+/* the ZooKeeper face's keys ("\0zk...") are refused to etcd writes */
+#define BN(s) ((ProtobufCBinaryData){sizeof(s) - 1, (uint8_t *)(s)})
+Test(apply, reserved_prefix_refused)
+{
+#define SPAN(k, e, o)                                                                              \
+    apply_reserved_span((const uint8_t *)(k), sizeof(k) - 1, (const uint8_t *)(e), sizeof(e) - 1,  \
+                        (o))
+    struct apply_span sp;
+    cr_assert_eq(SPAN("\0zkD\0\1/a", "", NULL), APPLY_RESERVED_INSIDE, "a znode's key");
+    cr_assert_eq(SPAN("\0zk", "", NULL), APPLY_RESERVED_INSIDE, "the prefix itself");
+    cr_assert_eq(SPAN("\0z", "", NULL), APPLY_RESERVED_NONE);
+    cr_assert_eq(SPAN("\0zl", "", NULL), APPLY_RESERVED_NONE);
+    cr_assert_eq(SPAN("a", "", NULL), APPLY_RESERVED_NONE);
+    cr_assert_eq(SPAN("\0zkS", "\0zkT", NULL), APPLY_RESERVED_INSIDE, "a range inside");
+    cr_assert_eq(SPAN("\0zk", "\0zl", NULL), APPLY_RESERVED_INSIDE, "the whole prefix");
+    cr_assert_eq(SPAN("\0zkD", "\0", NULL), APPLY_RESERVED_WIDE, "from inside on");
+    cr_assert_eq(SPAN("\0", "\0", &sp), APPLY_RESERVED_WIDE, "every key");
+    cr_assert(sp.key_len == 3 && memcmp(sp.key, "\0zk", 3) == 0);
+    cr_assert(sp.end_len == 3 && memcmp(sp.end, "\0zl", 3) == 0);
+    cr_assert_eq(SPAN("\0a", "\0zk\1", &sp), APPLY_RESERVED_WIDE, "a range ending inside");
+    cr_assert(sp.key_len == 3 && memcmp(sp.key, "\0zk", 3) == 0);
+    cr_assert(sp.end_len == 4 && memcmp(sp.end, "\0zk\1", 4) == 0);
+    cr_assert_eq(SPAN("\0a", "\0zk", NULL), APPLY_RESERVED_NONE, "ending just below");
+    cr_assert_eq(SPAN("\0zl", "\0", NULL), APPLY_RESERVED_NONE, "from just above on");
+    cr_assert_eq(SPAN("a", "\0", NULL), APPLY_RESERVED_NONE, "from a printable key on");
+    cr_assert_eq(SPAN("\0zkT", "\0zkS", NULL), APPLY_RESERVED_NONE, "an empty range");
+#undef SPAN
+    Etcdserverpb__PutRequest p = ETCDSERVERPB__PUT_REQUEST__INIT;
+    p.key = BN("\0zkD\0\1/junk");
+    cr_assert_eq(apply_check_reserved_put(&p), QERR_RESERVED_KEY);
+    p.key = B("fine");
+    cr_assert_eq(apply_check_reserved_put(&p), 0);
+    Etcdserverpb__DeleteRangeRequest d = ETCDSERVERPB__DELETE_RANGE_REQUEST__INIT;
+    d.key = BN("\0");
+    d.range_end = BN("\0");
+    cr_assert_eq(apply_check_reserved_delete_range(&d), 0, "wide: checked at apply");
+    d.key = BN("\0zkD");
+    d.range_end = BN("\0zkE");
+    cr_assert_eq(apply_check_reserved_delete_range(&d), QERR_RESERVED_KEY, "every znode's D key");
+    d.key = B("a");
+    cr_assert_eq(apply_check_reserved_delete_range(&d), 0);
+    /* a txn: any branch, nested too; reads are fine */
+    Etcdserverpb__RequestOp *ok[] = {op_put("x"), op_del("a", "b")};
+    cr_assert_eq(apply_check_reserved_txn(txn_of(ok, 2, NULL, 0)), 0);
+    Etcdserverpb__RequestOp *bad_put = op_put("x");
+    bad_put->request_put->key = BN("\0zkS12345678");
+    Etcdserverpb__RequestOp *els[] = {bad_put};
+    cr_assert_eq(apply_check_reserved_txn(txn_of(ok, 2, els, 1)), QERR_RESERVED_KEY);
+    Etcdserverpb__RequestOp *nested[] = {op_txn(txn_of(NULL, 0, els, 1))};
+    cr_assert_eq(apply_check_reserved_txn(txn_of(nested, 1, NULL, 0)), QERR_RESERVED_KEY);
+    /* wide deletes of a txn, for the check at apply */
+    Etcdserverpb__RequestOp *wide[] = {op_del("a", "")};
+    wide[0]->request_delete_range->key = BN("\0");
+    Etcdserverpb__RequestOp *outer[] = {op_put("y"), op_txn(txn_of(ok, 2, wide, 1))};
+    int calls = 0;
+    cr_assert_eq(apply_txn_wide_deletes(txn_of(NULL, 0, outer, 2), count_span, &calls), 0);
+    cr_assert_eq(calls, 1);
+    cr_assert_eq(apply_check_reserved_txn(txn_of(NULL, 0, outer, 2)), 0);
+    cr_assert_str_eq(q_strerror(QERR_RESERVED_KEY),
+                     "etcdserver: permission denied: keys under the prefix \\x00zk belong to "
+                     "the ZooKeeper face");
+    cr_assert_eq(q_err_grpc_status(QERR_RESERVED_KEY), GRPC_STATUS_PERMISSION_DENIED);
+}

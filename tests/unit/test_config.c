@@ -730,3 +730,21 @@ Test(config, member_localaddr)
                  0, "%s", err);
     cr_assert_null(config_member_localaddr(&cfg), "a name is not an address");
 }
+
+/* the ZooKeeper face's flags (docs/zookeeper.md): ZooKeeper's defaults,
+ * from argv and from ETCD_* variables */
+Test(config, zookeeper_flags)
+{
+    cr_assert_eq(parse(""), 0, "%s", err);
+    cr_assert_str_eq(cfg.zk_4lw_whitelist, "srvr");
+    cr_assert_eq(cfg.zk_container_check_ms, 60000);
+    cr_assert_eq(parse("--zk-4lw-commands-whitelist=ruok,mntr --zk-container-check-interval 500ms"),
+                 0, "%s", err);
+    cr_assert_str_eq(cfg.zk_4lw_whitelist, "ruok,mntr");
+    cr_assert_eq(cfg.zk_container_check_ms, 500);
+    cr_assert_eq(parse_argv(ARGV("--name", "z"), ENVP("ETCD_ZK_4LW_COMMANDS_WHITELIST=*",
+                                                      "ETCD_ZK_CONTAINER_CHECK_INTERVAL=2s")),
+                 0, "%s", err);
+    cr_assert_str_eq(cfg.zk_4lw_whitelist, "*");
+    cr_assert_eq(cfg.zk_container_check_ms, 2000);
+}

@@ -248,3 +248,24 @@ Test(zk_conn, close_with_connections_open)
     for (int i = 0; i < 3; i++)
         close(fds[i]);
 }
+
+/* ZooKeeper's 4lw.commands.whitelist, as FourLetterCommands reads it
+ * (checked against Apache ZooKeeper 3.8: " ruok , stat,bogus" lets ruok,
+ * stat and srvr run and refuses mntr and isro) */
+Test(zk_conn, four_letter_word_whitelist)
+{
+    cr_assert(zk_4lw_allowed("srvr", "srvr"));
+    cr_assert(!zk_4lw_allowed("srvr", "ruok"));
+    cr_assert(zk_4lw_allowed("", "srvr"), "srvr runs whatever the list");
+    cr_assert(zk_4lw_allowed("ruok", "srvr"));
+    cr_assert(zk_4lw_allowed(" ruok , stat,bogus", "ruok"));
+    cr_assert(zk_4lw_allowed(" ruok , stat,bogus", "stat"));
+    cr_assert(!zk_4lw_allowed(" ruok , stat,bogus", "mntr"));
+    cr_assert(!zk_4lw_allowed(" ruok , stat,bogus", "isro"));
+    cr_assert(!zk_4lw_allowed("ruok,", "ruo"));
+    cr_assert(!zk_4lw_allowed("ruokx", "ruok"));
+    cr_assert(zk_4lw_allowed("*", "mntr"));
+    cr_assert(zk_4lw_allowed("ruok, * ", "envi"));
+    cr_assert(!zk_4lw_allowed("*", "xxxx"), "* means the words ZooKeeper knows");
+    cr_assert(!zk_4lw_allowed(NULL, "ruok"));
+}

@@ -57,3 +57,69 @@ Test(zk_tree, acl_checks)
     struct zk_ids far = {far_ids, 1};
     cr_assert_not(zk_acl_permits(digest, 2, ZK_PERM_READ, &far));
 }
+
+/* ZooKeeper's ContainerManager.getCandidates, one node at a time */
+Test(zk_tree, sweep_due)
+{
+    /* a container goes once it had a child and has none */
+    cr_assert(zk_sweep_due(ZK_MODE_CONTAINER, 2, 0, 0, 0, 1000));
+    cr_assert(!zk_sweep_due(ZK_MODE_CONTAINER, 0, 0, 0, 0, 1000), "never used: stays");
+    cr_assert(!zk_sweep_due(ZK_MODE_CONTAINER, 1, 1, 0, 0, 1000), "a child: stays");
+    /* a TTL node goes once unchanged for longer than its TTL, childless */
+    cr_assert(zk_sweep_due(ZK_MODE_PERSISTENT_WITH_TTL, 0, 0, 1000, 500, 1501));
+    cr_assert(!zk_sweep_due(ZK_MODE_PERSISTENT_WITH_TTL, 0, 0, 1000, 500, 1500), "not yet");
+    cr_assert(zk_sweep_due(ZK_MODE_PERSISTENT_SEQUENTIAL_WITH_TTL, 3, 0, 1000, 500, 9999));
+    cr_assert(!zk_sweep_due(ZK_MODE_PERSISTENT_WITH_TTL, 0, 2, 1000, 500, 9999), "children");
+    cr_assert(!zk_sweep_due(ZK_MODE_PERSISTENT_WITH_TTL, 0, 0, 1000, 0, 9999), "TTL 0");
+    /* other modes never */
+    for (uint8_t m = ZK_MODE_PERSISTENT; m <= ZK_MODE_EPHEMERAL_SEQUENTIAL; m++)
+        cr_assert(!zk_sweep_due(m, 5, 0, 0, 1, 9999));
+}
+
+/* what a ZooKeeper write counts against --quota-backend-bytes */
+Test(zk_tree, write_cost)
+{
+    struct arena a = {0};
+    struct buf b = {0};
+    struct jute_out o = {&b, 0};
+    /* create "/q" with 10 bytes, no ACL entries */
+    struct zk_request_header h = {1, ZK_OP_CREATE};
+    struct zk_create_req c = {
+        {(const uint8_t *)"/q", 2}, {(const uint8_t *)"0123456789", 10}, {NULL, 0}, 0, 0};
+    jute_encode(&zk_rec_request_header, &o, &h);
+    jute_encode(&zk_rec_create_req, &o, &c);
+    cr_assert_eq(zk_write_cost(b.data, b.len, &a), ZK_WRITE_OVERHEAD + b.len);
+    /* delete and check cost nothing */
+    buf_reset(&b);
+    struct zk_path_version d = {{(const uint8_t *)"/q", 2}, -1};
+    h.type = ZK_OP_DELETE;
+    jute_encode(&zk_rec_request_header, &o, &h);
+    jute_encode(&zk_rec_delete_req, &o, &d);
+    cr_assert_eq(zk_write_cost(b.data, b.len, &a), 0);
+    buf_reset(&b);
+    h.type = ZK_OP_CHECK;
+    jute_encode(&zk_rec_request_header, &o, &h);
+    jute_encode(&zk_rec_check_version_req, &o, &d);
+    cr_assert_eq(zk_write_cost(b.data, b.len, &a), 0);
+    /* a multi: free with deletes only, counted with a setData in it */
+    struct zk_multi_op ops[2] = {{.type = ZK_OP_DELETE}, {.type = ZK_OP_CHECK}};
+    ops[0].u.pv = d;
+    ops[1].u.pv = d;
+    buf_reset(&b);
+    h.type = ZK_OP_MULTI;
+    jute_encode(&zk_rec_request_header, &o, &h);
+    zk_multi_encode(&o, ops, 2);
+    cr_assert_eq(o.err, 0);
+    cr_assert_eq(zk_write_cost(b.data, b.len, &a), 0);
+    ops[1].type = ZK_OP_SET_DATA;
+    ops[1].u.set_data =
+        (struct zk_set_data_req){{(const uint8_t *)"/q", 2}, {(const uint8_t *)"x", 1}, -1};
+    buf_reset(&b);
+    jute_encode(&zk_rec_request_header, &o, &h);
+    zk_multi_encode(&o, ops, 2);
+    cr_assert_eq(zk_write_cost(b.data, b.len, &a), ZK_WRITE_OVERHEAD + b.len);
+    /* bytes that do not decode write nothing */
+    cr_assert_eq(zk_write_cost((const uint8_t *)"\0\0", 2, &a), 0);
+    buf_free(&b);
+    arena_free(&a);
+}
