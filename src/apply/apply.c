@@ -293,8 +293,10 @@ static int range_view(struct view *v, const Etcdserverpb__RangeRequest *r, struc
     /* the reply bound, on reads outside the batch only: a Range in a
      * write txn is part of an entry every member must apply alike, and
      * members' flags may differ */
-    if (v->tx == NULL && v->env != NULL)
+    if (v->tx == NULL && v->env != NULL) {
         l.max_bytes = v->env->max_range_bytes;
+        o.budget = v->env->read_budget;
+    }
     /* count_only fetches nothing (mvcc); keys_only leaves the values in
      * the store unless they are sorted on */
     bool values = !r->keys_only || r->sort_target == ETCDSERVERPB__RANGE_REQUEST__SORT_TARGET__VALUE;
