@@ -9,8 +9,9 @@
  * LMDB read txn, the key index read under the shared read lock a thousand
  * entries at a time), encodes the reply and hands the bytes back to the
  * core, which sends them. No loop builds a big reply: the core's part is
- * the hand-off, one LMDB commit (below) and the copy of the finished bytes
- * into the call's output.
+ * the hand-off and one LMDB commit (below); the finished bytes are handed
+ * to the call's output without a copy (qcall_send_take: the buffer moves
+ * to grpc/, or to the front loop that owns the call).
  *
  * Revisions: the core commits its open batch before handing a read over,
  * so the last committed revision is the store's current one and the
@@ -124,7 +125,13 @@ static void read_job(struct rangereads *p, struct rr_job *j)
         h->cluster_id = j->cluster_id;
         h->member_id = j->member_id;
         h->raft_term = j->term;
-        rv = server_pack(&j->out, resp);
+        /* with room for the gRPC prefix: the call takes the buffer */
+        size_t n = protobuf_c_message_get_packed_size(resp);
+        buf_reset(&j->out);
+        rv = buf_reserve(&j->out, GRPC_MSG_PREFIX + n);
+        if (rv == 0)
+            j->out.len =
+                GRPC_MSG_PREFIX + protobuf_c_message_pack(resp, j->out.data + GRPC_MSG_PREFIX);
     }
     arena_free(&a);
     j->rv = rv;
@@ -230,7 +237,7 @@ static void on_done(uv_async_t *a)
         } else if (j->rv != 0) {
             server_reply_error(call, j->rv);
         } else {
-            int rv = qcall_send(call, j->out.data, j->out.len);
+            int rv = qcall_send_take(call, &j->out);
             if (rv != 0 && rv != -EPIPE)
                 server_reply_error(call, rv);
             else
@@ -238,6 +245,14 @@ static void on_done(uv_async_t *a)
         }
         job_free(j);
     }
+}
+
+static void on_async_closed(uv_handle_t *h)
+{
+    struct rangereads *p = h->data;
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    free(p);
 }
 
 int server_rangereads_start(struct server *s)
@@ -262,16 +277,12 @@ int server_rangereads_start(struct server *s)
             break;
         }
     }
+    if (p->n == 0) { /* no reader: big reads are read inline, as before */
+        uv_close((uv_handle_t *)&p->async, on_async_closed);
+        return 0;
+    }
     s->rangereads = p;
     return 0;
-}
-
-static void on_async_closed(uv_handle_t *h)
-{
-    struct rangereads *p = h->data;
-    pthread_mutex_destroy(&p->mu);
-    pthread_cond_destroy(&p->cv);
-    free(p);
 }
 
 void server_rangereads_stop(struct server *s)
