@@ -302,7 +302,7 @@ static void *detached_once(void *arg)
     return NULL;
 }
 
-Test(shared, detached_read_equals_inline_at_every_revision, .timeout = 60)
+Test(shared, detached_read_equals_inline_at_every_revision)
 {
     cr_assert_eq(mvcc_share(s), 0);
     cr_assert_eq(mvcc_batch_begin(s), 0);
@@ -381,7 +381,7 @@ static void *detached_reader(void *arg)
     return NULL;
 }
 
-Test(shared, detached_readers_while_the_owner_writes_compacts_and_swaps, .timeout = 120)
+Test(shared, detached_readers_while_the_owner_writes_compacts_and_swaps)
 {
     cr_assert_eq(mvcc_share(s), 0);
     atomic_store(&stop, false); /* the plain build runs the tests in one process */
