@@ -25,12 +25,14 @@ share one member, so the store grows from case to case.
 
     overload-probe.py [--targets quorum,etcd] [--full] [--puts N] ...
                       [--quorum-flags "--max-range-response-bytes=N ..."]
+                      [--cases huge-range --range-keys N --good-conns 3 --good-process]
 
 --full uses the issue's sizes (200,000 puts, 10,000 idle connections, 2,000
 half-open, 1,000,000 keys, 100,000 leases); the default is reduced to run
 in a couple of minutes. The quorum binary is $QUORUM_BIN or build/'s.
 """
 import argparse
+import multiprocessing
 import os
 import sys
 import threading
@@ -59,11 +61,16 @@ def rss_kib(pid, field="VmRSS:"):
 
 
 class Good:
-    """The well-behaved client: put then get of its own key every 10 ms."""
+    """The well-behaved client: put then get of its own key every 10 ms,
+    over |conns| connections in turn (one each by default: quorum's front
+    loops take connections in turn, so with as many connections as loops a
+    stall of any loop shows)."""
 
-    def __init__(self, endpoint):
-        self.ch = grpc.insecure_channel(endpoint)
-        self.kv = rpc_pb2_grpc.KVStub(self.ch)
+    def __init__(self, endpoint, conns=1):
+        # a pool of its own per channel: one TCP connection each
+        self.chs = [grpc.insecure_channel(endpoint, options=[("grpc.use_local_subchannel_pool", 1)])
+                    for _ in range(max(1, conns))]
+        self.kvs = [rpc_pb2_grpc.KVStub(c) for c in self.chs]
         self.acks = {}
         self.worst = 0.0
         self.lat = []
@@ -78,14 +85,15 @@ class Good:
             key = ("/probe/good/%08d" % self.i).encode()
             val = ("v%d" % self.i).encode()
             self.i += 1
+            kv = self.kvs[self.i % len(self.kvs)]
             for op in ("put", "get"):
                 t0 = time.monotonic()
                 try:
                     if op == "put":
-                        self.kv.Put(rpc_pb2.PutRequest(key=key, value=val), timeout=30)
+                        kv.Put(rpc_pb2.PutRequest(key=key, value=val), timeout=30)
                         self.acks[key] = val
                     else:
-                        self.kv.Range(rpc_pb2.RangeRequest(key=key), timeout=30)
+                        kv.Range(rpc_pb2.RangeRequest(key=key), timeout=30)
                 except grpc.RpcError:
                     self.failures += 1
                 took = time.monotonic() - t0
@@ -102,10 +110,58 @@ class Good:
         lat = sorted(self.lat)
         return lat[min(len(lat) - 1, int(len(lat) * 0.99))] if lat else 0.0
 
+    def report(self):
+        pass  # the figures are this object's own
+
     def close(self):
         self.stop.set()
         self.t.join(timeout=40)
-        self.ch.close()
+        for c in self.chs:
+            c.close()
+
+
+def _good_main(endpoint, conns, pipe):
+    g = Good(endpoint, conns)
+    while True:
+        cmd = pipe.recv()
+        if cmd == "reset":
+            g.reset()
+            pipe.send(None)
+        elif cmd == "report":
+            pipe.send((g.worst, g.p99(), g.failures, dict(g.acks)))
+        else:
+            g.close()
+            pipe.send(None)
+            return
+
+
+class GoodProcess:
+    """Good in a process of its own (--good-process): the probe's own
+    process decodes the huge Range's reply while holding Python's GIL, which
+    a client thread beside it would count as the member's stall."""
+
+    def __init__(self, endpoint, conns=1):
+        ctx = multiprocessing.get_context("spawn")
+        self.pipe, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_good_main, args=(endpoint, conns, child), daemon=True)
+        self.proc.start()
+        self.worst, self._p99, self.failures, self.acks = 0.0, 0.0, 0, {}
+
+    def reset(self):
+        self.pipe.send("reset")
+        self.pipe.recv()
+
+    def report(self):
+        self.pipe.send("report")
+        self.worst, self._p99, self.failures, self.acks = self.pipe.recv()
+
+    def p99(self):
+        return self._p99
+
+    def close(self):
+        self.pipe.send("close")
+        self.pipe.recv()
+        self.proc.join(timeout=40)
 
 
 def put_many(kv, prefix, n, size=1024, per_txn=100):
@@ -245,7 +301,7 @@ def run_target(kind, a):
         kv = rpc_pb2_grpc.KVStub(ch)
         # earlier writes that must survive everything
         put_many(kv, "/probe/base/", 1000, size=100)
-        good = Good(s.endpoint)
+        good = (GoodProcess if a.good_process else Good)(s.endpoint, a.good_conns)
         for name, fn in CASES:
             if a.cases and name not in a.cases.split(","):
                 continue
@@ -268,6 +324,7 @@ def run_target(kind, a):
             except Exception as e:  # noqa: BLE001
                 note = "error: %r" % (e,)
             took = time.monotonic() - t0
+            good.report()
             stop.set()
             smp.join()
             up = s.proc.poll() is None
@@ -309,6 +366,12 @@ def main():
                    help="more flags for quorum, space-separated (e.g. "
                         "--max-range-response-bytes=67108864)")
     p.add_argument("--cases", help="comma list of the cases to run (default: all)")
+    p.add_argument("--good-conns", type=int, default=1,
+                   help="connections the well-behaved client uses in turn (default 1; as "
+                        "many as quorum's loops to see a stall of any of them)")
+    p.add_argument("--good-process", action="store_true",
+                   help="run the well-behaved client in a process of its own (the probe's "
+                        "process holds Python's GIL while it decodes a huge reply)")
     a = p.parse_args()
     full = dict(puts=200000, idle=10000, half=2000, range_keys=1000000, leases=100000)
     small = dict(puts=20000, idle=1000, half=500, range_keys=50000, leases=10000)

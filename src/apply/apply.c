@@ -64,6 +64,13 @@ struct view {
     uint64_t put_size;
 };
 
+/* read_again: a read that will be read again elsewhere or from the start
+ * (past the budget, or a detached read ended under it) is counted then */
+static bool read_again(int rv)
+{
+    return rv == -E2BIG || rv == -ESTALE;
+}
+
 static void view_done(const struct view *v)
 {
     if (v->ranges + v->puts + v->deletes > 1)
@@ -293,8 +300,10 @@ static int range_view(struct view *v, const Etcdserverpb__RangeRequest *r, struc
     /* the reply bound, on reads outside the batch only: a Range in a
      * write txn is part of an entry every member must apply alike, and
      * members' flags may differ */
-    if (v->tx == NULL && v->env != NULL)
+    if (v->tx == NULL && v->env != NULL) {
         l.max_bytes = v->env->max_range_bytes;
+        o.budget = v->env->read_budget;
+    }
     /* count_only fetches nothing (mvcc); keys_only leaves the values in
      * the store unless they are sorted on */
     bool values = !r->keys_only || r->sort_target == ETCDSERVERPB__RANGE_REQUEST__SORT_TARGET__VALUE;
@@ -343,7 +352,8 @@ int apply_range(const struct apply_env *env, mvcc_read *rd, const Etcdserverpb__
 {
     struct view v = {.env = env, .rd = rd, .begin_rev = mvcc_read_rev(rd)};
     int rv = range_view(&v, r, a, out);
-    view_done(&v);
+    if (!read_again(rv))
+        view_done(&v);
     return rv;
 }
 
@@ -711,7 +721,8 @@ int apply_txn_read(const struct apply_env *env, mvcc_read *rd, const Etcdserverp
 {
     struct view v = {.env = env, .rd = rd, .begin_rev = mvcc_read_rev(rd)};
     int rv = txn_view(&v, r, false, a, out);
-    view_done(&v);
+    if (!read_again(rv))
+        view_done(&v);
     if (rv == 0)
         (*out)->header->revision = view_rev(&v);
     return rv;

@@ -40,6 +40,10 @@ struct apply_env {
      * unlimited. Applies to Ranges read outside the batch (apply_range,
      * apply_txn_read), each Range op of a txn on its own. */
     size_t max_range_bytes;
+    /* > 0: a Range read outside the batch gives up with -E2BIG once it has
+     * cost more than this (mvcc_range_opts.budget): the server tries a read
+     * inline with a budget and hands it to a worker past it. */
+    int64_t read_budget;
 };
 
 /* Checks. Errors: QERR_EMPTY_KEY, QERR_VALUE_PROVIDED, QERR_LEASE_PROVIDED,
@@ -82,8 +86,9 @@ int apply_txn_wide_deletes(const Etcdserverpb__TxnRequest *r,
 bool apply_txn_is_read_only(const Etcdserverpb__TxnRequest *r);
 
 /* Reads on a read view (outside any batch). Errors: QERR_COMPACTED,
- * QERR_FUTURE_REV, QERR_RANGE_TOO_LARGE (env->max_range_bytes), -ENOMEM,
- * storage errors. */
+ * QERR_FUTURE_REV, QERR_RANGE_TOO_LARGE (env->max_range_bytes), -E2BIG
+ * (env->read_budget), -ESTALE (a detached read to do again: mvcc.h),
+ * -ENOMEM, storage errors. */
 int apply_range(const struct apply_env *env, mvcc_read *rd, const Etcdserverpb__RangeRequest *r,
                 struct arena *a, Etcdserverpb__RangeResponse **out);
 int apply_txn_read(const struct apply_env *env, mvcc_read *rd, const Etcdserverpb__TxnRequest *r,

@@ -251,6 +251,17 @@ const char *grpc_call_tls_common_name(const grpc_call *call);
  * -EPIPE (call finished or closing), -EMSGSIZE, -ENOMEM. */
 int grpc_call_send(grpc_call *call, const uint8_t *msg, size_t len);
 
+/* grpc_call_send_take is grpc_call_send of a message built in a buffer of
+ * the caller's: |msg| holds GRPC_MSG_PREFIX bytes (filled here) then the
+ * message. When nothing of the call's output is waiting, the call takes
+ * the buffer (*|msg| is then zeroed) instead of copying it: a big reply
+ * costs the loop no copy. Otherwise it is copied, and *|msg| stays the
+ * caller's; either way the caller frees it after (buf_free). Errors: as
+ * grpc_call_send. */
+#define GRPC_MSG_PREFIX 5
+struct buf;
+int grpc_call_send_take(grpc_call *call, struct buf *msg);
+
 /* grpc_call_finish ends the call with |status| (enum grpc_status in
  * base/err.h) and |message| (UTF-8, may be NULL; percent-encoded here),
  * sent as trailers (trailers-only response when nothing was sent). on_close

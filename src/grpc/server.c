@@ -1941,6 +1941,17 @@ const char *grpc_call_metadata(const grpc_call *call, const char *name, size_t *
     return (const char *)vec.base;
 }
 
+static void put_prefix(uint8_t *p, size_t len)
+{
+    p[0] = 0;
+    p[1] = (uint8_t)(len >> 24);
+    p[2] = (uint8_t)(len >> 16);
+    p[3] = (uint8_t)(len >> 8);
+    p[4] = (uint8_t)len;
+}
+
+static int queued(grpc_call *call, grpc_conn *c, size_t len);
+
 int grpc_call_send(grpc_call *call, const uint8_t *msg, size_t len)
 {
     if (call->lops != NULL) {
@@ -1967,14 +1978,35 @@ int grpc_call_send(grpc_call *call, const uint8_t *msg, size_t len)
     if (buf_reserve(&call->out, 5 + len) != 0)
         return -ENOMEM;
     uint8_t *p = call->out.data + call->out.len;
-    p[0] = 0;
-    p[1] = (uint8_t)(len >> 24);
-    p[2] = (uint8_t)(len >> 16);
-    p[3] = (uint8_t)(len >> 8);
-    p[4] = (uint8_t)len;
+    put_prefix(p, len);
     if (len)
         memcpy(p + 5, msg, len);
     call->out.len += 5 + len;
+    return queued(call, c, len);
+}
+
+int grpc_call_send_take(grpc_call *call, struct buf *msg)
+{
+    size_t len = msg->len - GRPC_MSG_PREFIX;
+    if (call->lops != NULL || call->out.len != call->out_off)
+        return grpc_call_send(call, msg->data + GRPC_MSG_PREFIX, len);
+    grpc_conn *c = call->conn;
+    if (call->finished || call->closed || c->closed || c->want_close)
+        return -EPIPE;
+    if (len > c->srv->max_send)
+        return -EMSGSIZE;
+    buf_free(&call->out);
+    call->out = *msg;
+    call->out_off = 0;
+    *msg = (struct buf){0};
+    put_prefix(call->out.data, len);
+    return queued(call, c, len);
+}
+
+/* queued: the message of |len| bytes (and its prefix) ends call->out:
+ * submit the response (first send) or resume its data. */
+static int queued(grpc_call *call, grpc_conn *c, size_t len)
+{
     if (!call->headers_sent) {
         nghttp2_nv nv[2] = {NV_STATIC(":status", "200"),
                             NV_STATIC("content-type", "application/grpc")};

@@ -61,6 +61,11 @@ struct mvcc_read {
     bool borrowed; /* txn is the open batch's */
     bool shared;   /* begun by mvcc_read_begin_shared: holds the read lock */
     bool cached;   /* shared: kept by its thread for the next read (registered) */
+    /* begun by mvcc_read_begin_detached: holds no lock between calls, reads
+     * the index under the read lock in pieces; on the store's |det| list
+     * (under reg_mu), whose txn release_shared aborts (txn NULL: dead) */
+    bool detached;
+    mvcc_read *dnext, *dprev;
 };
 
 #define SHARED_READERS 128 /* cached read txns of other threads, at most */
@@ -117,6 +122,7 @@ struct mvcc_store {
     pthread_mutex_t reg_mu;
     mvcc_read *reg[SHARED_READERS];
     int nreg;
+    mvcc_read *det; /* detached reads under way (under reg_mu) */
 };
 
 /* ---- sharing reads with other threads ------------------------------------ */
@@ -177,6 +183,13 @@ static void release_shared(mvcc_store *s)
         free(s->reg[i]);
     }
     s->nreg = 0;
+    /* detached reads: their thread learns it at its next piece (it reads
+     * txn under the read lock, and we hold the write lock) */
+    for (mvcc_read *r = s->det; r != NULL; r = r->dnext)
+        if (r->txn != NULL) {
+            mdb_txn_abort(r->txn);
+            r->txn = NULL;
+        }
     __atomic_store_n(&s->gen, __atomic_add_fetch(&gen_counter, 1, __ATOMIC_RELAXED),
                      __ATOMIC_RELAXED);
     pthread_mutex_unlock(&s->reg_mu);
@@ -242,6 +255,39 @@ int mvcc_read_begin_shared(mvcc_store *s, int64_t min_rev, mvcc_read **out)
     r->rev = committed;
     *out = r;
     return 0;
+}
+
+int mvcc_read_begin_detached(mvcc_store *s, int64_t min_rev, mvcc_read **out)
+{
+    *out = NULL;
+    if (!s->shared)
+        return -EAGAIN;
+    /* a worker may wait for the owner's write txn or step to end */
+    pthread_rwlock_rdlock(&s->lock);
+    int64_t rev = min_rev > 0 ? min_rev : __atomic_load_n(&s->pub_rev, __ATOMIC_ACQUIRE);
+    int64_t committed = __atomic_load_n(&s->pub_committed, __ATOMIC_ACQUIRE);
+    int rv = 0;
+    mvcc_read *r = NULL;
+    if (committed < rev || __atomic_load_n(&s->compact_rev, __ATOMIC_ACQUIRE) > committed)
+        rv = -EAGAIN; /* as mvcc_read_begin_shared */
+    else if ((r = calloc(1, sizeof(*r))) == NULL)
+        rv = -ENOMEM;
+    else if ((rv = backend_read_begin(s->be, &r->txn)) != 0)
+        free(r);
+    if (rv == 0) {
+        r->s = s;
+        r->detached = true;
+        r->rev = committed;
+        pthread_mutex_lock(&s->reg_mu);
+        r->dnext = s->det;
+        if (s->det != NULL)
+            s->det->dprev = r;
+        s->det = r;
+        pthread_mutex_unlock(&s->reg_mu);
+        *out = r;
+    }
+    pthread_rwlock_unlock(&s->lock);
+    return rv;
 }
 
 static uint64_t now_ns(void)
@@ -874,9 +920,38 @@ static bool past_end(const struct kindex_entry *e, const uint8_t *key, size_t ke
     return !unbounded && bytes_compare(e->key, e->klen, end, end_len) >= 0;
 }
 
+/* Entries a detached read visits under one hold of the read lock: about a
+ * millisecond of work, after which the owner's waiting writer goes first. */
+#define DETACHED_PIECE 1000
+
+/* next_piece lets the owner in between two pieces of a detached read: it
+ * drops the read lock and takes it again, checks that the read still holds
+ * (its txn was not released for a file swap, no compaction was scheduled
+ * above |rev|: the index keeps what a read at |rev| sees only then) and
+ * seeks |it| back to |e|'s key (copied first: the entry may move). Errors:
+ * -ESTALE (read it again), -ENOMEM. The read lock is held on return. */
+static int next_piece(mvcc_store *s, mvcc_read *det, int64_t rev, struct kindex_iter *it,
+                      const struct kindex_entry *e, struct buf *resume, MDB_cursor **mc)
+{
+    buf_reset(resume);
+    int rv = buf_append(resume, e->key, e->klen);
+    if (*mc != NULL) {
+        mdb_cursor_close(*mc);
+        *mc = NULL;
+    }
+    pthread_rwlock_unlock(&s->lock);
+    pthread_rwlock_rdlock(&s->lock);
+    if (rv != 0)
+        return rv;
+    if (det->txn == NULL || rev < __atomic_load_n(&s->compact_rev, __ATOMIC_ACQUIRE))
+        return -ESTALE;
+    kindex_seek(&s->ix, resume->data, resume->len, it);
+    return 0;
+}
+
 static int do_range(mvcc_store *s, MDB_txn *lt, int64_t cur, const uint8_t *key, size_t key_len,
                     const uint8_t *end, size_t end_len, const struct mvcc_range_opts *opts,
-                    mvcc_kv_fn fn, void *arg, struct mvcc_range_result *res)
+                    mvcc_kv_fn fn, void *arg, struct mvcc_range_result *res, mvcc_read *det)
 {
     static const struct mvcc_range_opts none = {0};
     struct mvcc_range_result dummy;
@@ -906,9 +981,24 @@ static int do_range(mvcc_store *s, MDB_txn *lt, int64_t cur, const uint8_t *key,
     struct kindex_iter it;
     kindex_seek(&s->ix, key, key_len, &it);
     bool unbounded = is_from_key(end, end_len);
+    int64_t spent = 0; /* against opts->budget */
+    unsigned piece = 0;
+    struct buf resume = {0};
     for (struct kindex_entry *e; (e = kindex_iter_get(&it)) != NULL; kindex_iter_next(&it)) {
+        if (det != NULL && ++piece > DETACHED_PIECE) {
+            piece = 0;
+            if ((rv = next_piece(s, det, rev, &it, e, &resume, &mc)) != 0)
+                break;
+            if ((e = kindex_iter_get(&it)) == NULL)
+                break;
+            lt = det->txn;
+        }
         if (past_end(e, key, key_len, end, end_len, unbounded))
             break;
+        if (opts->budget > 0 && ++spent > opts->budget) {
+            rv = -E2BIG;
+            break;
+        }
         const struct kindex_rev *r = kentry_at(e, rev);
         if (r == NULL || r->tomb)
             continue;
@@ -920,6 +1010,7 @@ static int do_range(mvcc_store *s, MDB_txn *lt, int64_t cur, const uint8_t *key,
             rv = fetch(s, lt, mc, r, &kv);
             if (rv != 0)
                 break;
+            spent += (int64_t)(kv.raw_len >> 10);
             sent++;
             rv = fn(&kv, arg);
             if (rv != 0)
@@ -930,6 +1021,7 @@ static int do_range(mvcc_store *s, MDB_txn *lt, int64_t cur, const uint8_t *key,
     }
     if (mc != NULL)
         mdb_cursor_close(mc);
+    buf_free(&resume);
     return rv;
 }
 
@@ -973,7 +1065,7 @@ int mvcc_txn_range(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_
 {
     mvcc_store *s = t->s;
     return do_range(s, backend_batch_txn(s->be), txn_read_rev(t), key, key_len, end, end_len, opts,
-                    fn, arg, res);
+                    fn, arg, res, NULL);
 }
 
 /* load_prev copies the live kv of |r| into s->prev and decodes it. */
@@ -1278,7 +1370,15 @@ int mvcc_read_range(mvcc_read *r, const uint8_t *key, size_t key_len, const uint
                     size_t end_len, const struct mvcc_range_opts *opts, mvcc_kv_fn fn, void *arg,
                     struct mvcc_range_result *res)
 {
-    return do_range(r->s, r->txn, r->rev, key, key_len, end, end_len, opts, fn, arg, res);
+    if (!r->detached)
+        return do_range(r->s, r->txn, r->rev, key, key_len, end, end_len, opts, fn, arg, res, NULL);
+    mvcc_store *s = r->s;
+    pthread_rwlock_rdlock(&s->lock);
+    int rv = r->txn == NULL
+                 ? -ESTALE
+                 : do_range(s, r->txn, r->rev, key, key_len, end, end_len, opts, fn, arg, res, r);
+    pthread_rwlock_unlock(&s->lock);
+    return rv;
 }
 
 void mvcc_read_end(mvcc_read *r)
@@ -1292,6 +1392,21 @@ void mvcc_read_end(mvcc_read *r)
     }
     mvcc_store *s = r->s;
     if (r->borrowed) {
+        free(r);
+        return;
+    }
+    if (r->detached) {
+        pthread_mutex_lock(&s->reg_mu);
+        if (r->dprev != NULL)
+            r->dprev->dnext = r->dnext;
+        else
+            s->det = r->dnext;
+        if (r->dnext != NULL)
+            r->dnext->dprev = r->dprev;
+        MDB_txn *txn = r->txn; /* NULL: release_shared aborted it */
+        pthread_mutex_unlock(&s->reg_mu);
+        if (txn != NULL)
+            mdb_txn_abort(txn);
         free(r);
         return;
     }

@@ -18,7 +18,9 @@
  * read to the owner instead), and the owner waits only for reads under
  * way (the index is guarded by a writer-preferring RW lock, taken by the
  * owner around each write txn and compaction step; see
- * docs/architecture.md).
+ * docs/architecture.md). A worker thread reading a big range uses
+ * mvcc_read_begin_detached instead: it waits for the lock, a piece of
+ * the index at a time, and the owner waits for one piece at most.
  *
  * Failure model: an error from LMDB inside a batch leaves the in-memory
  * index ahead of the disk; the caller must stop the process (etcd panics in
@@ -108,6 +110,11 @@ struct mvcc_range_opts {
     int64_t rev;     /* read at this revision; <= 0 = current */
     int64_t limit;   /* at most this many kvs to the visitor; <= 0 = no limit */
     bool count_only; /* no kvs to the visitor, only the count */
+    /* > 0: give up with -E2BIG once the read has cost more than this: one
+     * per index entry visited, one more per KiB of record fetched (a read
+     * that must not hold a loop tries inline with a budget, and goes to a
+     * worker past it: mvcc_read_begin_detached) */
+    int64_t budget;
 };
 
 struct mvcc_range_result {
@@ -260,6 +267,25 @@ int mvcc_share(mvcc_store *s);
  * End it with mvcc_read_end, soon: the owner's next change waits for it.
  * Other errors: -ENOMEM, storage errors. */
 int mvcc_read_begin_shared(mvcc_store *s, int64_t min_rev, mvcc_read **out);
+
+/* mvcc_read_begin_detached begins a read for a worker thread (any thread
+ * but the owner's, which must not wait for itself): at the last committed
+ * revision, when that is at least |min_rev| (or, for |min_rev| <= 0, the
+ * store's current revision); -EAGAIN otherwise (as mvcc_read_begin_shared).
+ * Unlike a shared read it holds no lock between calls: its LMDB read txn
+ * (a fresh one, not cached) keeps the records it reads, and each
+ * mvcc_read_range takes the index's read lock (waiting for it) for a piece
+ * of about a thousand entries at a time, so the owner waits for a piece at
+ * most, never for the whole read. Between pieces it checks that the read
+ * still holds, and fails -ESTALE when it does not: the file was replaced
+ * (mvcc_release_reads ends its txn) or a compaction was scheduled above
+ * the revision it reads (the index may no longer hold what it must see).
+ * The caller then reads again from the start (a compaction makes that
+ * QERR_COMPACTED for a read at an older revision, as it would have been a
+ * moment later). Only mvcc_read_range and mvcc_read_rev may be used on it;
+ * end it with mvcc_read_end on any thread. Errors: -EAGAIN, -ENOMEM,
+ * storage errors. */
+int mvcc_read_begin_detached(mvcc_store *s, int64_t min_rev, mvcc_read **out);
 
 /* mvcc_exclusive_begin waits for shared reads under way and keeps new ones
  * out until mvcc_exclusive_end (nestable, owner only): around replacing

@@ -58,6 +58,15 @@ int qcall_send(qcall *call, const uint8_t *msg, size_t len)
     return call->face->send(call, msg, len);
 }
 
+int qcall_send_take(qcall *call, struct buf *msg)
+{
+    if (call->finished)
+        return -EPIPE;
+    if (call->face->send_take != NULL)
+        return call->face->send_take(call, msg);
+    return call->face->send(call, msg->data + GRPC_MSG_PREFIX, msg->len - GRPC_MSG_PREFIX);
+}
+
 int qcall_finish(qcall *call, int status, const char *message)
 {
     if (call->finished)
@@ -174,7 +183,12 @@ static size_t g_pending(const qcall *c)
     return grpc_call_pending_bytes(c->face_ctx);
 }
 
-static const struct qcall_face grpc_face = {g_send, g_finish, g_pending};
+static int g_send_take(qcall *c, struct buf *msg)
+{
+    return grpc_call_send_take(c->face_ctx, msg);
+}
+
+static const struct qcall_face grpc_face = {g_send, g_finish, g_pending, g_send_take};
 
 static struct grpc_method *core_methods;
 

@@ -44,10 +44,13 @@ struct qcall_method {
 };
 
 /* What a face does with a call's output. */
+struct buf;
 struct qcall_face {
     int (*send)(qcall *call, const uint8_t *msg, size_t len);
     int (*finish)(qcall *call, int status, const char *message);
     size_t (*pending)(const qcall *call);
+    /* optional: qcall_send_take without a copy (NULL: send copies) */
+    int (*send_take)(qcall *call, struct buf *msg);
 };
 
 struct qcall {
@@ -79,6 +82,12 @@ int qcall_set_credentials(qcall *call, const char *token, size_t token_len, cons
 /* qcall_send queues one response message (copied). Errors: -EPIPE (the
  * call finished or is going away), -EMSGSIZE, -ENOMEM. */
 int qcall_send(qcall *call, const uint8_t *msg, size_t len);
+/* qcall_send_take is qcall_send of a message built in |msg| after
+ * GRPC_MSG_PREFIX (5) bytes left for the face (grpc.h,
+ * grpc_call_send_take): a face that can takes the buffer (*|msg| zeroed)
+ * rather than copy it, so a big reply costs the loop no copy. The caller
+ * frees *|msg| after, taken or not. Errors: as qcall_send. */
+int qcall_send_take(qcall *call, struct buf *msg);
 /* qcall_finish ends the call with |status| (enum grpc_status) and
  * |message| (may be NULL). Errors: -EPIPE if already finished. */
 int qcall_finish(qcall *call, int status, const char *message);

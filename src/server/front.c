@@ -24,6 +24,9 @@
  * request message), HALF (the client ended its side), CLOSE (the stream is
  * gone). Core to front: SEND (one response message), FINISH (status and
  * text), RELEASE (the core forgot the call: the front frees its record).
+ * SEND_TAKE is SEND of a message built whole elsewhere (qcall_send_take):
+ * |data| holds its struct buf (prefix room, then the message), handed
+ * over.
  * Front to front: ADOPT (serve the accepted socket in |status|).
  * A linearizable read whose read index the core reached goes to the front
  * as READ (the request packed, |status| its entry kind, |rev| the
@@ -35,6 +38,7 @@ enum xop {
     XM_CLOSE,
     XM_READ_BACK,
     XM_SEND,
+    XM_SEND_TAKE,
     XM_FINISH,
     XM_RELEASE,
     XM_READ,
@@ -229,7 +233,19 @@ static size_t r_pending(const qcall *c)
            atomic_load_explicit(&fc->grpc_pending, memory_order_relaxed);
 }
 
-static const struct qcall_face remote_face = {r_send, r_finish, r_pending};
+static int r_send_take(qcall *c, struct buf *msg)
+{
+    struct fcall *fc = c->face_ctx;
+    size_t len = msg->len - GRPC_MSG_PREFIX;
+    int rv = to_front(fc, XM_SEND_TAKE, 0, msg, sizeof(*msg));
+    if (rv == 0) {
+        *msg = (struct buf){0}; /* the front loop's now */
+        fc->core_sent += len;
+    }
+    return rv;
+}
+
+static const struct qcall_face remote_face = {r_send, r_finish, r_pending, r_send_take};
 
 static void core_close_call(struct fcall *fc)
 {
@@ -481,6 +497,21 @@ static void front_handle(struct front *fr, struct xmsg *m)
         }
         atomic_fetch_add_explicit(&fc->front_sent, m->len, memory_order_release);
         break;
+    case XM_SEND_TAKE: {
+        struct buf b;
+        memcpy(&b, m->data, sizeof(b));
+        size_t len = b.len - GRPC_MSG_PREFIX;
+        if (fc->gc != NULL) {
+            grpc_call_send_take(fc->gc, &b);
+            size_t p = grpc_call_pending_bytes(fc->gc);
+            atomic_store_explicit(&fc->grpc_pending, p, memory_order_relaxed);
+            if (p > 0)
+                plist_add(fr, fc);
+        }
+        buf_free(&b);
+        atomic_fetch_add_explicit(&fc->front_sent, len, memory_order_release);
+        break;
+    }
     case XM_FINISH:
         if (fc->gc != NULL)
             grpc_call_finish(fc->gc, m->status, m->data[0] ? (const char *)m->data : NULL);
@@ -852,10 +883,15 @@ void fronts_close(struct fronts *all, void (*cb)(void *arg), void *arg)
         take_all(&all->f[i].in, &h, &t);
         struct xmsg *m;
         while ((m = next_msg(&h, &t)) != NULL) {
-            if (m->op == XM_RELEASE)
+            if (m->op == XM_RELEASE) {
                 free(m->fc);
-            else if (m->op == XM_ADOPT)
+            } else if (m->op == XM_SEND_TAKE) {
+                struct buf b;
+                memcpy(&b, m->data, sizeof(b));
+                buf_free(&b);
+            } else if (m->op == XM_ADOPT) {
                 close(m->status);
+            }
             free(m);
         }
     }

@@ -21,7 +21,11 @@ static bool too_large(struct server *s, size_t len)
     return len + PROPOSAL_OVERHEAD > s->cfg.max_request_bytes;
 }
 
-static void range_read(struct server *s, qcall *call, const Etcdserverpb__RangeRequest *r)
+/* range_read and txn_read answer a read on the core: inline, within the
+ * read budget (s->env.read_budget), and past it on a reader thread
+ * (rangeread.c); |whole|: inline whatever it costs. */
+static void range_read(struct server *s, qcall *call, const Etcdserverpb__RangeRequest *r,
+                       bool whole)
 {
     mvcc_read *rd;
     int rv = server_auth_check_call_read(s, call, true, &r->base);
@@ -31,33 +35,43 @@ static void range_read(struct server *s, qcall *call, const Etcdserverpb__RangeR
         server_reply_error(call, rv);
         return;
     }
+    struct apply_env env = s->env;
+    if (whole)
+        env.read_budget = 0;
     arena_reset(&s->arena);
     Etcdserverpb__RangeResponse *resp = NULL;
-    rv = apply_range(&s->env, rd, r, &s->arena, &resp);
+    rv = apply_range(&env, rd, r, &s->arena, &resp);
     if (rv == 0) {
         server_fill_header(s, resp->header);
         server_reply(s, call, &resp->base);
-    } else {
+    } else if (rv != -E2BIG) {
         server_reply_error(call, rv);
     }
     mvcc_read_end(rd);
+    if (rv == -E2BIG)
+        server_read_elsewhere(s, call, ENTRY_READ_RANGE, &r->base);
 }
 
-static void txn_read(struct server *s, qcall *call, const Etcdserverpb__TxnRequest *r)
+static void txn_read(struct server *s, qcall *call, const Etcdserverpb__TxnRequest *r, bool whole)
 {
     mvcc_read *rd;
     int rv = server_auth_check_call_read(s, call, false, &r->base);
     if (rv == 0 && (rv = mvcc_read_begin(s->kv, &rd)) == 0) {
+        struct apply_env env = s->env;
+        if (whole)
+            env.read_budget = 0;
         arena_reset(&s->arena);
         Etcdserverpb__TxnResponse *resp = NULL;
-        rv = apply_txn_read(&s->env, rd, r, &s->arena, &resp);
+        rv = apply_txn_read(&env, rd, r, &s->arena, &resp);
         if (rv == 0) {
             server_fill_header(s, resp->header);
             server_reply(s, call, &resp->base);
         }
         mvcc_read_end(rd);
     }
-    if (rv != 0)
+    if (rv == -E2BIG)
+        server_read_elsewhere(s, call, ENTRY_READ_TXN, &r->base);
+    else if (rv != 0)
         server_reply_error(call, rv);
 }
 
@@ -85,9 +99,18 @@ void server_serve_read(struct server *s, qcall *call, enum entry_kind kind,
                        const ProtobufCMessage *req)
 {
     if (kind == ENTRY_READ_RANGE)
-        range_read(s, call, (const Etcdserverpb__RangeRequest *)req);
+        range_read(s, call, (const Etcdserverpb__RangeRequest *)req, false);
     else
-        txn_read(s, call, (const Etcdserverpb__TxnRequest *)req);
+        txn_read(s, call, (const Etcdserverpb__TxnRequest *)req, false);
+}
+
+void server_serve_read_whole(struct server *s, qcall *call, enum entry_kind kind,
+                             const ProtobufCMessage *req)
+{
+    if (kind == ENTRY_READ_RANGE)
+        range_read(s, call, (const Etcdserverpb__RangeRequest *)req, true);
+    else
+        txn_read(s, call, (const Etcdserverpb__TxnRequest *)req, true);
 }
 
 #ifdef QUORUM_FAULT_INJECTION
@@ -123,7 +146,7 @@ static void on_range(qcall *call, const uint8_t *msg, size_t len)
         server_read(s, call, ENTRY_READ_RANGE, &r->base); /* takes |r| */
         return;
     } else {
-        range_read(s, call, r);
+        range_read(s, call, r, false);
     }
     protobuf_c_message_free_unpacked(&r->base, NULL);
 }
@@ -187,7 +210,7 @@ static void on_txn(qcall *call, const uint8_t *msg, size_t len)
             server_read(s, call, ENTRY_READ_TXN, &r->base); /* takes |r| */
             return;
         }
-        txn_read(s, call, r);
+        txn_read(s, call, r, false);
         protobuf_c_message_free_unpacked(&r->base, NULL);
         return;
     }
@@ -253,6 +276,8 @@ static int serve_shared(struct server *s, bool range, const ProtobufCMessage *re
         }
     }
     mvcc_read_end(rd);
+    if (rv == -E2BIG)
+        return 0; /* past the read budget: the core hands it to a reader */
     return rv == 0 ? 1 : rv;
 }
 

@@ -154,7 +154,9 @@ int recipe_read_edge(struct server *s, const uint8_t *pfx, size_t len, bool last
     if (rv != 0)
         return rv;
     Etcdserverpb__RangeResponse *resp = NULL;
-    rv = apply_range(&s->env, rd, &r, a, &resp);
+    struct apply_env env = s->env;
+    env.read_budget = 0; /* a recipe's read is answered on the core, whole */
+    rv = apply_range(&env, rd, &r, a, &resp);
     mvcc_read_end(rd);
     if (rv != 0)
         return rv;

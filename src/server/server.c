@@ -538,6 +538,9 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
         goto fail;
     s->env.kv = s->kv;
     s->env.max_range_bytes = (size_t)cfg->max_range_response_bytes;
+    /* a read past this (index entries visited, plus KiB fetched) goes to
+     * a reader thread (rangeread.c): a few milliseconds of a loop at most */
+    s->env.read_budget = SERVER_READ_BUDGET;
     what = "open the watch hub";
     if ((rv = watch_hub_new(s->kv, &s->watches)) != 0)
         goto fail;
@@ -604,11 +607,15 @@ int server_start(uv_loop_t *loop, const struct config *cfg, struct server **out)
                                     : 0,
     };
     unsigned nf = cfg->front_loops == CONFIG_FRONT_AUTO ? fronts_count_auto() : cfg->front_loops;
+    /* the reader threads read the store (rangeread.c), as the front loops */
+    what = "share the store with the reader threads";
+    if ((rv = mvcc_share(s->kv)) != 0)
+        goto fail;
+    what = "start the reader threads";
+    if ((rv = server_rangereads_start(s)) != 0)
+        goto fail;
     if (nf > 0) {
         publish_state(s);
-        what = "share the store with the front loops";
-        if ((rv = mvcc_share(s->kv)) != 0)
-            goto fail;
         what = "start the front loops";
         rv = fronts_start(s, nf, cfg->pin_threads, &go, s->client_fds, s->n_client_fds,
                           &s->fronts);
@@ -671,6 +678,7 @@ fail:
     if (s->metrics_grpc)
         grpc_server_close(s->metrics_grpc, NULL, NULL);
     server_zk_close(s);
+    server_rangereads_stop(s);
     if (s->tick.type == UV_TIMER) {
         server_node_close(s, NULL, NULL);
     } else if (s->tp != NULL) {
@@ -744,6 +752,7 @@ static void on_grpc_closed(void *arg)
      * the member stops (what was committed is in the WAL: a restart applies
      * it) */
     server_node_fail_all(s, QERR_STOPPED);
+    server_rangereads_stop(s);
     server_flush(s); /* applied entries reach the store before it closes */
     s->closing = 11 + (int)s->n_client_polls;
     for (size_t i = 0; i < s->n_client_polls; i++)

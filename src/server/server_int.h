@@ -310,6 +310,7 @@ struct server {
     struct autocompact autocompact; /* --auto-compaction-* (autocompact.c) */
     struct corrupt_check corrupt;   /* --experimental-corrupt-check-time */
     struct defrag *defrag;          /* a Defragment in progress (maintenance_service.c) */
+    struct rangereads *rangereads;  /* reader threads for big reads (rangeread.c) */
     struct arena arena;             /* per request (reads) or per entry (writes) */
     struct buf scratch;             /* packing buffer for replies */
     void (*stop_cb)(void *);
@@ -538,6 +539,29 @@ void server_read(struct server *s, qcall *call, enum entry_kind kind, ProtobufCM
 /* server_serve_read answers a read (range or read-only txn) from the store. */
 void server_serve_read(struct server *s, qcall *call, enum entry_kind kind,
                        const ProtobufCMessage *req);
+/* server_serve_read_whole is server_serve_read without the read budget:
+ * the reply is built inline whatever its size. */
+void server_serve_read_whole(struct server *s, qcall *call, enum entry_kind kind,
+                             const ProtobufCMessage *req);
+
+/* ---- rangeread.c: reads past the read budget, on reader threads ---- */
+
+/* apply_env.read_budget of every read a loop serves: index entries
+ * visited plus KiB fetched (about a millisecond per thousand) */
+#define SERVER_READ_BUDGET 4096
+
+/* server_read_elsewhere answers the read |req| (a RangeRequest or a
+ * TxnRequest of Ranges, |kind| ENTRY_READ_*; copied, the caller keeps it),
+ * whose auth was checked, on a reader thread; the reply comes back to
+ * |call| on the core. Without readers it is read inline, whole. */
+void server_read_elsewhere(struct server *s, qcall *call, enum entry_kind kind,
+                           const ProtobufCMessage *req);
+/* server_rangereads_start starts the reader threads (the store must be
+ * shared: mvcc_share). Errors: -ENOMEM, libuv's. */
+int server_rangereads_start(struct server *s);
+/* server_rangereads_stop ends the reads under way and joins the readers;
+ * reads not answered are dropped (the clients are gone). Core loop. */
+void server_rangereads_stop(struct server *s);
 /* server_apply_entry applies one decoded log entry inside the open batch
  * (server.c): |e| is the waiter (or a temporary). */
 int server_apply_entry(struct server *s, struct entry *e);

@@ -232,7 +232,7 @@ static size_t zf_pending(const qcall *c)
     return 0;
 }
 
-static const struct qcall_face zk_face = {zf_send, zf_finish, zf_pending};
+static const struct qcall_face zk_face = {zf_send, zf_finish, zf_pending, NULL};
 
 static void zcall_free(struct zcall *zc)
 {

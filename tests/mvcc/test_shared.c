@@ -239,17 +239,203 @@ Test(shared, readers_see_whole_revisions_while_the_owner_writes, .timeout = 60)
                  atomic_load(&refused));
 }
 
+/* ---- detached reads (mvcc_read_begin_detached): a big range on a worker,
+ * the index read a piece at a time ---- */
+
+#define NBIG 2500 /* more than two pieces */
+
+static int64_t put_big(const char *val)
+{
+    mvcc_txn *t;
+    cr_assert_eq(mvcc_txn_begin(s, &t), 0);
+    for (int i = 0; i < NBIG; i++) {
+        char k[16];
+        snprintf(k, sizeof(k), "b%05d", i);
+        cr_assert_eq(mvcc_txn_put(t, S(k), S(val), 0, NULL, NULL), 0);
+    }
+    return mvcc_txn_end(t);
+}
+
+/* a digest of what a read visited: keys in order, values */
+struct digest {
+    int n;
+    uint32_t h;
+    char first[32];
+    bool mixed;
+};
+
+static int digest_kv(const struct mvcc_kv *kv, void *arg)
+{
+    struct digest *d = arg;
+    for (size_t i = 0; i < kv->key_len; i++)
+        d->h = d->h * 31 + kv->key[i];
+    for (size_t i = 0; i < kv->value_len; i++)
+        d->h = d->h * 31 + kv->value[i];
+    d->h = d->h * 31 + (uint32_t)kv->mod_revision;
+    char v[32];
+    snprintf(v, sizeof(v), "%.*s", (int)kv->value_len, (const char *)kv->value);
+    if (d->n == 0)
+        snprintf(d->first, sizeof(d->first), "%s", v);
+    else if (strcmp(v, d->first) != 0)
+        d->mixed = true;
+    d->n++;
+    return 0;
+}
+
+struct detached_arg {
+    int64_t rev;
+    int rv;
+    struct digest d;
+    struct mvcc_range_result res;
+};
+
+static void *detached_once(void *arg)
+{
+    struct detached_arg *a = arg;
+    mvcc_read *r;
+    a->rv = mvcc_read_begin_detached(s, 0, &r);
+    if (a->rv != 0)
+        return NULL;
+    struct mvcc_range_opts o = {.rev = a->rev};
+    a->rv = mvcc_read_range(r, S("b"), S("c"), &o, digest_kv, &a->d, &a->res);
+    mvcc_read_end(r);
+    return NULL;
+}
+
+Test(shared, detached_read_equals_inline_at_every_revision)
+{
+    cr_assert_eq(mvcc_share(s), 0);
+    cr_assert_eq(mvcc_batch_begin(s), 0);
+    int64_t revs[3] = {put_big("x"), put_big("y"), put_big("z")};
+    cr_assert_eq(mvcc_batch_commit(s), 0);
+    for (int i = 0; i < 3; i++) {
+        mvcc_read *r;
+        cr_assert_eq(mvcc_read_begin(s, &r), 0);
+        struct digest want = {0};
+        struct mvcc_range_result wres;
+        struct mvcc_range_opts o = {.rev = revs[i]};
+        cr_assert_eq(mvcc_read_range(r, S("b"), S("c"), &o, digest_kv, &want, &wres), 0);
+        mvcc_read_end(r);
+        struct detached_arg a = {.rev = revs[i]};
+        pthread_t th;
+        cr_assert_eq(pthread_create(&th, NULL, detached_once, &a), 0);
+        pthread_join(th, NULL);
+        cr_assert_eq(a.rv, 0);
+        cr_assert_eq(a.d.n, NBIG);
+        cr_assert_eq(a.d.h, want.h);
+        cr_assert_eq(a.res.count, wres.count);
+        cr_assert_eq(a.res.rev, wres.rev);
+    }
+    /* a budget stops an inline read */
+    mvcc_read *r;
+    cr_assert_eq(mvcc_read_begin(s, &r), 0);
+    struct mvcc_range_opts o = {.budget = 100};
+    cr_assert_eq(mvcc_read_range(r, S("b"), S("c"), &o, digest_kv, &(struct digest){0}, NULL),
+                 -E2BIG);
+    o.budget = NBIG + 1;
+    cr_assert_eq(mvcc_read_range(r, S("b"), S("c"), &o, digest_kv, &(struct digest){0}, NULL), 0);
+    mvcc_read_end(r);
+}
+
+/* Readers of the big range on other threads while the owner writes
+ * rounds, compacts and drops the read txns (as a file swap does): a read
+ * that ends is one revision whole, or -ESTALE (read it again), or, at an
+ * explicit revision, QERR_COMPACTED. */
+static atomic_long det_ok, det_stale;
+
+static void *detached_reader(void *arg)
+{
+    (void)arg;
+    for (int k = 0; !atomic_load(&stop); k++) {
+        mvcc_read *r;
+        int rv = mvcc_read_begin_detached(s, 0, &r);
+        if (rv == -EAGAIN) {
+            atomic_fetch_add(&refused, 1);
+            continue;
+        }
+        READER_CHECK(rv == 0, "mvcc_read_begin_detached: %d", rv);
+        int64_t at = mvcc_read_rev(r);
+        struct mvcc_range_opts o = {.rev = k % 2 ? at - 1 : 0};
+        struct digest d = {0};
+        struct mvcc_range_result res;
+        rv = mvcc_read_range(r, S("b"), S("c"), &o, digest_kv, &d, &res);
+        mvcc_read_end(r);
+        if (rv == -ESTALE) {
+            atomic_fetch_add(&det_stale, 1);
+            continue;
+        }
+        if (rv == QERR_COMPACTED && o.rev != 0)
+            continue;
+        READER_CHECK(rv == 0, "detached range at %lld: %d", (long long)res.rev, rv);
+        READER_CHECK(!d.mixed, "revision %lld read partly", (long long)res.rev);
+        if (res.rev > 1) {
+            READER_CHECK(d.n == NBIG && res.count == NBIG, "%d keys at %lld", d.n,
+                         (long long)res.rev);
+            char want[32];
+            snprintf(want, sizeof(want), "v%lld", (long long)(res.rev - 1));
+            READER_CHECK(strcmp(d.first, want) == 0, "revision %lld holds %s, not %s",
+                         (long long)res.rev, d.first, want);
+        }
+        atomic_fetch_add(&det_ok, 1);
+    }
+    return NULL;
+}
+
+Test(shared, detached_readers_while_the_owner_writes_compacts_and_swaps)
+{
+    cr_assert_eq(mvcc_share(s), 0);
+    atomic_store(&stop, false); /* the plain build runs the tests in one process */
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(pthread_create(&th[i], NULL, detached_reader, NULL), 0);
+    cr_assert_eq(mvcc_batch_begin(s), 0);
+    for (int round = 1; round <= 60; round++) {
+        char v[32];
+        snprintf(v, sizeof(v), "v%d", round);
+        cr_assert_eq(put_big(v), round + 1);
+        cr_assert_eq(mvcc_batch_commit(s), 0);
+        usleep(2000); /* let readers in */
+        cr_assert_eq(mvcc_batch_begin(s), 0);
+        if (round % 5 == 0) {
+            cr_assert_eq(mvcc_compact(s, round), 0);
+            bool done = false;
+            while (!done) {
+                cr_assert_eq(mvcc_compact_step(s, 500, &done), 0);
+                cr_assert_eq(mvcc_batch_commit(s), 0);
+                cr_assert_eq(mvcc_batch_begin(s), 0);
+            }
+        }
+        if (round % 7 == 0) {
+            cr_assert_eq(mvcc_batch_commit(s), 0);
+            mvcc_exclusive_begin(s);
+            mvcc_release_reads(s);
+            mvcc_exclusive_end(s);
+            cr_assert_eq(mvcc_batch_begin(s), 0);
+        }
+    }
+    cr_assert_eq(mvcc_batch_commit(s), 0);
+    usleep(20000);
+    atomic_store(&stop, true);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    cr_assert_eq(failure[0], '\0', "%s", failure);
+    cr_assert_gt(atomic_load(&det_ok), 0, "no detached read ever ended (%ld stale)",
+                 atomic_load(&det_stale));
+}
+
 #ifdef SHARED_STANDALONE
 int main(void)
 {
     void (*tests[])(void) = {refused_until_shared_and_committed, compacted_revision_refused,
-                             readers_see_whole_revisions_while_the_owner_writes};
+                             readers_see_whole_revisions_while_the_owner_writes,
+                             detached_read_equals_inline_at_every_revision,
+                             detached_readers_while_the_owner_writes_compacts_and_swaps};
     for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
         setup();
         tests[i]();
         teardown();
     }
-    printf("test_shared: 3 passed\n");
+    printf("test_shared: 5 passed\n");
     return 0;
 }
 #endif
