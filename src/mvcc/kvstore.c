@@ -86,6 +86,8 @@ struct mvcc_store {
     size_t step_limit;
     mvcc_step_fn step_fn;
     void *step_arg;
+    mvcc_step_fn pause_fn; /* after each step's commit (mvcc_set_step_pause) */
+    void *pause_arg;
     int64_t partial_rev;  /* left partial by a restart: resumed by the next txn */
     uint32_t partial_sub; /* its changes in LMDB */
     int sticky_err;       /* a failure mvcc_txn_end could not return */
@@ -1061,7 +1063,24 @@ static int txn_step(mvcc_txn *t)
         return rv;
     t->since_step = 0;
     t->steps++;
-    return 0;
+    /* everything before this revision is committed now: a fresh read txn
+     * (the owner's, while the txn is open) or a shared read may read it */
+    s->committed_rev = t->begin_rev;
+    __atomic_store_n(&s->pub_committed, s->committed_rev, __ATOMIC_RELEASE);
+    if (s->pause_fn == NULL)
+        return 0;
+    /* the owner goes off to serve reads: the index is consistent between
+     * two changes, and nothing but this txn changes it */
+    wunlock(s);
+    rv = s->pause_fn(s->pause_arg);
+    wlock(s);
+    return rv;
+}
+
+void mvcc_set_step_pause(mvcc_store *s, mvcc_step_fn fn, void *arg)
+{
+    s->pause_fn = fn;
+    s->pause_arg = arg;
 }
 
 int mvcc_txn_put(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_t *value,

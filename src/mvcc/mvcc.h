@@ -62,8 +62,19 @@
  *     before the first write).
  * The limit is a count of changes (--experimental-apply-step-limit,
  * default 100000: every request etcd's limits allow is one step except
- * ranges over that many keys). The loop is still held for the whole
- * revision: stepping bounds LMDB's transaction, not the time.
+ * ranges over that many keys).
+ *
+ * Pausing between steps (mvcc_set_step_pause). After each step's commit
+ * the store reads as committed at R-1 (everything before the revision is
+ * in LMDB; committed_rev = R-1, published to shared readers), the owner
+ * lets go of the index's write lock and calls the pause hook: the server
+ * goes back to its loop there (a coroutine, base/coro.h) and serves reads
+ * until it continues the txn. Meanwhile the owner may read
+ * (mvcc_read_begin: an LMDB read txn at R-1; mvcc_hash_kv) but must not
+ * change the store: no other write txn (-EBUSY anyway), no
+ * mvcc_batch_commit (-EBUSY), no compaction step, reload, abort or file
+ * replacement, since the txn's own position (a cursor over the index)
+ * lives on across the pause.
  */
 #ifndef QUORUM_MVCC_MVCC_H
 #define QUORUM_MVCC_MVCC_H
@@ -210,6 +221,12 @@ int mvcc_txn_delete_range(mvcc_txn *t, const uint8_t *key, size_t key_len, const
  * "Big revisions in steps" above. Owner only. */
 typedef int (*mvcc_step_fn)(void *arg);
 void mvcc_set_step(mvcc_store *s, size_t limit, mvcc_step_fn fn, void *arg);
+
+/* mvcc_set_step_pause: |fn| (may be NULL) runs after each step's commit,
+ * without the index's write lock (see "Pausing between steps" above); a
+ * non-zero return fails the change with that value, as a step hook's.
+ * Owner only. */
+void mvcc_set_step_pause(mvcc_store *s, mvcc_step_fn fn, void *arg);
 
 /* mvcc_partial_rev is the revision a restart left partial (its first steps
  * committed, not its last), 0 if none; mvcc_partial_changes is how many of
