@@ -337,12 +337,217 @@ class Steps(unittest.TestCase):
             ch.close()
 
 
-def wait_log(s, pattern, timeout):
+MANY = 6000       # keys under many/, deleted by one DeleteRange in a cluster
+CSTEP = 50        # 120 steps
+SLEEP_ENV = "QUORUM_FAILPOINT_APPLY_STEP_SLEEP_MS"
+CFLAGS = FLAGS + ["--experimental-apply-step-limit", str(CSTEP)]
+
+
+def load_many(kv):
+    for i in range(0, MANY, 500):
+        kv.Txn(rpc_pb2.TxnRequest(success=[put_op(b"many/%05d" % j, b"m%d" % j)
+                                           for j in range(i, i + 500)]), timeout=30)
+
+
+def delete_many(kv):
+    return kv.DeleteRange(rpc_pb2.DeleteRangeRequest(key=b"many/",
+                                                     range_end=prefix_end(b"many/")), timeout=60)
+
+
+def slow_steps_cluster(ms):
+    """A 3-member cluster whose steps each take |ms| ms more (a failpoint):
+    its clients certainly run between the steps of the DeleteRange."""
+    os.environ[SLEEP_ENV] = str(ms)
+    try:
+        return Cluster("quorum", extra_args=CFLAGS).start()
+    finally:
+        del os.environ[SLEEP_ENV]
+
+
+def hashkv_all(c, rev):
+    out = {}
+    for i in range(3):
+        ch, _, mt, _ = stubs(c.endpoint(i))
+        out[i] = mt.HashKV(rpc_pb2.HashKVRequest(revision=rev), timeout=60).hash
+        ch.close()
+    return out
+
+
+def wait_rev(c, i, rev, timeout=30):
+    ch, kv, _, _ = stubs(c.endpoint(i))
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            r = kv.Range(rpc_pb2.RangeRequest(key=b"other", serializable=True), timeout=30)
+            if r.header.revision >= rev:
+                return True
+            time.sleep(0.05)
+        return False
+    finally:
+        ch.close()
+
+
+class ClusterWork:
+    """While a big revision is applied: a writer putting w/NNNNN in order
+    through |writer_ep| and recording each answer's revision, and a reader
+    per member counting many/ (serializable there, and linearizable), each
+    count whole (MANY or 0) and each reader's revisions never going back."""
+
+    def __init__(self, c, writer_ep):
+        self.stop = threading.Event()
+        self.errors = []
+        self.writes = []   # (i, revision, sent, answered)
+        self.reads = []    # (member, started, finished, count, revision)
+        self.threads = [threading.Thread(target=self.write, args=(writer_ep,))]
+        self.threads += [threading.Thread(target=self.read, args=(c.endpoint(i), i, ser))
+                         for i in range(3) for ser in (True, False)]
+
+    def write(self, ep):
+        ch, kv, _, _ = stubs(ep)
+        i = 0
+        try:
+            while not self.stop.is_set():
+                t0 = time.monotonic()
+                r = kv.Put(rpc_pb2.PutRequest(key=b"w/%05d" % i, value=b"%d" % i), timeout=30)
+                self.writes.append((i, r.header.revision, t0, time.monotonic()))
+                i += 1
+        except grpc.RpcError as e:
+            self.errors.append("write %d failed: %s" % (i, e))
+        finally:
+            ch.close()
+
+    def read(self, ep, member, serializable):
+        ch, kv, _, _ = stubs(ep)
+        last = 0
+        try:
+            while not self.stop.is_set():
+                t0 = time.monotonic()
+                n, rev = count(kv, b"many/", serializable=serializable)
+                self.reads.append((member, t0, time.monotonic(), n, rev))
+                if n not in (MANY, 0):
+                    self.errors.append("m%d: %d keys at revision %d" % (member, n, rev))
+                if rev < last:
+                    self.errors.append("m%d: revision %d after %d" % (member, rev, last))
+                last = rev
+        except grpc.RpcError as e:
+            self.errors.append("m%d read failed: %s" % (member, e))
+        finally:
+            ch.close()
+
+    def __enter__(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        for t in self.threads:
+            t.join()
+
+
+class ClusterSteps(unittest.TestCase):
+    """Applying a big revision across loop passes (node.c): the loop goes
+    back to its clients and to Raft between steps, on every member."""
+
+    def test_delete_range_across_passes_with_clients(self):
+        c = slow_steps_cluster(5)
+        try:
+            lead = c.wait_leader()
+            ch, kv, _, _ = stubs(c.endpoint(lead))
+            load_many(kv)
+            loaded = kv.Put(rpc_pb2.PutRequest(key=b"other", value=b"o"), timeout=30)
+            for i in range(3):  # the followers' serializable reads too
+                self.assertTrue(wait_rev(c, i, loaded.header.revision))
+            with ClusterWork(c, c.endpoint(lead)) as work:
+                time.sleep(0.2)
+                t0 = time.monotonic()
+                r = delete_many(kv)
+                t1 = time.monotonic()
+                time.sleep(0.3)
+            big = r.header.revision
+            self.assertEqual(r.deleted, MANY)
+            self.assertEqual(work.errors, [])
+            # the writes: in order, none lost, none at the big revision, and
+            # those sent once it was answered after it
+            revs = [w[1] for w in work.writes]
+            self.assertGreater(len(revs), 0)
+            self.assertEqual(revs, sorted(set(revs)), "writes reordered")
+            self.assertNotIn(big, revs)
+            self.assertTrue(all(w[1] > big for w in work.writes if w[2] > t1))
+            self.assertTrue(any(w[1] > big for w in work.writes))
+            # reads completed while the DeleteRange was under way (the loop
+            # was not held), all of the revision before it
+            during = [x for x in work.reads if x[1] > t0 and x[2] < t1]
+            self.assertGreater(len(during), 0)
+            final = revs[-1]
+            for i in range(3):
+                self.assertTrue(wait_rev(c, i, final), "m%d did not reach %d" % (i, final))
+            for i in range(3):
+                ch2, kv2, _, _ = stubs(c.endpoint(i))
+                got = kv2.Range(rpc_pb2.RangeRequest(key=b"w/", range_end=prefix_end(b"w/"),
+                                                     revision=final, serializable=True),
+                                timeout=30)
+                self.assertEqual([(k.key, k.mod_revision) for k in got.kvs],
+                                 [(b"w/%05d" % w[0], w[1]) for w in work.writes], "m%d" % i)
+                self.assertEqual(count(kv2, b"many/", big - 1, True)[0], MANY)
+                self.assertEqual(count(kv2, b"many/", big, True)[0], 0)
+                ch2.close()
+            h = hashkv_all(c, final)
+            self.assertEqual(len(set(h.values())), 1, h)
+            h = hashkv_all(c, big)
+            self.assertEqual(len(set(h.values())), 1, h)
+            steps = (MANY + CSTEP - 1) // CSTEP
+            for m in c.members:
+                got = re.findall(r"applied entry \d+ \(DeleteRangeRequest\) at revision %d in "
+                                 r"(\d+) steps \((\d+) loop passes\)" % big, m.log_tail(1000000))
+                self.assertEqual(got, [(str(steps), str(steps))], m.name)
+            ch.close()
+        finally:
+            c.cleanup()
+
+    def test_kill_follower_between_passes_resumes(self):
+        c = slow_steps_cluster(10)
+        try:
+            lead = c.wait_leader()
+            victim = (lead + 1) % 3
+            ch, kv, _, _ = stubs(c.endpoint(lead))
+            load_many(kv)
+            kv.Put(rpc_pb2.PutRequest(key=b"other", value=b"o"), timeout=30)
+            res = {}
+            t = threading.Thread(target=lambda: res.setdefault("r", delete_many(kv)))
+            t.start()
+            m = c.members[victim]
+            self.assertTrue(wait_log(m, r"applying entry \d+ \(DeleteRangeRequest\) in steps",
+                                     30, poll=0.005))
+            time.sleep(0.05)  # a few steps committed (each takes 10 ms more), far from the last
+            c.kill(victim)
+            t.join(60)
+            big = res["r"].header.revision
+            meta = meta_values(m.data_dir)
+            self.assertEqual(meta.get("quorumStepRev"), big, "killed between steps")
+            c.restart(victim)
+            self.assertTrue(wait_log(m, r"resuming entry \d+ \(DeleteRangeRequest\): "
+                                     r"revision %d has \d+ changes" % big, 30))
+            last = kv.Put(rpc_pb2.PutRequest(key=b"other", value=b"after"), timeout=30)
+            for i in range(3):
+                self.assertTrue(wait_rev(c, i, last.header.revision))
+            h = hashkv_all(c, last.header.revision)
+            self.assertEqual(len(set(h.values())), 1, h)
+            ch2, kv2, _, _ = stubs(c.endpoint(victim))
+            self.assertEqual(count(kv2, b"many/", big - 1, True)[0], MANY)
+            self.assertEqual(count(kv2, b"many/", big, True)[0], 0)
+            ch2.close()
+            ch.close()
+        finally:
+            c.cleanup()
+
+
+def wait_log(s, pattern, timeout, poll=0.1):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if re.search(pattern, s.log_tail(1000000)):
             return True
-        time.sleep(0.1)
+        time.sleep(poll)
     return False
 
 
