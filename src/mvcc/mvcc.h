@@ -41,9 +41,9 @@
  *     same transaction;
  *   - the revision is not visible until its last change commits: during
  *     the txn the owner holds the index's write lock (shared readers hand
- *     their reads to the owner, who is busy with the txn), and
- *     committed_rev, the revision a shared read or a fresh read txn
- *     reads at, stays R-1 through the steps; reads pick, per key, the
+ *     their reads to the owner), except while it pauses between steps
+ *     (below), and committed_rev, the revision a shared read or a fresh
+ *     read txn reads at, is R-1 through the steps; reads pick, per key, the
  *     latest revision at or below the revision they read at, so the
  *     records of R already in LMDB are invisible to them;
  *   - mvcc_txn_end deletes quorumStepRev in the batch that holds the
@@ -67,7 +67,11 @@
  * Pausing between steps (mvcc_set_step_pause). After each step's commit
  * the store reads as committed at R-1 (everything before the revision is
  * in LMDB; committed_rev = R-1, published to shared readers), the owner
- * lets go of the index's write lock and calls the pause hook: the server
+ * lets go of the index's write lock and calls the pause hook; so it does
+ * every |every| changes between two commits (a step's LMDB transaction
+ * may stay big while the time between pauses stays short: the changes
+ * not yet committed are in the open write txn, which no reader uses, and
+ * in the index at R, which no reader at R-1 sees). The server
  * goes back to its loop there (a coroutine, base/coro.h) and serves reads
  * until it continues the txn. Meanwhile the owner may read
  * (mvcc_read_begin: an LMDB read txn at R-1; mvcc_hash_kv) but must not
@@ -222,11 +226,14 @@ int mvcc_txn_delete_range(mvcc_txn *t, const uint8_t *key, size_t key_len, const
 typedef int (*mvcc_step_fn)(void *arg);
 void mvcc_set_step(mvcc_store *s, size_t limit, mvcc_step_fn fn, void *arg);
 
-/* mvcc_set_step_pause: |fn| (may be NULL) runs after each step's commit,
+/* mvcc_set_step_pause: |fn| (may be NULL) runs after each step's commit
+ * and, with |every| > 0, every |every| changes between two commits too,
  * without the index's write lock (see "Pausing between steps" above); a
  * non-zero return fails the change with that value, as a step hook's.
- * Owner only. */
-void mvcc_set_step_pause(mvcc_store *s, mvcc_step_fn fn, void *arg);
+ * With |every| > 0 the first step of a txn commits after |every| changes
+ * (not the step limit): from then on the batch holds only the txn's own
+ * changes. Owner only. */
+void mvcc_set_step_pause(mvcc_store *s, size_t every, mvcc_step_fn fn, void *arg);
 
 /* mvcc_partial_rev is the revision a restart left partial (its first steps
  * committed, not its last), 0 if none; mvcc_partial_changes is how many of

@@ -1308,25 +1308,10 @@ static long failpoint_step_kill(void)
     return n;
 }
 
-/* QUORUM_FAILPOINT_APPLY_STEP_SLEEP_MS=N (tests): each step of a big
- * revision takes N ms more, as on a slow disk, so that a test's clients
- * certainly run between steps. */
-static long failpoint_step_sleep_ms(void)
-{
-    static long n = -2;
-    if (n == -2) {
-        const char *e = getenv("QUORUM_FAILPOINT_APPLY_STEP_SLEEP_MS");
-        n = e != NULL && *e ? strtol(e, NULL, 10) : 0;
-    }
-    return n;
-}
-
 static int on_apply_step(void *arg)
 {
     struct server *s = arg;
     s->applying_steps++;
-    if (failpoint_step_sleep_ms() > 0)
-        usleep((useconds_t)failpoint_step_sleep_ms() * 1000);
     if (s->applying_steps == 1)
         log_info("server", "applying entry %llu (%s) in steps of %llu changes",
                  (unsigned long long)s->applying_index, s->applying_kind,
@@ -1480,6 +1465,9 @@ static int apply_normal(struct server *s, const struct raft_entry *le, struct en
  */
 
 #define APPLY_STACK_BYTES (8u << 20)
+/* changes between two pauses (mvcc_set_step_pause), whatever the step
+ * limit: about 3 ms of deletes */
+#define APPLY_PAUSE_CHANGES 1000
 
 struct apply_wait {
     void (*fn)(void *);
@@ -1489,11 +1477,26 @@ struct apply_wait {
 
 static void on_apply_idle(uv_idle_t *h);
 
+/* QUORUM_FAILPOINT_APPLY_PAUSE_SLEEP_MS=N (tests): the work before each
+ * pause of a big revision takes N ms more, as a slow disk would, so that a
+ * test's clients certainly run between its passes. */
+static long failpoint_pause_sleep_ms(void)
+{
+    static long n = -2;
+    if (n == -2) {
+        const char *e = getenv("QUORUM_FAILPOINT_APPLY_PAUSE_SLEEP_MS");
+        n = e != NULL && *e ? strtol(e, NULL, 10) : 0;
+    }
+    return n;
+}
+
 static int on_apply_pause(void *arg)
 {
     struct server *s = arg;
     if (s->apply_no_pause || !coro_running(s->apply_coro))
         return 0;
+    if (failpoint_pause_sleep_ms() > 0)
+        usleep((useconds_t)failpoint_pause_sleep_ms() * 1000);
     if (s->apply_idle.data == NULL) {
         uv_idle_init(s->loop, &s->apply_idle);
         s->apply_idle.data = s;
@@ -1525,7 +1528,7 @@ static void apply_run(void *arg)
     int rv = 0;
     mvcc_set_step(s->kv, s->cfg.apply_step_limit ? s->cfg.apply_step_limit : APPLY_STEP_DEFAULT,
                   on_apply_step, s);
-    mvcc_set_step_pause(s->kv, on_apply_pause, s);
+    mvcc_set_step_pause(s->kv, APPLY_PAUSE_CHANGES, on_apply_pause, s);
     struct raft_entry le = {0};
     bool failed = false;
     if (backend_batch_txn(s->be) == NULL) {

@@ -338,9 +338,8 @@ class Steps(unittest.TestCase):
 
 
 MANY = 6000       # keys under many/, deleted by one DeleteRange in a cluster
-CSTEP = 50        # 120 steps
-SLEEP_ENV = "QUORUM_FAILPOINT_APPLY_STEP_SLEEP_MS"
-CFLAGS = FLAGS + ["--experimental-apply-step-limit", str(CSTEP)]
+SLEEP_ENV = "QUORUM_FAILPOINT_APPLY_PAUSE_SLEEP_MS"
+PAUSE = 1000      # changes between pauses (node.c APPLY_PAUSE_CHANGES)
 
 
 def load_many(kv):
@@ -354,12 +353,14 @@ def delete_many(kv):
                                                      range_end=prefix_end(b"many/")), timeout=60)
 
 
-def slow_steps_cluster(ms):
-    """A 3-member cluster whose steps each take |ms| ms more (a failpoint):
-    its clients certainly run between the steps of the DeleteRange."""
+def slow_steps_cluster(ms, step):
+    """A 3-member cluster whose steps are |step| changes, and the work
+    before each pause takes |ms| ms more (a failpoint): its clients
+    certainly run between the passes of the DeleteRange."""
     os.environ[SLEEP_ENV] = str(ms)
     try:
-        return Cluster("quorum", extra_args=CFLAGS).start()
+        return Cluster("quorum", extra_args=FLAGS + ["--experimental-apply-step-limit",
+                                                     str(step)]).start()
     finally:
         del os.environ[SLEEP_ENV]
 
@@ -450,7 +451,10 @@ class ClusterSteps(unittest.TestCase):
     back to its clients and to Raft between steps, on every member."""
 
     def test_delete_range_across_passes_with_clients(self):
-        c = slow_steps_cluster(5)
+        # steps of 2500 changes: the first commits at 1000 (PAUSE), the next
+        # at 3500, the last with the revision; a pass every 1000 changes
+        # and after each commit: 7 passes
+        c = slow_steps_cluster(60, 2500)
         try:
             lead = c.wait_leader()
             ch, kv, _, _ = stubs(c.endpoint(lead))
@@ -496,17 +500,16 @@ class ClusterSteps(unittest.TestCase):
             self.assertEqual(len(set(h.values())), 1, h)
             h = hashkv_all(c, big)
             self.assertEqual(len(set(h.values())), 1, h)
-            steps = (MANY + CSTEP - 1) // CSTEP
             for m in c.members:
                 got = re.findall(r"applied entry \d+ \(DeleteRangeRequest\) at revision %d in "
                                  r"(\d+) steps \((\d+) loop passes\)" % big, m.log_tail(1000000))
-                self.assertEqual(got, [(str(steps), str(steps))], m.name)
+                self.assertEqual(got, [("3", "7")], m.name)
             ch.close()
         finally:
             c.cleanup()
 
     def test_kill_follower_between_passes_resumes(self):
-        c = slow_steps_cluster(10)
+        c = slow_steps_cluster(10, 50)  # 120 steps, a pass after each
         try:
             lead = c.wait_leader()
             victim = (lead + 1) % 3

@@ -279,7 +279,7 @@ Test(steps, paused_between_steps_reads_the_revision_before)
     struct hook h = {.st = &st};
     struct pause p = {.st = &st, .rev0 = mvcc_rev(st.s), .n = n, .h_before = h_before};
     mvcc_set_step(st.s, 7, on_step, &h);
-    mvcc_set_step_pause(st.s, on_pause, &p);
+    mvcc_set_step_pause(st.s, 0, on_pause, &p);
     int64_t d = 0;
     cr_assert_eq(mvcc_batch_begin(st.s), 0);
     cr_assert_eq(big_txn(&st, &d), 0);
@@ -292,6 +292,44 @@ Test(steps, paused_between_steps_reads_the_revision_before)
     cr_assert_eq(mvcc_rev(st.s), rev_after);
     cr_assert_eq(hash(&st), h_after);
     cr_assert_eq(meta(&st, "quorumStepRev"), (uint64_t)-1);
+    st_free(&st);
+}
+
+/* Pauses between commits too (|every| below the step limit): the first
+ * step commits after |every| changes, then the txn pauses every |every|
+ * changes and commits every step limit; the reads of every pause are of
+ * the revision before, and the end is the records of one transaction. */
+Test(steps, paused_every_few_changes_between_commits)
+{
+    const int n = 300;
+    uint32_t h_before, h_after;
+    int64_t rev_after;
+    twin_result(n, &h_before, &h_after, &rev_after);
+
+    struct store st;
+    st_make(&st);
+    seed(&st, n);
+    cr_assert_eq(mvcc_share(st.s), 0);
+    struct hook h = {.st = &st};
+    struct pause p = {.st = &st, .rev0 = mvcc_rev(st.s), .n = n, .h_before = h_before};
+    mvcc_set_step(st.s, 100, on_step, &h);
+    mvcc_set_step_pause(st.s, 9, on_pause, &p);
+    int64_t d = 0;
+    cr_assert_eq(mvcc_batch_begin(st.s), 0);
+    cr_assert_eq(big_txn(&st, &d), 0);
+    cr_assert_eq(d, n);
+    /* 311 changes: a commit at 9, then at 109, 209, 309; a pause before
+     * every 9th change in between and after each commit */
+    cr_assert_eq(h.steps, 4, "steps: %d", h.steps);
+    cr_assert_gt(p.pauses, 30, "pauses: %d", p.pauses);
+    cr_assert_eq(p.bad, 0, "%d pauses read something else than revision %lld", p.bad,
+                 (long long)p.rev0);
+    cr_assert_eq(mvcc_batch_commit(st.s), 0);
+    cr_assert_eq(mvcc_rev(st.s), rev_after);
+    cr_assert_eq(hash(&st), h_after);
+    st_close(&st);
+    st_open(&st);
+    cr_assert_eq(hash(&st), h_after);
     st_free(&st);
 }
 
