@@ -1121,8 +1121,9 @@ static void db_reserve(struct server *s)
 
 void server_flush(struct server *s)
 {
-    /* between two steps of a revision the batch holds nothing (the step
-     * committed it) and the revision's txn is open: nothing to commit */
+    /* paused in a revision: the batch holds only its changes since its
+     * last step (which committed the entries before it), and its txn is
+     * open: they commit with its next step */
     if (backend_batch_txn(s->be) == NULL || s->apply_paused)
         return;
     uint64_t t0 = uv_hrtime();
@@ -1453,8 +1454,10 @@ static int apply_normal(struct server *s, const struct raft_entry *le, struct en
  *    is answered once the entry is applied, never timed out under it;
  *  - s->arena, which holds the apply's response, is set aside for a spare
  *    one that the reads meanwhile use;
- *  - nothing changes the store behind the revision's txn: server_flush has
- *    nothing to commit and returns; compaction steps wait; a Snapshot and
+ *  - nothing changes the store behind the revision's txn: server_flush
+ *    returns (the batch holds only the revision's changes since its last
+ *    step: mvcc_set_step_pause commits the first step before the first
+ *    pause); compaction steps wait; a Snapshot and
  *    a defragmentation's start and swap wait for the end of the run
  *    (server_apply_wait); a snapshot from the leader is not restored (the
  *    Raft core drops it: the leader sends it again); a database sent to a
