@@ -16,10 +16,13 @@ many LMDB transactions.
   consistent index before the entry; the restart logs that it resumes the
   entry, finishes it, and HashKV is still etcd's.
 """
+import json
 import os
 import queue
 import re
+import shutil
 import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -543,6 +546,44 @@ class ClusterSteps(unittest.TestCase):
             ch.close()
         finally:
             c.cleanup()
+
+
+class SnapshotDuringSteps(unittest.TestCase):
+    def test_snapshot_and_defrag_wait_for_the_revision(self):
+        """A Snapshot and a Defragment asked while a DeleteRange is applied
+        across loop passes start once it is applied (server_apply_wait):
+        the snapshot holds the whole revision, as one taken afterwards."""
+        os.environ[SLEEP_ENV] = "20"  # 3000 keys in steps of 64: 47 passes, ~1 s
+        try:
+            s = Server("quorum", extra_args=QFLAGS)
+            s.start()
+        finally:
+            del os.environ[SLEEP_ENV]
+        try:
+            ch, kv, mt, lease = stubs(s.endpoint)
+            load(kv, lease)
+            res = {}
+            t = threading.Thread(target=lambda: res.setdefault("r", delete_big(kv)))
+            t.start()
+            self.assertTrue(wait_log(s, r"applying entry \d+ \(DeleteRangeRequest\) in steps",
+                                     30, poll=0.005))
+            tmp = tempfile.mkdtemp(prefix="steps-snap-")
+            paths = [os.path.join(tmp, "during.db"), os.path.join(tmp, "after.db")]
+            s.etcdctl("snapshot", "save", paths[0], timeout=60)
+            mt.Defragment(rpc_pb2.DefragmentRequest(), timeout=60)
+            t.join(60)
+            big = res["r"].header.revision
+            s.etcdctl("snapshot", "save", paths[1], timeout=60)
+            st = [json.loads(s.etcdctl("snapshot", "status", p, "-w", "json").stdout)
+                  for p in paths]
+            self.assertEqual(st[0]["revision"], big)
+            self.assertEqual((st[0]["revision"], st[0]["totalKey"]),
+                             (st[1]["revision"], st[1]["totalKey"]))
+            self.assertEqual(count(kv, b"big/")[0], 0)
+            ch.close()
+            shutil.rmtree(tmp, ignore_errors=True)
+        finally:
+            s.cleanup()
 
 
 def wait_log(s, pattern, timeout, poll=0.1):
