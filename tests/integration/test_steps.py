@@ -548,6 +548,48 @@ class ClusterSteps(unittest.TestCase):
             c.cleanup()
 
 
+class LeaderMoves(unittest.TestCase):
+    def test_leader_moves_while_the_revision_is_applied(self):
+        """MoveLeader between the passes of a DeleteRange on every member:
+        the transfer goes through (the members answer Raft between
+        passes), the request is answered by the member it was sent to
+        once applied there, and every member ends with the same store."""
+        c = slow_steps_cluster(20, 50)  # 120 passes of 20 ms and more
+        try:
+            lead = c.wait_leader()
+            to = (lead + 1) % 3
+            ch, kv, mt, _ = stubs(c.endpoint(lead))
+            load_many(kv)
+            kv.Put(rpc_pb2.PutRequest(key=b"other", value=b"o"), timeout=30)
+            ch2, _, mt2, _ = stubs(c.endpoint(to))
+            to_id = mt2.Status(rpc_pb2.StatusRequest(), timeout=10).header.member_id
+            res = {}
+            t = threading.Thread(target=lambda: res.setdefault("r", delete_many(kv)))
+            t.start()
+            self.assertTrue(wait_log(c.members[lead],
+                                     r"applying entry \d+ \(DeleteRangeRequest\) in steps", 30,
+                                     poll=0.005))
+            mt.MoveLeader(rpc_pb2.MoveLeaderRequest(targetID=to_id), timeout=30)
+            deadline = time.monotonic() + 10
+            while c.leader_index() != to and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.assertEqual(c.leader_index(), to)
+            t.join(60)
+            big = res["r"].header.revision
+            self.assertEqual(res["r"].deleted, MANY)
+            _, kv2, _, _ = stubs(c.endpoint(to))
+            last = kv2.Put(rpc_pb2.PutRequest(key=b"other", value=b"after"), timeout=30)
+            self.assertGreater(last.header.revision, big)
+            for i in range(3):
+                self.assertTrue(wait_rev(c, i, last.header.revision))
+            h = hashkv_all(c, last.header.revision)
+            self.assertEqual(len(set(h.values())), 1, h)
+            ch.close()
+            ch2.close()
+        finally:
+            c.cleanup()
+
+
 class SnapshotDuringSteps(unittest.TestCase):
     def test_snapshot_and_defrag_wait_for_the_revision(self):
         """A Snapshot and a Defragment asked while a DeleteRange is applied
