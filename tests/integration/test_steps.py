@@ -590,6 +590,40 @@ class LeaderMoves(unittest.TestCase):
             c.cleanup()
 
 
+class StopDuringSteps(unittest.TestCase):
+    def test_sigterm_between_passes_finishes_the_revision(self):
+        """SIGTERM between the passes of a DeleteRange: the member finishes
+        it before it exits (server_apply_finish), cleanly, and the store
+        holds the whole revision with no mark left."""
+        os.environ[SLEEP_ENV] = "20"
+        try:
+            s = Server("quorum", extra_args=QFLAGS)
+            s.start()
+        finally:
+            del os.environ[SLEEP_ENV]
+        try:
+            ch, kv, mt, lease = stubs(s.endpoint)
+            load(kv, lease)
+            t = threading.Thread(target=lambda: delete_big(kv))
+            t.start()
+            self.assertTrue(wait_log(s, r"applying entry \d+ \(DeleteRangeRequest\) in steps",
+                                     30, poll=0.005))
+            s.stop()  # SIGTERM; fails unless it exits 0
+            t.join(60)
+            ch.close()
+            self.assertRegex(s.log_tail(1000000),
+                             r"applied entry \d+ \(DeleteRangeRequest\) at revision \d+ in "
+                             r"\d+ steps")
+            self.assertNotIn("quorumStepRev", meta_values(s.data_dir))
+            s.start()
+            ch, kv, mt, lease = stubs(s.endpoint)
+            self.assertEqual(count(kv, b"big/")[0], 0)
+            self.assertNotRegex(s.log_tail(1000000), r"resuming entry")
+            ch.close()
+        finally:
+            s.cleanup()
+
+
 class SnapshotDuringSteps(unittest.TestCase):
     def test_snapshot_and_defrag_wait_for_the_revision(self):
         """A Snapshot and a Defragment asked while a DeleteRange is applied
