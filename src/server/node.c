@@ -1542,6 +1542,15 @@ static void apply_run(void *arg)
     while (rv == 0 && s->applied_index < s->handed_index) {
         /* handed out and not applied: still in the core's log (raft.h) */
         const struct raft_entry *p = raft_get_entry(s->raft, s->applied_index + 1);
+        uint64_t first = raft_get_first_index(s->raft);
+        if (p == NULL && s->applied_index + 1 < first) {
+            /* a store behind the core's snapshot: what Raft hands out
+             * starts after it (as rd.committed did) */
+            log_warn("server", "the store's index %llu is behind the log's first entry %llu",
+                     (unsigned long long)s->applied_index, (unsigned long long)first);
+            s->applied_index = first - 1;
+            continue;
+        }
         if (p == NULL) {
             log_error("server", "entry %llu was handed out but is not in the log",
                       (unsigned long long)s->applied_index + 1);
