@@ -39,7 +39,8 @@ struct mvcc_txn {
     mvcc_store *s;
     int64_t begin_rev;
     uint32_t changes;
-    uint32_t since_step; /* changes since the last step's commit */
+    uint32_t since_step;  /* changes since the last step's commit */
+    uint32_t since_pause; /* changes since the last pause (or commit) */
     uint32_t steps;      /* step commits */
     bool open;
     bool resumed; /* goes on with the partial revision left by a restart */
@@ -91,6 +92,9 @@ struct mvcc_store {
     size_t step_limit;
     mvcc_step_fn step_fn;
     void *step_arg;
+    mvcc_step_fn pause_fn; /* after each step's commit (mvcc_set_step_pause) */
+    void *pause_arg;
+    size_t pause_every;   /* and every that many changes between commits */
     int64_t partial_rev;  /* left partial by a restart: resumed by the next txn */
     uint32_t partial_sub; /* its changes in LMDB */
     int sticky_err;       /* a failure mvcc_txn_end could not return */
@@ -1040,6 +1044,7 @@ int mvcc_txn_begin(mvcc_store *s, mvcc_txn **out)
     s->txn.begin_rev = s->rev;
     s->txn.changes = 0;
     s->txn.since_step = 0;
+    s->txn.since_pause = 0;
     s->txn.steps = 0;
     s->txn.resumed = false;
     if (s->partial_rev != 0) {
@@ -1136,11 +1141,34 @@ uint32_t mvcc_txn_steps(const mvcc_txn *t)
  * step: called before each change. The revision stays invisible (mvcc.h).
  * A failed commit loses the batch: the caller must stop (the restart
  * resumes from the last committed step). */
+static int pause(mvcc_txn *t)
+{
+    mvcc_store *s = t->s;
+    t->since_pause = 0;
+    /* the owner goes off to serve reads: the index is consistent between
+     * two changes, and nothing but this txn changes it */
+    wunlock(s);
+    int rv = s->pause_fn(s->pause_arg);
+    wlock(s);
+    return rv;
+}
+
 static int txn_step(mvcc_txn *t)
 {
     mvcc_store *s = t->s;
-    if (s->step_limit == 0 || t->since_step < s->step_limit)
+    if (s->step_limit == 0)
         return 0;
+    bool pausing = s->pause_fn != NULL && s->pause_every > 0;
+    /* with pauses, the first step commits early: the batch's entries
+     * before this one are then committed, so what a fresh read txn sees
+     * during a pause is everything answered */
+    bool commit = t->since_step >= s->step_limit ||
+                  (pausing && t->steps == 0 && t->since_step >= s->pause_every);
+    if (!commit) {
+        if (pausing && t->steps > 0 && t->since_pause >= s->pause_every)
+            return pause(t);
+        return 0;
+    }
     int rv = s->step_fn != NULL ? s->step_fn(s->step_arg) : 0;
     if (rv == 0)
         rv = backend_meta_put(s->be, META_STEP_REV, (uint64_t)(t->begin_rev + 1));
@@ -1153,7 +1181,18 @@ static int txn_step(mvcc_txn *t)
         return rv;
     t->since_step = 0;
     t->steps++;
-    return 0;
+    /* everything before this revision is committed now: a fresh read txn
+     * (the owner's, while the txn is open) or a shared read may read it */
+    s->committed_rev = t->begin_rev;
+    __atomic_store_n(&s->pub_committed, s->committed_rev, __ATOMIC_RELEASE);
+    return s->pause_fn != NULL ? pause(t) : 0;
+}
+
+void mvcc_set_step_pause(mvcc_store *s, size_t every, mvcc_step_fn fn, void *arg)
+{
+    s->pause_every = every;
+    s->pause_fn = fn;
+    s->pause_arg = arg;
 }
 
 int mvcc_txn_put(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_t *value,
@@ -1215,6 +1254,7 @@ int mvcc_txn_put(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_t 
         return rv;
     t->changes++;
     t->since_step++;
+    t->since_pause++;
     if (s->obs != NULL) {
         kv.raw = s->enc.data;
         kv.raw_len = s->enc.len;
@@ -1276,6 +1316,7 @@ int mvcc_txn_delete_range(mvcc_txn *t, const uint8_t *key, size_t key_len, const
             break;
         t->changes++;
         t->since_step++;
+        t->since_pause++;
         n++;
         if (s->obs != NULL) {
             /* The event's kv carries the deleting revision, as etcd's. */

@@ -43,9 +43,9 @@
  *     same transaction;
  *   - the revision is not visible until its last change commits: during
  *     the txn the owner holds the index's write lock (shared readers hand
- *     their reads to the owner, who is busy with the txn), and
- *     committed_rev, the revision a shared read or a fresh read txn
- *     reads at, stays R-1 through the steps; reads pick, per key, the
+ *     their reads to the owner), except while it pauses between steps
+ *     (below), and committed_rev, the revision a shared read or a fresh
+ *     read txn reads at, is R-1 through the steps; reads pick, per key, the
  *     latest revision at or below the revision they read at, so the
  *     records of R already in LMDB are invisible to them;
  *   - mvcc_txn_end deletes quorumStepRev in the batch that holds the
@@ -64,8 +64,23 @@
  *     before the first write).
  * The limit is a count of changes (--experimental-apply-step-limit,
  * default 100000: every request etcd's limits allow is one step except
- * ranges over that many keys). The loop is still held for the whole
- * revision: stepping bounds LMDB's transaction, not the time.
+ * ranges over that many keys).
+ *
+ * Pausing between steps (mvcc_set_step_pause). After each step's commit
+ * the store reads as committed at R-1 (everything before the revision is
+ * in LMDB; committed_rev = R-1, published to shared readers), the owner
+ * lets go of the index's write lock and calls the pause hook; so it does
+ * every |every| changes between two commits (a step's LMDB transaction
+ * may stay big while the time between pauses stays short: the changes
+ * not yet committed are in the open write txn, which no reader uses, and
+ * in the index at R, which no reader at R-1 sees). The server
+ * goes back to its loop there (a coroutine, base/coro.h) and serves reads
+ * until it continues the txn. Meanwhile the owner may read
+ * (mvcc_read_begin: an LMDB read txn at R-1; mvcc_hash_kv) but must not
+ * change the store: no other write txn (-EBUSY anyway), no
+ * mvcc_batch_commit (-EBUSY), no compaction step, reload, abort or file
+ * replacement, since the txn's own position (a cursor over the index)
+ * lives on across the pause.
  */
 #ifndef QUORUM_MVCC_MVCC_H
 #define QUORUM_MVCC_MVCC_H
@@ -217,6 +232,15 @@ int mvcc_txn_delete_range(mvcc_txn *t, const uint8_t *key, size_t key_len, const
  * "Big revisions in steps" above. Owner only. */
 typedef int (*mvcc_step_fn)(void *arg);
 void mvcc_set_step(mvcc_store *s, size_t limit, mvcc_step_fn fn, void *arg);
+
+/* mvcc_set_step_pause: |fn| (may be NULL) runs after each step's commit
+ * and, with |every| > 0, every |every| changes between two commits too,
+ * without the index's write lock (see "Pausing between steps" above); a
+ * non-zero return fails the change with that value, as a step hook's.
+ * With |every| > 0 the first step of a txn commits after |every| changes
+ * (not the step limit): from then on the batch holds only the txn's own
+ * changes. Owner only. */
+void mvcc_set_step_pause(mvcc_store *s, size_t every, mvcc_step_fn fn, void *arg);
 
 /* mvcc_partial_rev is the revision a restart left partial (its first steps
  * committed, not its last), 0 if none; mvcc_partial_changes is how many of

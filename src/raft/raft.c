@@ -648,6 +648,11 @@ static void handle_snapshot(struct raft *r, const struct raft_msg *m)
     if (log_match_term(&r->log, s->index, s->term)) {
         /* We have the entries: just learn they are committed. */
         commit_to(r, s->index);
+    } else if (r->applying > r->applied) {
+        /* The caller is still applying entries of the log a restore would
+         * drop (raft_advance_applied): dropped, as a lost message; the
+         * leader sends it again. */
+        return;
     } else {
         if (copy_snapshot(&r->snap, s) != 0)
             return;
@@ -979,7 +984,7 @@ bool raft_has_ready(const struct raft *r)
 {
     struct raft_hard_state hs = hard_state(r);
     return r->snap_unstable || log_last_index(&r->log) > r->log.stabled || r->n_msgs > 0 ||
-           r->commit > r->applied || r->n_read_states > 0 || r->bcast_needed ||
+           r->commit > r->applying || r->n_read_states > 0 || r->bcast_needed ||
            r->read_round_needed || memcmp(&hs, &r->prev_hs, sizeof(hs)) != 0;
 }
 
@@ -1041,7 +1046,7 @@ int raft_ready(struct raft *r, struct raft_ready *rd)
         rd->n_entries = (size_t)(last - r->log.stabled);
     }
     r->ready_stable_to = last;
-    uint64_t lo = r->applied;
+    uint64_t lo = r->applying;
     if (r->snap_unstable && r->snap.index > lo)
         lo = r->snap.index;
     if (r->commit > lo) {
@@ -1057,7 +1062,31 @@ int raft_ready(struct raft *r, struct raft_ready *rd)
     return 0;
 }
 
+/* apply_to makes the handed-out entries up to |to| applied: configuration
+ * entries take effect now. */
+static void apply_to(struct raft *r, uint64_t to)
+{
+    if (to > r->applying)
+        to = r->applying;
+    while (r->applied < to) {
+        const struct raft_entry *e = log_entry(&r->log, r->applied + 1);
+        r->applied++;
+        if (e && e->type == RAFT_ENTRY_CONF) {
+            struct raft_membership m;
+            if (raft_membership_decode(e->data, e->len, &m) == 0) {
+                conf_apply(r, &m);
+                r->conf_index = r->applied;
+            }
+        }
+    }
+}
+
 void raft_advance(struct raft *r)
+{
+    raft_advance_applied(r, UINT64_MAX);
+}
+
+void raft_advance_applied(struct raft *r, uint64_t applied)
 {
     if (!r->in_ready)
         return;
@@ -1072,18 +1101,19 @@ void raft_advance(struct raft *r)
         r->snap_unstable = false;
         if (r->snap.index > r->applied)
             r->applied = r->snap.index;
+        if (r->snap.index > r->applying)
+            r->applying = r->snap.index;
     }
-    while (r->applied < r->ready_applied_to) {
-        const struct raft_entry *e = log_entry(&r->log, r->applied + 1);
-        r->applied++;
-        if (e && e->type == RAFT_ENTRY_CONF) {
-            struct raft_membership m;
-            if (raft_membership_decode(e->data, e->len, &m) == 0) {
-                conf_apply(r, &m);
-                r->conf_index = r->applied;
-            }
-        }
-    }
+    if (r->ready_applied_to > r->applying)
+        r->applying = r->ready_applied_to;
+    apply_to(r, applied);
+}
+
+void raft_set_applied(struct raft *r, uint64_t applied)
+{
+    if (r->in_ready)
+        return;
+    apply_to(r, applied);
 }
 
 /* ---- public: life cycle ------------------------------------------------- */
@@ -1164,6 +1194,7 @@ int raft_new(const struct raft_config *cfg, const struct raft_storage *st,
         r->term = 1;
         r->commit = 1;
         r->applied = 1;
+        r->applying = 1;
         if ((rc = conf_apply(r, bootstrap)) != 0)
             goto fail;
         r->conf_index = 1;
@@ -1182,6 +1213,7 @@ int raft_new(const struct raft_config *cfg, const struct raft_storage *st,
             }
         }
         r->applied = applied;
+        r->applying = applied;
     }
     r->role = RAFT_FOLLOWER;
     reset_randomized_timeout(r);
@@ -1223,6 +1255,10 @@ uint64_t raft_get_match(const struct raft *r, uint64_t id)
     return p != NULL ? p->match : 0;
 }
 uint64_t raft_get_applied(const struct raft *r) { return r->applied; }
+uint64_t raft_get_applying(const struct raft *r)
+{
+    return r->applying;
+}
 uint64_t raft_get_first_index(const struct raft *r) { return log_first_index(&r->log); }
 uint64_t raft_get_last_index(const struct raft *r) { return log_last_index(&r->log); }
 size_t raft_get_log_bytes(const struct raft *r) { return r->log.bytes; }

@@ -329,6 +329,26 @@ int raft_ready(struct raft *r, struct raft_ready *rd);
  * take effect now). The Ready's pointers become invalid. */
 void raft_advance(struct raft *r);
 
+/* Applying past a Ready. raft_advance_applied is raft_advance for a caller
+ * that applied the Ready's committed entries only up to |applied| (the
+ * rest, and those of later Readies, it applies later, e.g. across loop
+ * passes): every committed entry is handed out once, in rd.committed, and
+ * the core holds the applied index at what the caller reports. Entries
+ * above it stay in the log (raft_get_entry: never compacted or trimmed
+ * while not applied; committed entries are never overwritten) and a
+ * snapshot from the leader is not restored meanwhile (dropped as a lost
+ * message: the leader sends it again). Configuration entries take effect
+ * only once reported applied, so the core's applied index, what
+ * raft_compact snapshots and what a leader's next configuration change
+ * waits for, is never ahead of the state machine. raft_set_applied
+ * reports progress between Readies (it changes the core: not between
+ * raft_ready and raft_advance). Both clamp |applied| to what was handed
+ * out; UINT64_MAX means all of it. raft_get_applying is the last index
+ * handed out. */
+void raft_advance_applied(struct raft *r, uint64_t applied);
+void raft_set_applied(struct raft *r, uint64_t applied);
+uint64_t raft_get_applying(const struct raft *r);
+
 /* Read-only accessors. */
 enum raft_role raft_get_role(const struct raft *r);
 uint64_t raft_get_id(const struct raft *r);

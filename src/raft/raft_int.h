@@ -118,6 +118,9 @@ struct raft {
     uint8_t role;
     struct raft_log log;
     uint64_t commit, applied;
+    uint64_t applying;                 /* last committed entry handed out in a
+                                          Ready (>= applied): the caller may
+                                          apply past a Ready (raft.h) */
     struct raft_membership conf;       /* applied membership */
     uint64_t conf_index;               /* where |conf| took effect: the newest
                                           applied configuration entry or

@@ -300,9 +300,34 @@ static int defrag_queue(struct defrag *d, bool copying)
     return rv != 0 ? -ENOMEM : 0;
 }
 
-/* defrag_begin starts a copy of the committed state. */
+static void defrag_end(struct defrag *d, int rv);
+static int defrag_begin(struct defrag *d);
+
+/* defrag_begin_later and defrag_swap_later: what waited for an entry
+ * applied across loop passes (server_apply_wait). */
+static void defrag_begin_later(void *arg)
+{
+    struct defrag *d = arg;
+    int rv = d->s == NULL ? QERR_STOPPED : defrag_begin(d);
+    if (rv != 0)
+        defrag_end(d, rv);
+}
+
+static int defrag_swap(struct defrag *d);
+
+static void defrag_swap_later(void *arg)
+{
+    struct defrag *d = arg;
+    defrag_end(d, d->s == NULL ? QERR_STOPPED : defrag_swap(d));
+}
+
+/* defrag_begin starts a copy of the committed state: not between the
+ * steps of a revision (the revision's txn is open on the file), it waits
+ * for its end. */
 static int defrag_begin(struct defrag *d)
 {
+    if (server_apply_wait(d->s, defrag_begin_later, d))
+        return 0;
     char tmp[1200];
     defrag_path(d->s, tmp, sizeof(tmp));
     server_flush(d->s);
@@ -477,6 +502,8 @@ static void defrag_after(uv_work_t *w, int status)
         defrag_end(d, rv);
         return;
     }
+    if (server_apply_wait(d->s, defrag_swap_later, d))
+        return; /* the swap replaces the file the revision's txn is open on */
     defrag_end(d, defrag_swap(d));
 }
 
@@ -688,6 +715,8 @@ static void snap_copied(uv_work_t *w, int status)
     uv_timer_start(&st->timer, snap_pump, 0, 2);
 }
 
+static void snap_start(void *arg);
+
 static void on_snapshot(qcall *call, const uint8_t *msg, size_t len)
 {
     if (!server_require_admin_raw(call))
@@ -717,6 +746,24 @@ static void on_snapshot(qcall *call, const uint8_t *msg, size_t len)
     st->call = call;
     st->s = s;
     st->t0 = metrics_now_ns();
+    st->working = true;
+    qcall_set_data(call, st);
+    /* not between the steps of a revision: the committed state is then
+     * the steps so far, a partial revision (quorumStepRev) that only its
+     * log entry completes, and a restore has no log */
+    if (!server_apply_wait(s, snap_start, st))
+        snap_start(st);
+}
+
+/* snap_start copies the committed state on a worker. */
+static void snap_start(void *arg)
+{
+    struct snap *st = arg;
+    struct server *s = st->s;
+    if (st->call == NULL) {
+        snap_free(st); /* the client left while the copy waited */
+        return;
+    }
     server_flush(s); /* the copy is of committed state: make it current */
     /* who is a learner is Raft's to say, not the members database's */
     if (s->raft != NULL) {
@@ -732,12 +779,10 @@ static void on_snapshot(qcall *call, const uint8_t *msg, size_t len)
     int rv = uv_queue_work(s->loop, &st->work, snap_copy, snap_copied);
     if (rv != 0) {
         server_copy_end();
+        qcall_set_data(st->call, NULL);
+        server_reply_error(st->call, -ENOMEM);
         snap_free(st);
-        server_reply_error(call, -ENOMEM);
-        return;
     }
-    st->working = true;
-    qcall_set_data(call, st);
 }
 
 static void on_snapshot_close(qcall *call)

@@ -873,6 +873,11 @@ static void on_snapshot(const struct raft_msg *m, const char *path, void *arg)
  * usable store: it stops (a restart reopens whichever file is in place). */
 static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
 {
+    if (s->apply_paused) { /* the core does not restore one meanwhile (raft.h) */
+        log_error("raft", "a snapshot at %llu while an entry is applied in steps",
+                  (unsigned long long)snap->index);
+        abort();
+    }
     if (s->recv_path[0] == '\0' || s->recv_index != snap->index || s->recv_term != snap->term) {
         log_error("raft", "the core restored a snapshot at %llu whose database is not here",
                   (unsigned long long)snap->index);
@@ -1116,7 +1121,10 @@ static void db_reserve(struct server *s)
 
 void server_flush(struct server *s)
 {
-    if (backend_batch_txn(s->be) == NULL)
+    /* paused in a revision: the batch holds only its changes since its
+     * last step (which committed the entries before it), and its txn is
+     * open: they commit with its next step */
+    if (backend_batch_txn(s->be) == NULL || s->apply_paused)
         return;
     uint64_t t0 = uv_hrtime();
     int rv = mvcc_batch_commit(s->kv);
@@ -1201,6 +1209,13 @@ static void compact_measured(struct server *s)
 
 static void compact_step(struct server *s)
 {
+    if (s->apply_paused) {
+        /* not between the steps of a revision (its cursor over the index
+         * lives on): the end of its apply kicks the compaction again */
+        uv_idle_stop(&s->compact_idle);
+        uv_timer_stop(&s->compact_timer);
+        return;
+    }
     if (!mvcc_compacting(s->kv)) {
         compact_measured(s);
         uv_idle_stop(&s->compact_idle);
@@ -1276,8 +1291,8 @@ void server_compact_kick(struct server *s)
  * steps"). The open batch also holds the entries applied before this one
  * (answered already): on_apply_step records their consistent index in
  * each step's commit, so that a restart applies this entry again (it
- * resumes the partial revision) and none of those twice. The loop is held
- * for the whole entry. */
+ * resumes the partial revision) and none of those twice. Between two
+ * steps the loop goes on (below, "applying across loop passes"). */
 
 #define APPLY_STEP_DEFAULT 100000
 
@@ -1356,6 +1371,11 @@ static int apply_normal(struct server *s, const struct raft_entry *le, struct en
     struct entry *w = NULL, tmp = {0};
     if (get_le64(d + 2) == s->member_id)
         w = find_waiting(s, get_le64(d + 10));
+    /* out of s->waiting while it is applied: the apply may pause between
+     * steps, and a timeout must not free it meanwhile (it is answered
+     * once applied) */
+    if (w != NULL)
+        list_remove(&s->waiting, w);
     struct entry *e = w != NULL ? w : &tmp;
     e->kind = (enum entry_kind)kind;
     e->internal = (d[1] & ENTRY_FLAG_INTERNAL) != 0;
@@ -1367,6 +1387,7 @@ static int apply_normal(struct server *s, const struct raft_entry *le, struct en
     s->applying_index = le->index;
     s->applying_kind = desc->short_name;
     s->applying_steps = 0;
+    s->applying_pauses = 0;
     int64_t partial = mvcc_partial_rev(s->kv);
     uint64_t db_size = s->db_size;
     if (partial != 0) {
@@ -1383,9 +1404,10 @@ static int apply_normal(struct server *s, const struct raft_entry *le, struct en
     if (partial != 0)
         s->db_size = db_size;
     if (rv == 0 && s->applying_steps > 0)
-        log_info("server", "applied entry %llu (%s) at revision %lld in %llu steps",
-                 (unsigned long long)le->index, desc->short_name, (long long)mvcc_rev(s->kv),
-                 (unsigned long long)s->applying_steps + 1);
+        log_info(
+            "server", "applied entry %llu (%s) at revision %lld in %llu steps (%llu loop passes)",
+            (unsigned long long)le->index, desc->short_name, (long long)mvcc_rev(s->kv),
+            (unsigned long long)s->applying_steps + 1, (unsigned long long)s->applying_pauses + 1);
     if (rv == 0 && partial != 0 && mvcc_partial_rev(s->kv) != 0) {
         log_error("server", "entry %llu (%s) did not resume the partial revision %lld",
                   (unsigned long long)le->index, desc->short_name, (long long)partial);
@@ -1409,20 +1431,99 @@ static int apply_normal(struct server *s, const struct raft_entry *le, struct en
     e->req = NULL;
     e->auth_user = NULL; /* it pointed into the log entry */
     buf_free(&tmp.out);
-    if (w != NULL) {
-        list_remove(&s->waiting, w);
+    if (w != NULL)
         list_push(done, w);
-    }
     return rv;
 }
 
-static void apply_committed(struct server *s, const struct raft_entry *ents, size_t n)
+/* ---- applying across loop passes ----
+ *
+ * Committed entries are applied on a coroutine (base/coro.h), one run
+ * each time a Ready hands some out. A step of a big revision ends in
+ * on_apply_pause: the coroutine yields and the loop goes on (Raft ticks,
+ * heartbeats and appends go out, the WAL persists new entries, reads are
+ * served at the revision before the big one, and linearizable reads wait
+ * for their index as always); |apply_idle| continues it one step per loop
+ * pass. Meanwhile:
+ *  - nothing later is applied, and Raft does not count the entry applied:
+ *    it hands each committed entry out once (raft_advance_applied) and its
+ *    applied index stays at what s->applied_index says; the run applies
+ *    the entries handed out meanwhile (up to handed_index, read from the
+ *    core's log with raft_get_entry) once the big one is done;
+ *  - the entry's waiting request is out of s->waiting (apply_normal): it
+ *    is answered once the entry is applied, never timed out under it;
+ *  - s->arena, which holds the apply's response, is set aside for a spare
+ *    one that the reads meanwhile use;
+ *  - nothing changes the store behind the revision's txn: server_flush
+ *    returns (the batch holds only the revision's changes since its last
+ *    step: mvcc_set_step_pause commits the first step before the first
+ *    pause); compaction steps wait; a Snapshot and
+ *    a defragmentation's start and swap wait for the end of the run
+ *    (server_apply_wait); a snapshot from the leader is not restored (the
+ *    Raft core drops it: the leader sends it again); a database sent to a
+ *    follower is the committed state, the steps so far with quorumStepRev
+ *    and the consistent index before the entry, which the follower resumes
+ *    from its log as a restart would;
+ *  - closing finishes the run at once (server_apply_finish).
+ */
+
+#define APPLY_STACK_BYTES (8u << 20)
+/* changes between two pauses (mvcc_set_step_pause), whatever the step
+ * limit: about 3 ms of deletes */
+#define APPLY_PAUSE_CHANGES 1000
+
+struct apply_wait {
+    void (*fn)(void *);
+    void *arg;
+    struct apply_wait *next;
+};
+
+static void on_apply_idle(uv_idle_t *h);
+
+/* QUORUM_FAILPOINT_APPLY_PAUSE_SLEEP_MS=N (tests): the work before each
+ * pause of a big revision takes N ms more, as a slow disk would, so that a
+ * test's clients certainly run between its passes. */
+static long failpoint_pause_sleep_ms(void)
 {
-    size_t i = 0;
-    while (i < n && ents[i].index <= s->applied_index)
-        i++;
-    if (i == n)
-        return;
+    static long n = -2;
+    if (n == -2) {
+        const char *e = getenv("QUORUM_FAILPOINT_APPLY_PAUSE_SLEEP_MS");
+        n = e != NULL && *e ? strtol(e, NULL, 10) : 0;
+    }
+    return n;
+}
+
+static int on_apply_pause(void *arg)
+{
+    struct server *s = arg;
+    if (s->apply_no_pause || !coro_running(s->apply_coro))
+        return 0;
+    if (failpoint_pause_sleep_ms() > 0)
+        usleep((useconds_t)failpoint_pause_sleep_ms() * 1000);
+    if (s->apply_idle.data == NULL) {
+        uv_idle_init(s->loop, &s->apply_idle);
+        s->apply_idle.data = s;
+    }
+    struct arena a = s->arena;
+    s->arena = s->apply_arena;
+    s->apply_arena = a;
+    s->apply_paused = true;
+    s->applying_pauses++;
+    uv_idle_start(&s->apply_idle, on_apply_idle);
+    coro_yield(s->apply_coro);
+    s->apply_paused = false;
+    a = s->arena;
+    s->arena = s->apply_arena;
+    s->apply_arena = a;
+    s->env.now_ms = (int64_t)uv_now(s->loop);
+    return 0;
+}
+
+/* apply_run applies the entries Raft handed out, in order, into the open
+ * batch (on the coroutine, or directly when it could not be made). */
+static void apply_run(void *arg)
+{
+    struct server *s = arg;
     struct entry_list *done = &s->applied_done;
     s->env.now_ms = (int64_t)uv_now(s->loop);
     s->db_size = backend_size(s->be); /* the file grows only at commit */
@@ -1430,31 +1531,49 @@ static void apply_committed(struct server *s, const struct raft_entry *ents, siz
     int rv = 0;
     mvcc_set_step(s->kv, s->cfg.apply_step_limit ? s->cfg.apply_step_limit : APPLY_STEP_DEFAULT,
                   on_apply_step, s);
-    const struct raft_entry *failed = NULL;
+    mvcc_set_step_pause(s->kv, APPLY_PAUSE_CHANGES, on_apply_pause, s);
+    struct raft_entry le = {0};
+    bool failed = false;
     if (backend_batch_txn(s->be) == NULL) {
         rv = mvcc_batch_begin(s->kv);
         s->batch_opened_ms = uv_now(s->loop);
         s->batch_entries = 0;
     }
-    for (; i < n && rv == 0; i++) {
-        const struct raft_entry *le = &ents[i];
-        if (le->type == RAFT_ENTRY_CONF) {
+    while (rv == 0 && s->applied_index < s->handed_index) {
+        /* handed out and not applied: still in the core's log (raft.h) */
+        const struct raft_entry *p = raft_get_entry(s->raft, s->applied_index + 1);
+        uint64_t first = raft_get_first_index(s->raft);
+        if (p == NULL && s->applied_index + 1 < first) {
+            /* a store behind the core's snapshot: what Raft hands out
+             * starts after it (as rd.committed did) */
+            log_warn("server", "the store's index %llu is behind the log's first entry %llu",
+                     (unsigned long long)s->applied_index, (unsigned long long)first);
+            s->applied_index = first - 1;
+            continue;
+        }
+        if (p == NULL) {
+            log_error("server", "entry %llu was handed out but is not in the log",
+                      (unsigned long long)s->applied_index + 1);
+            abort();
+        }
+        le = *p;
+        if (le.type == RAFT_ENTRY_CONF) {
             struct raft_membership next;
-            if (raft_membership_decode(le->data, le->len, &next) == 0) {
+            if (raft_membership_decode(le.data, le.len, &next) == 0) {
                 rv = server_members_conf_applied(s, &cur, &next);
                 cur = next;
             }
-        } else if (le->len >= ENTRY_HDR) {
+        } else if (le.len >= ENTRY_HDR) {
             uint64_t t0 = metrics_now_ns();
-            rv = apply_normal(s, le, done);
+            rv = apply_normal(s, &le, done);
             if (metrics_now_ns() - t0 > SLOW_APPLY_NS)
                 metrics_inc(server_metrics.slow_apply);
         }
         if (rv == 0) {
-            s->applied_index = le->index;
+            s->applied_index = le.index;
             s->batch_entries++;
         } else {
-            failed = le;
+            failed = true;
         }
     }
     if (rv == 0)
@@ -1464,19 +1583,17 @@ static void apply_committed(struct server *s, const struct raft_entry *ents, siz
          * batch was answered: stop, and let the restart replay the WAL
          * from what LMDB holds (as etcd panics on a backend failure). */
         int lrc = backend_last_rc();
-        const uint8_t *d = failed != NULL ? failed->data : NULL;
+        const uint8_t *d = failed ? le.data : NULL;
         const ProtobufCMessageDescriptor *desc =
-            failed != NULL && failed->type != RAFT_ENTRY_CONF && failed->len >= ENTRY_HDR
-                ? entry_desc(d[0])
-                : NULL;
-        if (failed != NULL)
+            failed && le.type != RAFT_ENTRY_CONF && le.len >= ENTRY_HDR ? entry_desc(d[0]) : NULL;
+        if (failed)
             log_error("server",
                       "applying a batch failed at entry %llu (%s): %s (LMDB: %s); stopping: "
                       "the restart applies it again from the log",
-                      (unsigned long long)failed->index,
-                      failed->type == RAFT_ENTRY_CONF ? "membership change"
-                      : desc != NULL                  ? desc->short_name
-                                                      : "unknown",
+                      (unsigned long long)le.index,
+                      le.type == RAFT_ENTRY_CONF ? "membership change"
+                      : desc != NULL             ? desc->short_name
+                                                 : "unknown",
                       q_strerror(rv), lrc ? mdb_strerror(lrc) : "none");
         else
             log_error("server",
@@ -1496,6 +1613,89 @@ static void apply_committed(struct server *s, const struct raft_entry *ents, siz
     if (s->peers_dirty) {
         s->peers_dirty = false;
         sync_peers(s);
+    }
+}
+
+/* apply_pending starts a run for the entries handed out and not applied,
+ * unless one is paused (it applies them when it goes on). */
+static void apply_pending(struct server *s)
+{
+    if (s->apply_paused || coro_running(s->apply_coro) || s->applied_index >= s->handed_index)
+        return;
+    if (s->apply_coro == NULL && coro_new(APPLY_STACK_BYTES, &s->apply_coro) != 0) {
+        apply_run(s); /* no stack for it: the steps hold the loop, as they used to */
+        return;
+    }
+    coro_start(s->apply_coro, apply_run, s);
+}
+
+static void apply_waits_run(struct server *s)
+{
+    struct apply_wait *w;
+    while (!s->apply_paused && (w = s->apply_waits) != NULL) {
+        s->apply_waits = w->next;
+        if (s->apply_waits == NULL)
+            s->apply_waits_tail = NULL;
+        void (*fn)(void *) = w->fn;
+        void *arg = w->arg;
+        free(w);
+        fn(arg);
+    }
+}
+
+bool server_apply_wait(struct server *s, void (*fn)(void *), void *arg)
+{
+    if (!s->apply_paused)
+        return false;
+    struct apply_wait *w = calloc(1, sizeof(*w));
+    if (w == NULL)
+        abort(); /* tiny; nothing sensible to do without it */
+    w->fn = fn;
+    w->arg = arg;
+    if (s->apply_waits_tail != NULL)
+        *s->apply_waits_tail = w;
+    else
+        s->apply_waits = w;
+    s->apply_waits_tail = &w->next;
+    return true;
+}
+
+static void answer_applied(struct server *s, const struct raft_membership *before);
+static void check_leader(struct server *s);
+
+/* on_apply_idle continues a paused run by one step. A run that ends here
+ * reports its entries to Raft (unless a Ready is out: its finish_round
+ * does) and has them answered. */
+static void on_apply_idle(uv_idle_t *h)
+{
+    struct server *s = h->data;
+    if (s->apply_paused)
+        coro_resume(s->apply_coro);
+    if (s->apply_paused)
+        return;
+    uv_idle_stop(h);
+    apply_waits_run(s);
+    if (s->persisting || s->raft == NULL || s->removed || s->closing)
+        return;
+    struct raft_membership before = *raft_get_membership(s->raft);
+    raft_set_applied(s->raft, s->applied_index);
+    answer_applied(s, &before);
+    check_leader(s);
+    serve_reads(s);
+}
+
+void server_apply_finish(struct server *s)
+{
+    s->apply_no_pause = true;
+    if (s->apply_paused)
+        coro_resume(s->apply_coro); /* it yields no more */
+    if (s->apply_idle.data != NULL)
+        uv_idle_stop(&s->apply_idle);
+    apply_waits_run(s);
+    struct entry *e;
+    while ((e = s->applied_done.head) != NULL) {
+        list_remove(&s->applied_done, e);
+        finish(s, e);
     }
 }
 
@@ -1587,8 +1787,9 @@ static void finish_round(struct server *s)
     if (!s->rd_sent)
         send_msgs(s, rd->msgs, rd->n_msgs);
     s->rd_sent = false;
-    if (rd->n_committed > 0)
-        apply_committed(s, rd->committed, rd->n_committed);
+    if (rd->n_committed > 0 && rd->committed[rd->n_committed - 1].index > s->handed_index)
+        s->handed_index = rd->committed[rd->n_committed - 1].index;
+    apply_pending(s);
     for (size_t i = 0; i < rd->n_reads; i++)
         for (struct entry *e = s->reads.head; e != NULL; e = e->next)
             if (e->ctx == rd->reads[i].ctx) {
@@ -1596,8 +1797,20 @@ static void finish_round(struct server *s)
                 e->ready = true;
             }
     struct raft_membership before = *raft_get_membership(s->raft);
-    raft_advance(s->raft);
+    /* what is applied: an entry paused between steps is not, nor what
+     * came after it */
+    raft_advance_applied(s->raft, s->applied_index);
     trim_log(s);
+    answer_applied(s, &before);
+    check_leader(s);
+    serve_reads(s);
+}
+
+/* answer_applied answers the applied writes and acts on a change of the
+ * applied membership (|before|: the one before Raft was told). */
+static void answer_applied(struct server *s, const struct raft_membership *before_p)
+{
+    struct raft_membership before = *before_p;
     /* answers run callbacks that may propose: only now, after advance */
     struct entry *e;
     while ((e = s->applied_done.head) != NULL) {
@@ -1624,8 +1837,6 @@ static void finish_round(struct server *s)
             server_stop(s, NULL, NULL);
         }
     }
-    check_leader(s);
-    serve_reads(s);
 }
 
 /* persist_work runs on a worker thread: the Ready's entries and hard state
@@ -1742,6 +1953,8 @@ static void run_ready(struct server *s)
                 rv = wal_save_snapshot(s->wal, rd->snapshot->index, rd->snapshot->term,
                                        WAL_SNAP_DROP_ENTRIES);
             s->snap_index = rd->snapshot->index;
+            if (rd->snapshot->index > s->handed_index)
+                s->handed_index = rd->snapshot->index;
         }
         bool must_sync =
             rd->snapshot != NULL || rd->n_entries > 0 ||

@@ -679,6 +679,9 @@ fail:
         grpc_server_close(s->metrics_grpc, NULL, NULL);
     server_zk_close(s);
     server_rangereads_stop(s);
+    server_apply_finish(s); /* the start may have paused one (node.c) */
+    if (s->apply_idle.data != NULL)
+        uv_close((uv_handle_t *)&s->apply_idle, NULL);
     if (s->tick.type == UV_TIMER) {
         server_node_close(s, NULL, NULL);
     } else if (s->tp != NULL) {
@@ -697,6 +700,8 @@ fail:
         backend_close(s->be);
     server_tls_close(&s->tls);
     server_listeners_close(s);
+    coro_free(s->apply_coro);
+    arena_free(&s->apply_arena);
     free(s);
     return rv;
 }
@@ -729,6 +734,8 @@ static void on_handle_closed(uv_handle_t *h)
     mvcc_close(s->kv);
     backend_close(s->be);
     arena_free(&s->arena);
+    arena_free(&s->apply_arena);
+    coro_free(s->apply_coro); /* its run ended in server_apply_finish */
     buf_free(&s->scratch);
     server_tls_close(&s->tls); /* every connection is closed */
     server_listeners_close(s);
@@ -751,10 +758,15 @@ static void on_grpc_closed(void *arg)
     /* the clients are gone; the server's own waiting requests learn that
      * the member stops (what was committed is in the WAL: a restart applies
      * it) */
+    /* an entry applied across loop passes is finished first (its request
+     * is answered, if its client is still there) */
+    server_apply_finish(s);
     server_node_fail_all(s, QERR_STOPPED);
     server_rangereads_stop(s);
     server_flush(s); /* applied entries reach the store before it closes */
-    s->closing = 11 + (int)s->n_client_polls;
+    s->closing = 11 + (int)s->n_client_polls + (s->apply_idle.data != NULL ? 1 : 0);
+    if (s->apply_idle.data != NULL)
+        uv_close((uv_handle_t *)&s->apply_idle, on_handle_closed);
     for (size_t i = 0; i < s->n_client_polls; i++)
         uv_close((uv_handle_t *)&s->client_polls[i], on_handle_closed);
     server_node_close(s, on_node_closed, s);

@@ -11,6 +11,7 @@
 #include "backend/backend.h"
 #include "base/arena.h"
 #include "base/buf.h"
+#include "base/coro.h"
 #include "grpc/grpc.h"
 #include "mvcc/mvcc.h"
 #include "rpc.pb-c.h"
@@ -302,6 +303,17 @@ struct server {
     uint64_t applying_index;
     const char *applying_kind;
     uint64_t applying_steps;
+    uint64_t applying_pauses; /* loop passes it went back to the loop */
+    /* applying across loop passes (node.c): the entries Raft handed out
+     * (raft_advance_applied) are applied on |apply_coro|; a step of a big
+     * revision pauses it and |apply_idle| continues it in the next pass */
+    struct coro *apply_coro;
+    uv_idle_t apply_idle;                               /* .data NULL until first used */
+    bool apply_paused;                                  /* suspended between two steps */
+    bool apply_no_pause;                                /* closing: what is left runs at once */
+    uint64_t handed_index;                              /* last committed entry Raft handed out */
+    struct arena apply_arena;                           /* while paused: the apply's s->arena */
+    struct apply_wait *apply_waits, **apply_waits_tail; /* run once it is applied */
     struct entry_list compact_waits;
     struct lease_fwd *lease_fwds;   /* lease requests forwarded to the leader */
     uint64_t next_lease_ctx;
@@ -577,6 +589,15 @@ _Noreturn void server_storage_fatal(const char *module, const char *what, int rv
 /* server_flush commits the open batch of applied entries (node.c): before
  * anything reads the store from another thread, copies or replaces it. */
 void server_flush(struct server *s);
+/* server_apply_wait: while an entry is being applied across loop passes
+ * (node.c, "applying across loop passes"), queues fn(arg) to run once it
+ * is applied and returns true; otherwise returns false and the caller
+ * goes on at once. For what must not interleave with the steps of a
+ * revision: a Snapshot's copy, a defragmentation's start and swap. */
+bool server_apply_wait(struct server *s, void (*fn)(void *), void *arg);
+/* server_apply_finish finishes at once an apply under way across loop
+ * passes and answers what it applied (the member stops). */
+void server_apply_finish(struct server *s);
 /* server_compact_kick runs the steps of a scheduled compaction (after
  * one is applied, the store is reopened or replaced); node.c. */
 void server_compact_kick(struct server *s);

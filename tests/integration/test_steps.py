@@ -16,10 +16,13 @@ many LMDB transactions.
   consistent index before the entry; the restart logs that it resumes the
   entry, finishes it, and HashKV is still etcd's.
 """
+import json
 import os
 import queue
 import re
+import shutil
 import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -337,12 +340,334 @@ class Steps(unittest.TestCase):
             ch.close()
 
 
-def wait_log(s, pattern, timeout):
+MANY = 6000       # keys under many/, deleted by one DeleteRange in a cluster
+SLEEP_ENV = "QUORUM_FAILPOINT_APPLY_PAUSE_SLEEP_MS"
+PAUSE = 1000      # changes between pauses (node.c APPLY_PAUSE_CHANGES)
+
+
+def load_many(kv):
+    for i in range(0, MANY, 500):
+        kv.Txn(rpc_pb2.TxnRequest(success=[put_op(b"many/%05d" % j, b"m%d" % j)
+                                           for j in range(i, i + 500)]), timeout=30)
+
+
+def delete_many(kv):
+    return kv.DeleteRange(rpc_pb2.DeleteRangeRequest(key=b"many/",
+                                                     range_end=prefix_end(b"many/")), timeout=60)
+
+
+def slow_steps_cluster(ms, step):
+    """A 3-member cluster whose steps are |step| changes, and the work
+    before each pause takes |ms| ms more (a failpoint): its clients
+    certainly run between the passes of the DeleteRange."""
+    os.environ[SLEEP_ENV] = str(ms)
+    try:
+        return Cluster("quorum", extra_args=FLAGS + ["--experimental-apply-step-limit",
+                                                     str(step)]).start()
+    finally:
+        del os.environ[SLEEP_ENV]
+
+
+def hashkv_all(c, rev):
+    out = {}
+    for i in range(3):
+        ch, _, mt, _ = stubs(c.endpoint(i))
+        out[i] = mt.HashKV(rpc_pb2.HashKVRequest(revision=rev), timeout=60).hash
+        ch.close()
+    return out
+
+
+def wait_rev(c, i, rev, timeout=30):
+    ch, kv, _, _ = stubs(c.endpoint(i))
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            r = kv.Range(rpc_pb2.RangeRequest(key=b"other", serializable=True), timeout=30)
+            if r.header.revision >= rev:
+                return True
+            time.sleep(0.05)
+        return False
+    finally:
+        ch.close()
+
+
+class ClusterWork:
+    """While a big revision is applied: a writer putting w/NNNNN in order
+    through |writer_ep| and recording each answer's revision, and a reader
+    per member counting many/ (serializable there, and linearizable), each
+    count whole (MANY or 0) and each reader's revisions never going back."""
+
+    def __init__(self, c, writer_ep):
+        self.stop = threading.Event()
+        self.errors = []
+        self.writes = []   # (i, revision, sent, answered)
+        self.reads = []    # (member, started, finished, count, revision)
+        self.threads = [threading.Thread(target=self.write, args=(writer_ep,))]
+        self.threads += [threading.Thread(target=self.read, args=(c.endpoint(i), i, ser))
+                         for i in range(3) for ser in (True, False)]
+
+    def write(self, ep):
+        ch, kv, _, _ = stubs(ep)
+        i = 0
+        try:
+            while not self.stop.is_set():
+                t0 = time.monotonic()
+                r = kv.Put(rpc_pb2.PutRequest(key=b"w/%05d" % i, value=b"%d" % i), timeout=30)
+                self.writes.append((i, r.header.revision, t0, time.monotonic()))
+                i += 1
+        except grpc.RpcError as e:
+            self.errors.append("write %d failed: %s" % (i, e))
+        finally:
+            ch.close()
+
+    def read(self, ep, member, serializable):
+        ch, kv, _, _ = stubs(ep)
+        last = 0
+        try:
+            while not self.stop.is_set():
+                t0 = time.monotonic()
+                n, rev = count(kv, b"many/", serializable=serializable)
+                self.reads.append((member, t0, time.monotonic(), n, rev))
+                if n not in (MANY, 0):
+                    self.errors.append("m%d: %d keys at revision %d" % (member, n, rev))
+                if rev < last:
+                    self.errors.append("m%d: revision %d after %d" % (member, rev, last))
+                last = rev
+        except grpc.RpcError as e:
+            self.errors.append("m%d read failed: %s" % (member, e))
+        finally:
+            ch.close()
+
+    def __enter__(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        for t in self.threads:
+            t.join()
+
+
+class ClusterSteps(unittest.TestCase):
+    """Applying a big revision across loop passes (node.c): the loop goes
+    back to its clients and to Raft between steps, on every member."""
+
+    def test_delete_range_across_passes_with_clients(self):
+        # steps of 2500 changes: the first commits at 1000 (PAUSE), the next
+        # at 3500, the last with the revision; a pass every 1000 changes
+        # and after each commit: 7 passes
+        c = slow_steps_cluster(60, 2500)
+        try:
+            lead = c.wait_leader()
+            ch, kv, _, _ = stubs(c.endpoint(lead))
+            load_many(kv)
+            loaded = kv.Put(rpc_pb2.PutRequest(key=b"other", value=b"o"), timeout=30)
+            for i in range(3):  # the followers' serializable reads too
+                self.assertTrue(wait_rev(c, i, loaded.header.revision))
+            with ClusterWork(c, c.endpoint(lead)) as work:
+                time.sleep(0.2)
+                t0 = time.monotonic()
+                r = delete_many(kv)
+                t1 = time.monotonic()
+                time.sleep(0.3)
+            big = r.header.revision
+            self.assertEqual(r.deleted, MANY)
+            self.assertEqual(work.errors, [])
+            # the writes: in order, none lost, none at the big revision, and
+            # those sent once it was answered after it
+            revs = [w[1] for w in work.writes]
+            self.assertGreater(len(revs), 0)
+            self.assertEqual(revs, sorted(set(revs)), "writes reordered")
+            self.assertNotIn(big, revs)
+            self.assertTrue(all(w[1] > big for w in work.writes if w[2] > t1))
+            self.assertTrue(any(w[1] > big for w in work.writes))
+            # reads completed while the DeleteRange was under way (the loop
+            # was not held), all of the revision before it
+            during = [x for x in work.reads if x[1] > t0 and x[2] < t1]
+            self.assertGreater(len(during), 0)
+            final = revs[-1]
+            for i in range(3):
+                self.assertTrue(wait_rev(c, i, final), "m%d did not reach %d" % (i, final))
+            for i in range(3):
+                ch2, kv2, _, _ = stubs(c.endpoint(i))
+                got = kv2.Range(rpc_pb2.RangeRequest(key=b"w/", range_end=prefix_end(b"w/"),
+                                                     revision=final, serializable=True),
+                                timeout=30)
+                self.assertEqual([(k.key, k.mod_revision) for k in got.kvs],
+                                 [(b"w/%05d" % w[0], w[1]) for w in work.writes], "m%d" % i)
+                self.assertEqual(count(kv2, b"many/", big - 1, True)[0], MANY)
+                self.assertEqual(count(kv2, b"many/", big, True)[0], 0)
+                ch2.close()
+            h = hashkv_all(c, final)
+            self.assertEqual(len(set(h.values())), 1, h)
+            h = hashkv_all(c, big)
+            self.assertEqual(len(set(h.values())), 1, h)
+            for m in c.members:
+                got = re.findall(r"applied entry \d+ \(DeleteRangeRequest\) at revision %d in "
+                                 r"(\d+) steps \((\d+) loop passes\)" % big, m.log_tail(1000000))
+                self.assertEqual(got, [("3", "7")], m.name)
+            ch.close()
+        finally:
+            c.cleanup()
+
+    def test_kill_follower_between_passes_resumes(self):
+        c = slow_steps_cluster(10, 50)  # 120 steps, a pass after each
+        try:
+            lead = c.wait_leader()
+            victim = (lead + 1) % 3
+            ch, kv, _, _ = stubs(c.endpoint(lead))
+            load_many(kv)
+            kv.Put(rpc_pb2.PutRequest(key=b"other", value=b"o"), timeout=30)
+            res = {}
+            t = threading.Thread(target=lambda: res.setdefault("r", delete_many(kv)))
+            t.start()
+            m = c.members[victim]
+            self.assertTrue(wait_log(m, r"applying entry \d+ \(DeleteRangeRequest\) in steps",
+                                     30, poll=0.005))
+            time.sleep(0.05)  # a few steps committed (each takes 10 ms more), far from the last
+            c.kill(victim)
+            t.join(60)
+            big = res["r"].header.revision
+            meta = meta_values(m.data_dir)
+            self.assertEqual(meta.get("quorumStepRev"), big, "killed between steps")
+            c.restart(victim)
+            self.assertTrue(wait_log(m, r"resuming entry \d+ \(DeleteRangeRequest\): "
+                                     r"revision %d has \d+ changes" % big, 30))
+            last = kv.Put(rpc_pb2.PutRequest(key=b"other", value=b"after"), timeout=30)
+            for i in range(3):
+                self.assertTrue(wait_rev(c, i, last.header.revision))
+            h = hashkv_all(c, last.header.revision)
+            self.assertEqual(len(set(h.values())), 1, h)
+            ch2, kv2, _, _ = stubs(c.endpoint(victim))
+            self.assertEqual(count(kv2, b"many/", big - 1, True)[0], MANY)
+            self.assertEqual(count(kv2, b"many/", big, True)[0], 0)
+            ch2.close()
+            ch.close()
+        finally:
+            c.cleanup()
+
+
+class LeaderMoves(unittest.TestCase):
+    def test_leader_moves_while_the_revision_is_applied(self):
+        """MoveLeader between the passes of a DeleteRange on every member:
+        the transfer goes through (the members answer Raft between
+        passes), the request is answered by the member it was sent to
+        once applied there, and every member ends with the same store."""
+        c = slow_steps_cluster(20, 50)  # 120 passes of 20 ms and more
+        try:
+            lead = c.wait_leader()
+            to = (lead + 1) % 3
+            ch, kv, mt, _ = stubs(c.endpoint(lead))
+            load_many(kv)
+            kv.Put(rpc_pb2.PutRequest(key=b"other", value=b"o"), timeout=30)
+            ch2, _, mt2, _ = stubs(c.endpoint(to))
+            to_id = mt2.Status(rpc_pb2.StatusRequest(), timeout=10).header.member_id
+            res = {}
+            t = threading.Thread(target=lambda: res.setdefault("r", delete_many(kv)))
+            t.start()
+            self.assertTrue(wait_log(c.members[lead],
+                                     r"applying entry \d+ \(DeleteRangeRequest\) in steps", 30,
+                                     poll=0.005))
+            mt.MoveLeader(rpc_pb2.MoveLeaderRequest(targetID=to_id), timeout=30)
+            deadline = time.monotonic() + 10
+            while c.leader_index() != to and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.assertEqual(c.leader_index(), to)
+            t.join(60)
+            big = res["r"].header.revision
+            self.assertEqual(res["r"].deleted, MANY)
+            _, kv2, _, _ = stubs(c.endpoint(to))
+            last = kv2.Put(rpc_pb2.PutRequest(key=b"other", value=b"after"), timeout=30)
+            self.assertGreater(last.header.revision, big)
+            for i in range(3):
+                self.assertTrue(wait_rev(c, i, last.header.revision))
+            h = hashkv_all(c, last.header.revision)
+            self.assertEqual(len(set(h.values())), 1, h)
+            ch.close()
+            ch2.close()
+        finally:
+            c.cleanup()
+
+
+class StopDuringSteps(unittest.TestCase):
+    def test_sigterm_between_passes_finishes_the_revision(self):
+        """SIGTERM between the passes of a DeleteRange: the member finishes
+        it before it exits (server_apply_finish), cleanly, and the store
+        holds the whole revision with no mark left."""
+        os.environ[SLEEP_ENV] = "20"
+        try:
+            s = Server("quorum", extra_args=QFLAGS)
+            s.start()
+        finally:
+            del os.environ[SLEEP_ENV]
+        try:
+            ch, kv, mt, lease = stubs(s.endpoint)
+            load(kv, lease)
+            t = threading.Thread(target=lambda: delete_big(kv))
+            t.start()
+            self.assertTrue(wait_log(s, r"applying entry \d+ \(DeleteRangeRequest\) in steps",
+                                     30, poll=0.005))
+            s.stop()  # SIGTERM; fails unless it exits 0
+            t.join(60)
+            ch.close()
+            self.assertRegex(s.log_tail(1000000),
+                             r"applied entry \d+ \(DeleteRangeRequest\) at revision \d+ in "
+                             r"\d+ steps")
+            self.assertNotIn("quorumStepRev", meta_values(s.data_dir))
+            s.start()
+            ch, kv, mt, lease = stubs(s.endpoint)
+            self.assertEqual(count(kv, b"big/")[0], 0)
+            self.assertNotRegex(s.log_tail(1000000), r"resuming entry")
+            ch.close()
+        finally:
+            s.cleanup()
+
+
+class SnapshotDuringSteps(unittest.TestCase):
+    def test_snapshot_and_defrag_wait_for_the_revision(self):
+        """A Snapshot and a Defragment asked while a DeleteRange is applied
+        across loop passes start once it is applied (server_apply_wait):
+        the snapshot holds the whole revision, as one taken afterwards."""
+        os.environ[SLEEP_ENV] = "20"  # 3000 keys in steps of 64: 47 passes, ~1 s
+        try:
+            s = Server("quorum", extra_args=QFLAGS)
+            s.start()
+        finally:
+            del os.environ[SLEEP_ENV]
+        try:
+            ch, kv, mt, lease = stubs(s.endpoint)
+            load(kv, lease)
+            res = {}
+            t = threading.Thread(target=lambda: res.setdefault("r", delete_big(kv)))
+            t.start()
+            self.assertTrue(wait_log(s, r"applying entry \d+ \(DeleteRangeRequest\) in steps",
+                                     30, poll=0.005))
+            tmp = tempfile.mkdtemp(prefix="steps-snap-")
+            paths = [os.path.join(tmp, "during.db"), os.path.join(tmp, "after.db")]
+            s.etcdctl("snapshot", "save", paths[0], timeout=60)
+            mt.Defragment(rpc_pb2.DefragmentRequest(), timeout=60)
+            t.join(60)
+            big = res["r"].header.revision
+            s.etcdctl("snapshot", "save", paths[1], timeout=60)
+            st = [json.loads(s.etcdctl("snapshot", "status", p, "-w", "json").stdout)
+                  for p in paths]
+            self.assertEqual(st[0]["revision"], big)
+            self.assertEqual((st[0]["revision"], st[0]["totalKey"]),
+                             (st[1]["revision"], st[1]["totalKey"]))
+            self.assertEqual(count(kv, b"big/")[0], 0)
+            ch.close()
+            shutil.rmtree(tmp, ignore_errors=True)
+        finally:
+            s.cleanup()
+
+
+def wait_log(s, pattern, timeout, poll=0.1):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if re.search(pattern, s.log_tail(1000000)):
             return True
-        time.sleep(0.1)
+        time.sleep(poll)
     return False
 
 

@@ -209,6 +209,130 @@ Test(steps, stepped_revision_equals_one_transaction)
     st_free(&st);
 }
 
+/* Paused between steps (mvcc_set_step_pause): after each step's commit
+ * the index is unlocked and the store reads as committed at the revision
+ * before, from the owner and from other threads; nothing of the revision
+ * shows; the batch cannot be committed under the txn; the txn then goes on
+ * to the records of one transaction. */
+struct pause {
+    struct store *st;
+    int64_t rev0;
+    int n, pauses, bad;
+    uint32_t h_before;
+    int shared_rv;
+    int64_t shared_rev, shared_count;
+};
+
+static void *pause_reader(void *arg)
+{
+    struct pause *p = arg;
+    mvcc_read *r;
+    p->shared_rv = mvcc_read_begin_shared(p->st->s, 0, &r);
+    if (p->shared_rv != 0)
+        return NULL;
+    struct mvcc_range_opts o = {.count_only = true};
+    struct mvcc_range_result res;
+    if (mvcc_read_range(r, S("p/"), S("p0"), &o, NULL, NULL, &res) == 0) {
+        p->shared_rev = res.rev;
+        p->shared_count = res.count;
+    }
+    mvcc_read_end(r);
+    return NULL;
+}
+
+static int on_pause(void *arg)
+{
+    struct pause *p = arg;
+    p->pauses++;
+    pthread_t th;
+    p->shared_rv = -1;
+    cr_assert_eq(pthread_create(&th, NULL, pause_reader, p), 0);
+    pthread_join(th, NULL);
+    if (p->shared_rv != 0 || p->shared_rev != p->rev0 || p->shared_count != p->n)
+        p->bad++;
+    mvcc_read *r;
+    struct mvcc_range_opts o = {.count_only = true};
+    struct mvcc_range_result res;
+    cr_assert_eq(mvcc_read_begin(p->st->s, &r), 0);
+    cr_assert_eq(mvcc_read_range(r, S("p/"), S("p0"), &o, NULL, NULL, &res), 0);
+    mvcc_read_end(r);
+    if (res.rev != p->rev0 || res.count != p->n || mvcc_rev(p->st->s) != p->rev0)
+        p->bad++;
+    if (hash(p->st) != p->h_before)
+        p->bad++;
+    if (mvcc_batch_commit(p->st->s) != -EBUSY)
+        p->bad++;
+    return 0;
+}
+
+Test(steps, paused_between_steps_reads_the_revision_before)
+{
+    const int n = 300;
+    uint32_t h_before, h_after;
+    int64_t rev_after;
+    twin_result(n, &h_before, &h_after, &rev_after);
+
+    struct store st;
+    st_make(&st);
+    seed(&st, n);
+    cr_assert_eq(mvcc_share(st.s), 0);
+    struct hook h = {.st = &st};
+    struct pause p = {.st = &st, .rev0 = mvcc_rev(st.s), .n = n, .h_before = h_before};
+    mvcc_set_step(st.s, 7, on_step, &h);
+    mvcc_set_step_pause(st.s, 0, on_pause, &p);
+    int64_t d = 0;
+    cr_assert_eq(mvcc_batch_begin(st.s), 0);
+    cr_assert_eq(big_txn(&st, &d), 0);
+    cr_assert_eq(d, n);
+    cr_assert_eq(p.pauses, h.steps);
+    cr_assert_gt(p.pauses, 10);
+    cr_assert_eq(p.bad, 0, "%d pauses read something else than revision %lld", p.bad,
+                 (long long)p.rev0);
+    cr_assert_eq(mvcc_batch_commit(st.s), 0);
+    cr_assert_eq(mvcc_rev(st.s), rev_after);
+    cr_assert_eq(hash(&st), h_after);
+    cr_assert_eq(meta(&st, "quorumStepRev"), (uint64_t)-1);
+    st_free(&st);
+}
+
+/* Pauses between commits too (|every| below the step limit): the first
+ * step commits after |every| changes, then the txn pauses every |every|
+ * changes and commits every step limit; the reads of every pause are of
+ * the revision before, and the end is the records of one transaction. */
+Test(steps, paused_every_few_changes_between_commits)
+{
+    const int n = 300;
+    uint32_t h_before, h_after;
+    int64_t rev_after;
+    twin_result(n, &h_before, &h_after, &rev_after);
+
+    struct store st;
+    st_make(&st);
+    seed(&st, n);
+    cr_assert_eq(mvcc_share(st.s), 0);
+    struct hook h = {.st = &st};
+    struct pause p = {.st = &st, .rev0 = mvcc_rev(st.s), .n = n, .h_before = h_before};
+    mvcc_set_step(st.s, 100, on_step, &h);
+    mvcc_set_step_pause(st.s, 9, on_pause, &p);
+    int64_t d = 0;
+    cr_assert_eq(mvcc_batch_begin(st.s), 0);
+    cr_assert_eq(big_txn(&st, &d), 0);
+    cr_assert_eq(d, n);
+    /* 311 changes: a commit at 9, then at 109, 209, 309; a pause before
+     * every 9th change in between and after each commit */
+    cr_assert_eq(h.steps, 4, "steps: %d", h.steps);
+    cr_assert_gt(p.pauses, 30, "pauses: %d", p.pauses);
+    cr_assert_eq(p.bad, 0, "%d pauses read something else than revision %lld", p.bad,
+                 (long long)p.rev0);
+    cr_assert_eq(mvcc_batch_commit(st.s), 0);
+    cr_assert_eq(mvcc_rev(st.s), rev_after);
+    cr_assert_eq(hash(&st), h_after);
+    st_close(&st);
+    st_open(&st);
+    cr_assert_eq(hash(&st), h_after);
+    st_free(&st);
+}
+
 /* Stopped between steps (the batch after the last committed step lost, as
  * a kill loses it): the restart opens at the revision before, shows
  * nothing of the partial one (reads, HashKV), reports it partial; the same

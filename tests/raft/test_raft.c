@@ -36,6 +36,7 @@ static size_t nq;
 static bool cut[MAXN + 1][MAXN + 1];
 static unsigned drop_type[MAXN + 1]; /* bitmask of message types dropped from node */
 static uint64_t applied_upto[MAXN + 1];
+static uint64_t hold_applied[MAXN + 1]; /* non-zero: report applied only up to it */
 static struct raft_read_state reads_got[MAXN + 1][64];
 static size_t n_reads_got[MAXN + 1];
 static unsigned sent_count[RAFT_MSG__COUNT];
@@ -58,6 +59,7 @@ static void boot_cfg(int n, const struct raft_config *tmpl)
     memset(cut, 0, sizeof(cut));
     memset(drop_type, 0, sizeof(drop_type));
     memset(applied_upto, 0, sizeof(applied_upto));
+    memset(hold_applied, 0, sizeof(hold_applied));
     memset(n_reads_got, 0, sizeof(n_reads_got));
     memset(sent_count, 0, sizeof(sent_count));
     memset(snap_restored, 0, sizeof(snap_restored));
@@ -184,7 +186,10 @@ static bool ready(int i)
     }
     for (size_t k = 0; k < rd.n_reads && n_reads_got[i] < 64; k++)
         reads_got[i][n_reads_got[i]++] = rd.reads[k];
-    raft_advance(r);
+    if (hold_applied[i] != 0)
+        raft_advance_applied(r, hold_applied[i]);
+    else
+        raft_advance(r);
     return true;
 }
 
@@ -1006,4 +1011,66 @@ Test(raft, follower_refuses_proposals)
     settle();
     cr_assert_eq(raft_propose(nodes[2], "x", 1, NULL), QERR_NO_LEADER);
     cr_assert_eq(raft_get_leader(nodes[2]), 1, "the caller forwards to the leader");
+}
+
+/* Applying past a Ready (raft_advance_applied): committed entries are
+ * handed out once; the applied index stays where the caller says, the
+ * entries above it stay readable, and raft_set_applied moves it on. */
+Test(raft, apply_past_ready_hands_out_once)
+{
+    boot(3);
+    raft_campaign(nodes[1]);
+    settle();
+    uint64_t held = raft_get_applied(nodes[2]);
+    hold_applied[2] = held;
+    propose(1, "a");
+    propose(1, "b");
+    propose(1, "c");
+    settle(); /* would not settle if node 2 were handed them again */
+    uint64_t commit = raft_get_commit(nodes[2]);
+    cr_assert_eq(commit, held + 3);
+    cr_assert_eq(raft_get_applied(nodes[2]), held);
+    cr_assert_eq(raft_get_applying(nodes[2]), commit);
+    cr_assert(!raft_has_ready(nodes[2]));
+    cr_assert_eq(applied_upto[2], commit, "each entry handed out once, in order");
+    const struct raft_entry *e = raft_get_entry(nodes[2], held + 2);
+    cr_assert_not_null(e);
+    cr_assert_eq(e->len, 1);
+    cr_assert_eq(memcmp(e->data, "b", 1), 0);
+    /* the held entries are not trimmed */
+    cr_assert_eq(raft_trim_log(nodes[2], commit), 0);
+    cr_assert_not_null(raft_get_entry(nodes[2], held + 1));
+    raft_set_applied(nodes[2], held + 1);
+    cr_assert_eq(raft_get_applied(nodes[2]), held + 1);
+    raft_set_applied(nodes[2], UINT64_MAX); /* clamped to what was handed out */
+    cr_assert_eq(raft_get_applied(nodes[2]), commit);
+    hold_applied[2] = 0;
+    propose(1, "d");
+    settle();
+    cr_assert_eq(raft_get_applied(nodes[2]), commit + 1);
+}
+
+Test(raft, apply_past_ready_conf_waits_for_apply)
+{
+    boot(3);
+    raft_campaign(nodes[1]);
+    settle();
+    struct raft_config c = cfg_for(4);
+    cr_assert_eq(raft_new(&c, NULL, NULL, &nodes[4]), 0);
+    hold_applied[1] = raft_get_applied(nodes[1]);
+    struct raft_membership m = cur_conf(1);
+    m.learners[m.n_learners++] = 4;
+    uint64_t ci = 0;
+    cr_assert_eq(raft_propose_conf(nodes[1], &m, &ci), 0);
+    settle();
+    cr_assert_geq(raft_get_commit(nodes[1]), ci);
+    cr_assert(!raft_membership_is_learner(raft_get_membership(nodes[1]), 4),
+              "a configuration takes effect once applied, not once handed out");
+    struct raft_membership m2 = cur_conf(1);
+    m2.learners[m2.n_learners++] = 5;
+    cr_assert_eq(raft_propose_conf(nodes[1], &m2, NULL), -EBUSY);
+    raft_set_applied(nodes[1], ci);
+    hold_applied[1] = 0;
+    cr_assert(raft_membership_is_learner(raft_get_membership(nodes[1]), 4));
+    settle();
 }
