@@ -20,6 +20,14 @@
 #include <sanitizer/common_interface_defs.h>
 #endif
 
+/* ThreadSanitizer is deliberately not told of the switches (no
+ * __tsan_switch_to_fiber): as a TSan fiber the coroutine is a thread of its
+ * own for mutex ownership, and LMDB's writer mutex, locked by the batch's
+ * write txn on the loop's stack and unlocked by a step's commit on the
+ * coroutine's (or the other way round), was reported as unlocked by a wrong
+ * thread. Untold, TSan sees one thread, which is what it is; the price is
+ * that a report's stack may mix frames of the two stacks. */
+
 struct coro {
     ucontext_t caller, self;
     void *map; /* guard page + stack */
