@@ -22,6 +22,7 @@ struct lease {
     int64_t expiry_ms;    /* primary only */
     int64_t last_ckpt_ms; /* when its remaining TTL was last checkpointed or renewed */
     long heap_idx;        /* -1 when not in the expiry heap */
+    uint64_t epoch;       /* the promotion whose clock it runs on (primary) */
     bool revoking;
     struct lkey *keys;
     size_t nkeys, capkeys;
@@ -37,7 +38,21 @@ struct lessor {
     size_t cap, count, used;
     struct lease **heap;
     size_t nheap, capheap;
+    /* A promotion takes the leases into the heap a step at a time
+     * (promote_step), so that a new leader with millions of leases does not
+     * hold its loop for all of them at once (etcd issue 9496). A lease
+     * belongs to this primary's clock once its epoch is the lessor's. */
+    uint64_t epoch;
+    int64_t promote_ms;
+    size_t promote_next; /* the next slot to look at while promoting */
+    bool promoting;
+    size_t ckpt_next; /* where lessor_due_checkpoints goes on from */
 };
+
+/* leases taken into the heap per promote_step: a few ms */
+#define PROMOTE_STEP 20000
+/* slots lessor_due_checkpoints looks at per call, at most */
+#define CHECKPOINT_SCAN 65536
 
 /* ---- hash table ---- */
 
@@ -90,6 +105,8 @@ static int grow(lessor *l)
         if (old[i] != NULL && old[i] != TOMB)
             table_insert(l, old[i]);
     free(old);
+    l->promote_next = 0; /* the leases moved: look again (taken ones are skipped) */
+    l->ckpt_next = 0;
     return 0;
 }
 
@@ -395,6 +412,7 @@ int lessor_grant(lessor *l, int64_t id, int64_t ttl, int64_t now_ms, int64_t *gr
     e->last_ckpt_ms = now_ms;
     if (l->primary) {
         e->expiry_ms = now_ms + ttl * 1000;
+        e->epoch = l->epoch;
         heap_push(l, e);
     }
     *granted = ttl;
@@ -484,26 +502,53 @@ long lessor_keys(const lessor *l, int64_t id, lessor_key_fn fn, void *arg)
     return (long)e->nkeys;
 }
 
-void lessor_promote(lessor *l, int64_t now_ms)
+/* promoted_expiry: when |e| expires on the clock of the promotion (now +
+ * its checkpointed remaining TTL, or its full TTL if none). */
+static int64_t promoted_expiry(const lessor *l, const struct lease *e)
 {
-    l->primary = true;
-    l->nheap = 0;
-    for (size_t i = 0; i < l->cap; i++) {
-        struct lease *e = l->slots[i];
-        if (e == NULL || e == TOMB)
+    int64_t left = e->remaining > 0 ? e->remaining : e->ttl;
+    return l->promote_ms + left * 1000;
+}
+
+/* promote_step takes up to |budget| slots' leases into the heap, on the
+ * promotion's clock. A lease renewed, granted or put back since the
+ * promotion is already on it (its epoch) and is left as it is. */
+static void promote_step(lessor *l, size_t budget)
+{
+    while (l->promoting && budget-- > 0) {
+        if (l->promote_next >= l->cap) {
+            l->promoting = false;
+            break;
+        }
+        struct lease *e = l->slots[l->promote_next++];
+        if (e == NULL || e == TOMB || e->epoch == l->epoch)
             continue;
-        int64_t left = e->remaining > 0 ? e->remaining : e->ttl;
-        e->expiry_ms = now_ms + left * 1000;
-        e->last_ckpt_ms = now_ms;
+        e->epoch = l->epoch;
+        e->expiry_ms = promoted_expiry(l, e);
+        e->last_ckpt_ms = l->promote_ms;
         e->revoking = false;
         e->heap_idx = -1;
         heap_push(l, e);
     }
 }
 
+void lessor_promote(lessor *l, int64_t now_ms)
+{
+    l->primary = true;
+    for (size_t i = 0; i < l->nheap; i++)
+        l->heap[i]->heap_idx = -1;
+    l->nheap = 0;
+    l->epoch++;
+    l->promote_ms = now_ms;
+    l->promote_next = 0;
+    l->promoting = true;
+    promote_step(l, PROMOTE_STEP);
+}
+
 void lessor_demote(lessor *l)
 {
     l->primary = false;
+    l->promoting = false;
     for (size_t i = 0; i < l->nheap; i++) {
         l->heap[i]->heap_idx = -1;
         l->heap[i]->expiry_ms = INT64_MAX;
@@ -526,6 +571,7 @@ int lessor_renew(lessor *l, int64_t id, int64_t now_ms, int64_t *ttl, bool *need
     *needs_checkpoint = e->remaining > 0;
     e->expiry_ms = now_ms + e->ttl * 1000;
     e->last_ckpt_ms = now_ms;
+    e->epoch = l->epoch; /* on this primary's clock now, promoted or not */
     heap_update(l, e);
     *ttl = e->ttl;
     metrics_inc(lm.renewed);
@@ -541,13 +587,16 @@ int lessor_remaining(const lessor *l, int64_t id, int64_t now_ms, int64_t *remai
     *granted = e->ttl;
     if (!l->primary)
         *remaining = e->remaining > 0 ? e->remaining : e->ttl;
-    else
-        *remaining = (e->expiry_ms - now_ms) / 1000; /* rounds toward zero, as etcd */
+    else /* rounds toward zero, as etcd; one the promotion has not reached
+          * yet runs on its clock all the same */
+        *remaining = ((e->epoch == l->epoch ? e->expiry_ms : promoted_expiry(l, e)) - now_ms) /
+                     1000;
     return 0;
 }
 
 size_t lessor_expired(lessor *l, int64_t now_ms, int64_t *ids, size_t max)
 {
+    promote_step(l, PROMOTE_STEP);
     size_t n = 0;
     while (n < max && l->nheap > 0 && l->heap[0]->expiry_ms <= now_ms) {
         struct lease *e = l->heap[0];
@@ -564,20 +613,28 @@ void lessor_revoke_failed(lessor *l, int64_t id)
     if (e == NULL || !e->revoking)
         return;
     e->revoking = false;
-    if (l->primary)
+    if (l->primary) {
+        e->epoch = l->epoch;
         heap_push(l, e);
+    }
 }
 
 size_t lessor_due_checkpoints(lessor *l, int64_t now_ms, int64_t interval_ms, int64_t *ids,
                               int64_t *remaining, size_t max)
 {
     size_t n = 0;
-    if (!l->primary)
+    if (!l->primary || l->cap == 0)
         return 0;
-    for (size_t i = 0; i < l->cap && n < max; i++) {
+    /* round the table from where the last call stopped, a bounded number
+     * of slots a call: from slot 0 every time, the first |max| due leases
+     * were the only ones ever checkpointed once there were more than
+     * max * interval / (the caller's period) of them */
+    size_t scan = l->cap < CHECKPOINT_SCAN ? l->cap : CHECKPOINT_SCAN;
+    size_t i = l->ckpt_next % l->cap;
+    for (; scan > 0 && n < max; scan--, i = (i + 1) % l->cap) {
         struct lease *e = l->slots[i];
-        if (e == NULL || e == TOMB || e->revoking)
-            continue;
+        if (e == NULL || e == TOMB || e->revoking || e->epoch != l->epoch)
+            continue; /* not yet promoted: its checkpoint is the one it has */
         if (now_ms - e->last_ckpt_ms < interval_ms)
             continue;
         int64_t left = (e->expiry_ms - now_ms) / 1000;
@@ -588,6 +645,7 @@ size_t lessor_due_checkpoints(lessor *l, int64_t now_ms, int64_t interval_ms, in
         e->last_ckpt_ms = now_ms;
         n++;
     }
+    l->ckpt_next = i;
     return n;
 }
 

@@ -237,3 +237,77 @@ Test(lessor, storm_expires_in_bounded_batches)
     cr_assert_eq(lessor_expired(ls, 31000, ids, 100), 1);
     cr_assert_eq(ids[0], 77);
 }
+
+/* A new primary with more leases than one promotion step takes: they are
+ * taken into the heap over several lessor_expired calls, each on the
+ * promotion's clock (a checkpointed remaining TTL, or the full TTL), every
+ * one expiring exactly once; one the steps have not reached yet answers
+ * lessor_remaining on that clock, and one renewed before the steps reach
+ * it keeps its renewal. */
+Test(lessor, promotion_in_steps)
+{
+    enum { N = 50000 };
+    cr_assert_eq(backend_batch_begin(be), 0);
+    int64_t g;
+    for (int i = 1; i <= N; i++)
+        cr_assert_eq(lessor_grant(ls, i, i % 2 ? 30 : 60, 0, &g), 0);
+    cr_assert_eq(lessor_checkpoint(ls, 4, 10), 0); /* 10 s left of 60 */
+    cr_assert_eq(backend_batch_commit(be), 0);
+    lessor_promote(ls, 1000);
+    for (int i = 1; i <= N; i++) {
+        int64_t rem, gr;
+        cr_assert_eq(lessor_remaining(ls, i, 1000, &rem, &gr), 0);
+        cr_assert_eq(rem, i == 4 ? 10 : i % 2 ? 30 : 60, "lease %d: %lld left", i,
+                     (long long)rem);
+    }
+    /* renewed at 20 s, before the steps may have reached it: 60 s from then */
+    int64_t ttl;
+    bool ck;
+    cr_assert_eq(lessor_renew(ls, N, 20000, &ttl, &ck), 0);
+    static bool seen[N + 1];
+    int64_t ids[100];
+    size_t total = 0, n;
+    for (int64_t t = 1000; t <= 100000; t += 1000) {
+        while ((n = lessor_expired(ls, t, ids, 100)) > 0) {
+            for (size_t k = 0; k < n; k++) {
+                int64_t id = ids[k];
+                cr_assert(id >= 1 && id <= N);
+                cr_assert_not(seen[id], "lease %lld handed out twice", (long long)id);
+                seen[id] = true;
+                int64_t due = id == 4 ? 11000 : id == N ? 80000 : id % 2 ? 31000 : 61000;
+                cr_assert_geq(t, due, "lease %lld expired at %lld, due at %lld", (long long)id,
+                              (long long)t, (long long)due);
+                cr_assert_lt(t - due, 1000, "lease %lld expired late", (long long)id);
+            }
+            total += n;
+        }
+    }
+    cr_assert_eq(total, N);
+}
+
+/* Checkpoints go round every lease: with far more leases than one call
+ * checkpoints, each call goes on where the last stopped (from the first
+ * slot every time, the same first leases were the only ones ever
+ * checkpointed). */
+Test(lessor, checkpoints_reach_every_lease)
+{
+    enum { N = 3000 };
+    cr_assert_eq(backend_batch_begin(be), 0);
+    int64_t g;
+    for (int i = 1; i <= N; i++)
+        cr_assert_eq(lessor_grant(ls, i, 3600, 0, &g), 0);
+    cr_assert_eq(backend_batch_commit(be), 0);
+    lessor_promote(ls, 0);
+    static int times[N + 1];
+    int64_t ids[100], rem[100];
+    /* a call a second, 100 a call, due every 5 s: every lease is due by
+     * the time the round comes back to it */
+    for (int64_t t = 10000; t < 10000 + 2 * (N / 100) * 1000; t += 1000) {
+        size_t n = lessor_due_checkpoints(ls, t, 5000, ids, rem, 100);
+        cr_assert_eq(n, 100);
+        for (size_t k = 0; k < n; k++)
+            times[ids[k]]++;
+    }
+    for (int i = 1; i <= N; i++)
+        cr_assert_eq(times[i], 2, "lease %d checkpointed %d times in two rounds", i, times[i]);
+}
