@@ -1500,6 +1500,10 @@ static int on_apply_pause(void *arg)
         return 0;
     if (failpoint_pause_sleep_ms() > 0)
         usleep((useconds_t)failpoint_pause_sleep_ms() * 1000);
+    /* a pause follows each step's commit: top the space reserve up there
+     * too, not only after the whole revision (a full disk then stops new
+     * writes while this one goes on into what is left) */
+    db_reserve(s);
     if (s->apply_idle.data == NULL) {
         uv_idle_init(s->loop, &s->apply_idle);
         s->apply_idle.data = s;
