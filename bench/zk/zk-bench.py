@@ -12,6 +12,7 @@ bench/zk/zk-bench (ninja -C build). Every process is killed by its PID.
 """
 import argparse
 import os
+import resource
 import shutil
 import socket
 import subprocess
@@ -133,11 +134,28 @@ class QuorumTarget:
             self.c.cleanup()
 
 
+def cpu_seconds(pid):
+    """utime + stime of a process so far."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_seconds():
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
 def run(binary, target, args):
     """Each op with --clients zk-bench processes at once (a session each):
-    the rates summed."""
-    rates = {}
+    the rates summed, and the CPU microseconds per operation of the
+    servers and of the clients (setup included: the nodes each client
+    creates first)."""
+    rates, cpu = {}, {}
     for op in OPS:
+        s0 = sum(cpu_seconds(p) for p in target.pids())
+        c0 = children_cpu_seconds()
+        ops = 0
         procs = [subprocess.Popen([binary, target.hosts, op, str(args.seconds),
                                    str(args.inflight), str(args.value_size)],
                                   stdout=subprocess.PIPE, text=True)
@@ -147,10 +165,14 @@ def run(binary, target, args):
             out, _ = p.communicate(timeout=args.seconds * 4 + 120)
             fields = dict(kv.split("=") for kv in out.split())
             rates[op] += float(fields.get("rate", 0))
+            ops += int(fields.get("ops", 0))
             if int(fields.get("errors", 1)) != 0:
                 print("  %s: %s errors" % (op, fields.get("errors")), file=sys.stderr)
+        s1 = sum(cpu_seconds(p) for p in target.pids())
+        c1 = children_cpu_seconds()
+        cpu[op] = ((s1 - s0) * 1e6 / max(ops, 1), (c1 - c0) * 1e6 / max(ops, 1))
     rss = sum(peak_rss_kib(p) for p in target.pids())
-    return rates, rss
+    return rates, rss, cpu
 
 
 def main():
@@ -162,6 +184,8 @@ def main():
     ap.add_argument("--value-size", type=int, default=100)
     ap.add_argument("--members", default="1,3")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--cpu", action="store_true",
+                    help="also print CPU us per op of the servers and of the clients")
     args = ap.parse_args()
     binary = os.path.join(args.build, "bench", "zk", "zk-bench")
     os.environ.setdefault("QUORUM_BIN", os.path.join(args.build, "src", "server", "quorum"))
@@ -180,6 +204,11 @@ def main():
         for op in OPS:
             z, q = res["zookeeper"][0][op], res["quorum"][0][op]
             print("  %-8s %14.0f %14.0f %8.2f" % (op, z, q, q / z if z else 0))
+        if args.cpu:
+            print("  CPU us/op %-8s %18s %18s" % ("", "zookeeper srv/cli", "quorum srv/cli"))
+            for op in OPS:
+                (zs, zc), (qs, qc) = res["zookeeper"][2][op], res["quorum"][2][op]
+                print("  %-18s %9.1f %8.1f %9.1f %8.1f" % (op, zs, zc, qs, qc))
         zr, qr = res["zookeeper"][1], res["quorum"][1]
         print("  peak RSS: zookeeper %d MiB, quorum %d MiB (ratio %.2f)"
               % (zr // 1024, qr // 1024, qr / zr if zr else 0))

@@ -146,6 +146,7 @@ struct zsvc {
     uv_check_t reaper;
     struct zcall *live;
     struct zcall *dead;
+    struct buf scratch; /* read_now's reply */
     const struct qcall_method *m_grant, *m_put, *m_range, *m_keepalive, *m_revoke;
     uint64_t started_ms;
     uint64_t packets_in, packets_out;
@@ -1152,6 +1153,67 @@ static void add_auth(struct zsess *zs, struct zslot *sl, const struct zk_request
     zk_conn_close(zs->c);
 }
 
+/* read_now answers a read from the store. The reply (ReplyHeader's xid
+ * and zxid, then zk_read's err and record) is built in the service's
+ * scratch buffer; when no earlier reply of the connection waits (the
+ * usual case: a read behind a write in flight is deferred, see
+ * on_packet) it goes to the connection at once, with no reply slot. */
+static void read_now(struct zsess *zs, const struct zk_request *req)
+{
+    struct zsvc *z = zs->svc;
+    int32_t type = req->h.type;
+    struct buf *out = &z->scratch;
+    buf_reset(out);
+    struct jute_out o = {out, 0};
+    int64_t zxid = zxid_now(z);
+    jute_put_int(&o, req->h.xid);
+    jute_put_long(&o, zxid);
+    struct zk_ids who = {(const char *const *)zs->ids, zs->n_ids};
+    int rv = o.err;
+    if (rv == 0)
+        rv = zk_read(z->s->kv, z->s->leases, req, zs->id, &who, &z->s->arena, out);
+    int32_t err = ZK_SYSTEMERROR;
+    if (rv == 0 && out->len >= 16)
+        err = (int32_t)((uint32_t)out->data[12] << 24 | (uint32_t)out->data[13] << 16 |
+                        (uint32_t)out->data[14] << 8 | out->data[15]);
+    else
+        out->len = 0;
+    /* the watch flag: exists arms a watch whether the node exists or
+     * not, getData and getChildren only when they succeed */
+    if ((type == ZK_OP_EXISTS || type == ZK_OP_GET_DATA || type == ZK_OP_GET_CHILDREN ||
+         type == ZK_OP_GET_CHILDREN2) &&
+        req->u.pw.watch && req->u.pw.path.len > 0 &&
+        (err == 0 || (type == ZK_OP_EXISTS && err == ZK_NONODE)))
+        watch_add(zs, req->u.pw.path.p, (size_t)req->u.pw.path.len,
+                  type == ZK_OP_GET_CHILDREN || type == ZK_OP_GET_CHILDREN2 ? W_CHILD : W_DATA);
+    if (out->len == 0) {
+        struct zslot *sl = slot_new(zs);
+        if (sl == NULL)
+            zk_conn_close(zs->c);
+        else
+            slot_answer(zs, sl, req->h.xid, ZK_SYSTEMERROR, NULL, NULL);
+        return;
+    }
+    struct zk_reply_header h = {req->h.xid, zxid, err};
+    answered(zs, &h);
+    if (zs->head == NULL) {
+        if (zk_conn_send(zs->c, out->data, out->len) == 0)
+            z->packets_out++;
+        /* deferred reads counted as outstanding until now (run_deferred):
+         * reading resumes here as slots_flush would */
+        if (zs->outstanding <= ZK_MAX_OUTSTANDING / 2)
+            zk_conn_pause(zs->c, false);
+        return;
+    }
+    struct zslot *sl = slot_new(zs);
+    if (sl == NULL || buf_append(&sl->out, out->data, out->len) != 0) {
+        zk_conn_close(zs->c);
+        return;
+    }
+    sl->ready = true;
+    slots_flush(zs);
+}
+
 /* handle serves one request now (its turn has come) */
 static void handle(struct zsess *zs, const uint8_t *pkt, size_t len)
 {
@@ -1167,6 +1229,12 @@ static void handle(struct zsess *zs, const uint8_t *pkt, size_t len)
         zk_conn_close(c);
         return;
     }
+    int32_t type = req.h.type;
+    if (rv == 0 && zk_is_read(type)) {
+        zs->last_op = type;
+        read_now(zs, &req);
+        return;
+    }
     struct zslot *sl = slot_new(zs);
     if (sl == NULL) {
         zk_conn_close(c);
@@ -1176,41 +1244,9 @@ static void handle(struct zsess *zs, const uint8_t *pkt, size_t len)
         slot_answer(zs, sl, req.h.xid, ZK_UNIMPLEMENTED, NULL, NULL);
         return;
     }
-    int32_t type = req.h.type;
     zs->last_op = type;
     if (is_write(type)) {
         propose_write(zs, sl, req.h.xid, pkt, len);
-        return;
-    }
-    if (zk_is_read(type)) {
-        struct buf out = {0};
-        struct zk_ids who = {(const char *const *)zs->ids, zs->n_ids};
-        rv = zk_read(z->s->kv, z->s->leases, &req, zs->id, &who, a, &out);
-        if (rv != 0 || out.len < 4) {
-            buf_free(&out);
-            slot_answer(zs, sl, req.h.xid, ZK_SYSTEMERROR, NULL, NULL);
-            return;
-        }
-        int32_t err = (int32_t)((uint32_t)out.data[0] << 24 | (uint32_t)out.data[1] << 16 |
-                                (uint32_t)out.data[2] << 8 | out.data[3]);
-        /* the watch flag: exists arms a watch whether the node exists or
-         * not, getData and getChildren only when they succeed */
-        if ((type == ZK_OP_EXISTS || type == ZK_OP_GET_DATA || type == ZK_OP_GET_CHILDREN ||
-             type == ZK_OP_GET_CHILDREN2) &&
-            req.u.pw.watch && req.u.pw.path.len > 0 &&
-            (err == 0 || (type == ZK_OP_EXISTS && err == ZK_NONODE)))
-            watch_add(zs, req.u.pw.path.p, (size_t)req.u.pw.path.len,
-                      type == ZK_OP_GET_CHILDREN || type == ZK_OP_GET_CHILDREN2 ? W_CHILD
-                                                                                : W_DATA);
-        struct jute_out o = {&sl->out, 0};
-        struct zk_reply_header h = {req.h.xid, zxid_now(z), err};
-        jute_encode(&zk_rec_reply_header, &o, &h);
-        if (err == 0)
-            jute_put_raw(&o, out.data + 4, out.len - 4);
-        buf_free(&out);
-        sl->ready = true;
-        answered(zs, &h);
-        slots_flush(zs);
         return;
     }
     switch (type) {
@@ -1827,6 +1863,7 @@ static void zsvc_unref(struct zsvc *z)
     if (--z->close_refs == 0) {
         free(z->tab); /* every watch went with its connection */
         buf_free(&z->sweep_cursor);
+        buf_free(&z->scratch);
         free(z);
     }
 }

@@ -1202,14 +1202,20 @@ int zk_read(mvcc_store *kv, lessor *leases, const struct zk_request *req, int64_
         if (rv == 0)
             zk_multi_resp_encode(&o, res, n);
     } else {
+        /* the record goes straight after err, which is patched in after:
+         * no buffer of its own, no copy */
         int32_t err = 0;
-        struct buf body = {0};
-        struct jute_out bo = {&body, 0};
-        rv = read_one(&st, a, leases, req->h.type, &req->u, session, who, &bo, &err, NULL);
-        jute_put_int(&o, err);
-        if (rv == 0 && err == 0)
-            jute_put_raw(&o, body.data, body.len);
-        buf_free(&body);
+        size_t at = out->len;
+        jute_put_int(&o, 0);
+        rv = read_one(&st, a, leases, req->h.type, &req->u, session, who, &o, &err, NULL);
+        if (o.err == 0 && (rv != 0 || err != 0)) {
+            out->len = at + 4;
+            uint32_t u = (uint32_t)err;
+            out->data[at] = (uint8_t)(u >> 24);
+            out->data[at + 1] = (uint8_t)(u >> 16);
+            out->data[at + 2] = (uint8_t)(u >> 8);
+            out->data[at + 3] = (uint8_t)u;
+        }
     }
     mvcc_read_end(r);
     if (rv == 0 && o.err != 0)

@@ -58,7 +58,9 @@ int server_zk_session_end(struct server *s, int64_t lease);
 
 /* zk_read serves a read request (exists, getData, getChildren(2), getACL,
  * getAllChildrenNumber, getEphemerals, multiRead) from the store on the
- * core loop: |out| gets i32 err, then the reply's record. |session| for
+ * core loop: i32 err, then the reply's record, are appended to |out|
+ * (what it held stays in front: a caller can put a ReplyHeader's xid
+ * and zxid there, and err completes it). |session| for
  * getEphemerals. Returns 0 or a storage error. */
 int zk_read(mvcc_store *kv, lessor *leases, const struct zk_request *req, int64_t session,
             const struct zk_ids *who, struct arena *a, struct buf *out);

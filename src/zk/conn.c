@@ -195,7 +195,24 @@ static void flush_conn(zk_conn *c)
     c->dirty = false;
     if (c->out.len == 0 || c->closed)
         return;
-    if (write_raw(c, NULL, 0, c->out.data, c->out.len) != 0 && !c->closed) {
+    /* the socket takes it at once in the usual case: no copy, no write
+     * request; what it does not take is queued behind (and nothing is
+     * tried while a queued write is pending: the bytes keep their order) */
+    size_t done = 0;
+    if (c->writes == 0) {
+        uv_buf_t b = uv_buf_init((char *)c->out.data, (unsigned)c->out.len);
+        int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+        if (n > 0) {
+            done = (size_t)n;
+            c->st.bytes_out += done;
+        } else if (n != UV_EAGAIN && n != UV_ENOSYS) {
+            buf_reset(&c->out);
+            conn_end(c);
+            return;
+        }
+    }
+    if (done < c->out.len && write_raw(c, NULL, 0, c->out.data + done, c->out.len - done) != 0 &&
+        !c->closed) {
         buf_reset(&c->out);
         conn_end(c);
         return;

@@ -872,6 +872,51 @@ class RawOperations(unittest.TestCase):
         self.assertEqual(c.request(9999, 2, jpath("/pipe") + struct.pack(">i", -1))["err"], 0)
         c.close()
 
+    def test_watch_event_before_the_reads_that_show_the_change(self):
+        # a connection with a data watch pipelines reads of the node while
+        # another connection changes it: whatever the interleaving, every
+        # answer before the event shows the old data, every answer after it
+        # the new, the event comes once, and zxids never go back
+        w, c = Raw(timeout=30), Raw()
+        w.connect()
+        c.connect()
+        acl = struct.pack(">i", 1) + struct.pack(">i", 31) + jpath("world") + jpath("anyone")
+        r = c.request(1, 1, jpath("/wev") + jstr(b"old") + acl + struct.pack(">i", 0))
+        self.assertEqual(r["err"], 0)
+        r = w.request(2, 4, jpath("/wev") + b"\1")  # getData, watch
+        self.assertEqual(r["err"], 0)
+        n = 2000
+        out = b""
+        for i in range(n):
+            pkt = struct.pack(">ii", 3 + i, 4) + jpath("/wev") + b"\0"
+            out += struct.pack(">i", len(pkt)) + pkt
+        import threading
+        t = threading.Thread(target=w.s.sendall, args=(out,))
+        t.start()
+        r = c.request(5000, 5, jpath("/wev") + jstr(b"new") + struct.pack(">i", -1))
+        self.assertEqual(r["err"], 0)
+        events, seen, last, xid = 0, [], 0, 3
+        while xid < 3 + n or events == 0:
+            p = w.recv_packet()
+            px, zxid, err = struct.unpack(">iqi", p[:16])
+            if px == -1:
+                self.assertEqual(struct.unpack(">ii", p[16:24]), (3, 3))  # NodeDataChanged
+                events += 1
+                continue
+            self.assertEqual((px, err), (xid, 0))
+            self.assertGreaterEqual(zxid, last)
+            last = zxid
+            xid += 1
+            m = struct.unpack(">i", p[16:20])[0]
+            seen.append((p[20:20 + m], events))
+        t.join()
+        self.assertEqual(events, 1)
+        for data, before in seen:
+            self.assertEqual(data, b"new" if before else b"old")
+        c.request(5001, 2, jpath("/wev") + struct.pack(">i", -1))
+        w.close()
+        c.close()
+
     def test_large_multi_one_zxid(self):
         c = Raw()
         c.connect()
