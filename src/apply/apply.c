@@ -845,24 +845,20 @@ int apply_check_reserved_delete_range(const Etcdserverpb__DeleteRangeRequest *r)
                : 0;
 }
 
-int apply_txn_wide_deletes(const Etcdserverpb__TxnRequest *r,
-                           int (*fn)(const struct apply_span *overlap, void *arg), void *arg)
+/* txn_ops_each calls |fn| with every op of |r| that is not a Txn, those of
+ * nested Txns included, success branch before failure, in order; the first
+ * non-zero answer ends the walk and is returned. */
+static int txn_ops_each(const Etcdserverpb__TxnRequest *r,
+                        int (*fn)(const Etcdserverpb__RequestOp *op, void *arg), void *arg)
 {
     Etcdserverpb__RequestOp *const *br[2] = {r->success, r->failure};
     size_t nb[2] = {r->n_success, r->n_failure};
     for (int b = 0; b < 2; b++) {
         for (size_t i = 0; i < nb[b]; i++) {
             const Etcdserverpb__RequestOp *op = br[b][i];
-            int rv = 0;
-            struct apply_span sp;
-            if (op->request_case == ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE) {
-                const Etcdserverpb__DeleteRangeRequest *d = op->request_delete_range;
-                if (apply_reserved_span(d->key.data, d->key.len, d->range_end.data,
-                                        d->range_end.len, &sp) == APPLY_RESERVED_WIDE)
-                    rv = fn(&sp, arg);
-            } else if (op->request_case == ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_TXN) {
-                rv = apply_txn_wide_deletes(op->request_txn, fn, arg);
-            }
+            int rv = op->request_case == ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_TXN
+                         ? txn_ops_each(op->request_txn, fn, arg)
+                         : fn(op, arg);
             if (rv != 0)
                 return rv;
         }
@@ -870,33 +866,47 @@ int apply_txn_wide_deletes(const Etcdserverpb__TxnRequest *r,
     return 0;
 }
 
-static int reserved_ops(Etcdserverpb__RequestOp *const *ops, size_t n)
+struct wide_deletes {
+    int (*fn)(const struct apply_span *overlap, void *arg);
+    void *arg;
+};
+
+static int wide_delete_op(const Etcdserverpb__RequestOp *op, void *arg)
 {
-    for (size_t i = 0; i < n; i++) {
-        int rv = 0;
-        switch (ops[i]->request_case) {
-        case ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT:
-            rv = apply_check_reserved_put(ops[i]->request_put);
-            break;
-        case ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE:
-            rv = apply_check_reserved_delete_range(ops[i]->request_delete_range);
-            break;
-        case ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_TXN:
-            rv = apply_check_reserved_txn(ops[i]->request_txn);
-            break;
-        default:
-            break;
-        }
-        if (rv != 0)
-            return rv;
+    const struct wide_deletes *w = arg;
+    struct apply_span sp;
+    if (op->request_case != ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE)
+        return 0;
+    const Etcdserverpb__DeleteRangeRequest *d = op->request_delete_range;
+    if (apply_reserved_span(d->key.data, d->key.len, d->range_end.data, d->range_end.len, &sp) !=
+        APPLY_RESERVED_WIDE)
+        return 0;
+    return w->fn(&sp, w->arg);
+}
+
+int apply_txn_wide_deletes(const Etcdserverpb__TxnRequest *r,
+                           int (*fn)(const struct apply_span *overlap, void *arg), void *arg)
+{
+    struct wide_deletes w = {fn, arg};
+    return txn_ops_each(r, wide_delete_op, &w);
+}
+
+static int reserved_op(const Etcdserverpb__RequestOp *op, void *arg)
+{
+    (void)arg;
+    switch (op->request_case) {
+    case ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT:
+        return apply_check_reserved_put(op->request_put);
+    case ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE:
+        return apply_check_reserved_delete_range(op->request_delete_range);
+    default:
+        return 0;
     }
-    return 0;
 }
 
 int apply_check_reserved_txn(const Etcdserverpb__TxnRequest *r)
 {
-    int rv = reserved_ops(r->success, r->n_success);
-    return rv != 0 ? rv : reserved_ops(r->failure, r->n_failure);
+    return txn_ops_each(r, reserved_op, NULL);
 }
 
 static int check_request_op(const Etcdserverpb__RequestOp *op, size_t max_ops);
