@@ -78,6 +78,12 @@ def _ephemeral_range():
         return 32768, 60999
 
 
+# ports free_port has handed out in this process: a cluster's six ports are
+# chosen before any member listens, and the same random port twice made a
+# member's client URL another's peer URL ("bind: address already in use")
+_GIVEN_PORTS = set()
+
+
 def free_port():
     """A port free on 127.0.0.1 now, chosen BELOW the kernel's ephemeral
     range: a port the kernel hands out (bind to 0) can be taken again as the
@@ -88,11 +94,14 @@ def free_port():
     top = min(lo, 32768) - 1
     for _ in range(200):
         port = random.randint(10000, top)
+        if port in _GIVEN_PORTS:
+            continue  # handed out already, maybe not yet listened on
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
+            _GIVEN_PORTS.add(port)
             return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
