@@ -406,11 +406,13 @@ def main():
                     help="quorum's --experimental-apply-step-limit (default: its own, 100000)")
     ap.add_argument("--cluster", action="store_true",
                     help="also the compaction case on three members")
+    ap.add_argument("--cluster-kinds", default=None,
+                    help="which servers run the three-member case (default: --kinds)")
     a = ap.parse_args()
     kinds = a.kinds.split(",")
     res = {k: run_kind(k, a) for k in kinds}
     if a.cluster:
-        for k in kinds:
+        for k in (a.cluster_kinds or a.kinds).split(","):
             res[k].update(run_cluster(k, a))
     print("\ngrowth-bench: %d keys, %d revisions%s" % (
         a.keys, a.revisions, ", quorum's apply step limit %d" % a.apply_step_limit

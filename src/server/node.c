@@ -1464,6 +1464,9 @@ static int apply_normal(struct server *s, const struct raft_entry *le, struct en
  *    follower is the committed state, the steps so far with quorumStepRev
  *    and the consistent index before the entry, which the follower resumes
  *    from its log as a restart would;
+ *  - the watchers get the entries applied before the big one in the run
+ *    at its first pause (apply_paused_publish), its own events once it
+ *    ends, with the rest of the run;
  *  - closing finishes the run at once (server_apply_finish).
  */
 
@@ -1620,6 +1623,18 @@ static void apply_run(void *arg)
     }
 }
 
+/* apply_paused_publish: at the first pause of a big revision, the entries
+ * applied before it in the run are whole and durable in the WAL: their
+ * watchers get them now, not when the big one ends (watch_hub_commit
+ * leaves the big revision's changes pending). On the loop's stack. */
+static void apply_paused_publish(struct server *s)
+{
+    if (!s->apply_paused || s->applying_pauses != 1)
+        return;
+    watch_hub_commit(s->watches);
+    server_watch_kick(s);
+}
+
 /* apply_pending starts a run for the entries handed out and not applied,
  * unless one is paused (it applies them when it goes on). */
 static void apply_pending(struct server *s)
@@ -1631,6 +1646,7 @@ static void apply_pending(struct server *s)
         return;
     }
     coro_start(s->apply_coro, apply_run, s);
+    apply_paused_publish(s);
 }
 
 static void apply_waits_run(struct server *s)
@@ -1675,8 +1691,10 @@ static void on_apply_idle(uv_idle_t *h)
     struct server *s = h->data;
     if (s->apply_paused)
         coro_resume(s->apply_coro);
-    if (s->apply_paused)
+    if (s->apply_paused) {
+        apply_paused_publish(s);
         return;
+    }
     uv_idle_stop(h);
     apply_waits_run(s);
     if (s->persisting || s->raft == NULL || s->removed || s->closing)

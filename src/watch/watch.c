@@ -261,7 +261,13 @@ static int deliver_group(watch_hub *h, watcher *w, const struct watch_event *evs
 void watch_hub_commit(watch_hub *h)
 {
     struct watch_event *evs = h->pending.v;
-    size_t n = h->pending.n;
+    /* only whole revisions: a big one paused between its steps
+     * (mvcc_set_step_pause) has some of its changes pending, and the
+     * store's revision is still the one before it */
+    int64_t top = mvcc_rev(h->kv);
+    size_t n = 0;
+    while (n < h->pending.n && evs[n].kv.mod_revision <= top)
+        n++;
     for (size_t i = 0; i < n;) {
         int64_t rev = evs[i].kv.mod_revision;
         size_t j = i;
@@ -289,11 +295,18 @@ void watch_hub_commit(watch_hub *h)
     }
     /* synced watchers are now at the current revision (a watcher that
      * starts in the future keeps its start) */
-    int64_t next = mvcc_rev(h->kv) + 1;
+    int64_t next = top + 1;
     for (watcher *w = h->synced; w != NULL; w = w->next)
         if (w->next_rev < next)
             w->next_rev = next;
-    watch_hub_abort(h);
+    if (n == h->pending.n) {
+        watch_hub_abort(h);
+    } else if (n > 0) {
+        /* the rest stays for the commit after the revision's last step
+         * (their copies stay in the arena until then) */
+        memmove(evs, evs + n, (h->pending.n - n) * sizeof(*evs));
+        h->pending.n -= n;
+    }
 }
 
 /* ---- catch-up from history ---- */

@@ -62,7 +62,9 @@ void watch_hub_free(watch_hub *h); /* watchers must be cancelled first */
 
 /* watch_hub_observe is the store's change observer: it copies each change
  * of the open batch. watch_hub_commit delivers them once the batch is
- * durable; watch_hub_abort drops them. */
+ * durable, the revisions up to the store's current one (mvcc_rev): a
+ * revision under way between its steps stays pending until a commit after
+ * its last step. watch_hub_abort drops them. */
 void watch_hub_observe(enum mvcc_event_type type, const struct mvcc_kv *kv,
                        const struct mvcc_kv *prev, void *hub);
 void watch_hub_commit(watch_hub *h);

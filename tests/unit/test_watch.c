@@ -299,3 +299,77 @@ Test(watch, prev_kv_within_one_txn_is_the_value_before_it)
     cr_assert_eq(prev_versions[1], 1, "the delete's prev is the key before the txn, as etcd");
     watcher_cancel(w);
 }
+
+/* A big revision paused between its steps (mvcc_set_step_pause): a commit
+ * then delivers the revisions before it, whole, and none of its changes;
+ * the commit after its last step delivers it in one piece. */
+struct paused {
+    struct rec *r;
+    int pauses;
+    int events_at_first_pause;
+    int64_t rev_at_first_pause;
+};
+
+static int on_big_pause(void *arg)
+{
+    struct paused *p = arg;
+    if (p->pauses++ == 0) {
+        watch_hub_commit(hub);
+        p->events_at_first_pause = p->r->events;
+        p->rev_at_first_pause = mvcc_rev(kv);
+    }
+    return 0;
+}
+
+Test(watch, paused_big_revision_stays_pending)
+{
+    char k[16];
+    for (int i = 0; i < 40; i++) {
+        snprintf(k, sizeof(k), "s/%02d", i);
+        put(k, "0");
+    }
+    struct rec r = {0};
+    cr_assert_eq(watcher_new(hub, (const uint8_t *)"s/", 2, (const uint8_t *)"s0", 2,
+                             mvcc_rev(kv) + 1, 0, &ops, &r, &r.w),
+                 0);
+    struct paused p = {.r = &r};
+    mvcc_set_step(kv, 10, NULL, NULL);
+    mvcc_set_step_pause(kv, 5, on_big_pause, &p);
+    cr_assert_eq(mvcc_batch_begin(kv), 0);
+    /* two small revisions, then one of 40 deletes and a put, in one batch */
+    mvcc_txn *t;
+    cr_assert_eq(mvcc_txn_begin(kv, &t), 0);
+    cr_assert_eq(mvcc_txn_put(t, (const uint8_t *)"s/x", 3, (const uint8_t *)"1", 1, 0, NULL, NULL),
+                 0);
+    int64_t small1 = mvcc_txn_end(t);
+    cr_assert_eq(mvcc_txn_begin(kv, &t), 0);
+    cr_assert_eq(mvcc_txn_put(t, (const uint8_t *)"s/y", 3, (const uint8_t *)"1", 1, 0, NULL, NULL),
+                 0);
+    int64_t small2 = mvcc_txn_end(t);
+    cr_assert_eq(r.events, 0, "nothing before a commit");
+    int64_t n;
+    cr_assert_eq(mvcc_txn_begin(kv, &t), 0);
+    cr_assert_eq(mvcc_txn_delete_range(t, (const uint8_t *)"s/", 2, (const uint8_t *)"s0", 2,
+                                       NULL, NULL, &n),
+                 0);
+    cr_assert_eq(mvcc_txn_put(t, (const uint8_t *)"s/z", 3, (const uint8_t *)"1", 1, 0, NULL, NULL),
+                 0);
+    int64_t big = mvcc_txn_end(t);
+    cr_assert_eq(n, 42);
+    cr_assert_gt(p.pauses, 3, "pauses: %d", p.pauses);
+    cr_assert_eq(p.rev_at_first_pause, small2);
+    cr_assert_eq(p.events_at_first_pause, 2,
+                 "at the pause, the two whole revisions and nothing of the big one (got %d)",
+                 p.events_at_first_pause);
+    cr_assert_eq(r.revs[0], small1);
+    cr_assert_eq(r.revs[1], small2);
+    mvcc_set_step(kv, 0, NULL, NULL);
+    mvcc_set_step_pause(kv, 0, NULL, NULL);
+    cr_assert_eq(mvcc_batch_commit(kv), 0);
+    watch_hub_commit(hub);
+    cr_assert_eq(r.events, 2 + 43, "the big revision whole after its end (got %d)", r.events);
+    cr_assert_eq(r.calls, 3, "one delivery per revision");
+    for (int i = 2; i < r.events; i++)
+        cr_assert_eq(r.revs[i], big);
+    watcher_cancel(r.w);
+}
