@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "apply/apply.h"
 #include "base/err.h"
 
 void recipe_ref(struct recipe *r)
@@ -97,6 +98,12 @@ void recipe_grant(struct recipe *r, int64_t ttl, recipe_grant_fn fn)
 bool recipe_auth(qcall *call, const uint8_t *pfx, size_t len, bool write, bool exact)
 {
     struct server *s = server_of(call);
+    /* the keys it would write are inside the ZooKeeper face's prefix, which
+     * the etcd face only reads (kv_service.c refuses a Put there the same) */
+    if (write && apply_reserved_span(pfx, len, NULL, 0, NULL) == APPLY_RESERVED_INSIDE) {
+        server_reply_error(call, QERR_RESERVED_KEY);
+        return false;
+    }
     if (s->auth == NULL || !auth_enabled(s->auth))
         return true;
     struct auth_info ai;

@@ -77,7 +77,8 @@ size_t recipe_prefix_end(const uint8_t *p, size_t n, uint8_t *out);
  * itself, as the KV requests the recipe makes on the caller's behalf would
  * be checked (etcd runs them as the caller). On a refusal it finishes the
  * call as etcd's lock and election services do (UNKNOWN, the error's
- * text) and returns false. */
+ * text) and returns false. A write inside the ZooKeeper face's reserved
+ * prefix is refused as a Put there is (PERMISSION_DENIED), auth or not. */
 bool recipe_auth(qcall *call, const uint8_t *pfx, size_t len, bool write, bool exact);
 
 /* Txn building: ops and compares on the caller's stack or arena. */

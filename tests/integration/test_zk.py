@@ -736,6 +736,26 @@ class ForeignWrites(unittest.TestCase):
                     f()
                 self.assertEqual((cm.exception.code(), cm.exception.details()),
                                  (grpc.StatusCode.PERMISSION_DENIED, denied))
+            # the lock and election services write keys under their name
+            import pb34
+
+            def rpc(path, resp):
+                return grpc.insecure_channel(QUORUM.endpoint).unary_unary(
+                    path, request_serializer=lambda m: m.SerializeToString(),
+                    response_deserializer=pb34.msg(resp).FromString)
+            lease = e.lease(60).id
+            for f in (lambda: rpc("/v3lockpb.Lock/Lock", "v3lockpb.LockResponse")(
+                          pb34.msg("v3lockpb.LockRequest")(name=b"\0zkD\0\x01/lk", lease=lease),
+                          timeout=10),
+                      lambda: rpc("/v3electionpb.Election/Campaign",
+                                  "v3electionpb.CampaignResponse")(
+                          pb34.msg("v3electionpb.CampaignRequest")(
+                              name=b"\0zkS", lease=lease, value=b"v"), timeout=10)):
+                with self.assertRaises(grpc.RpcError) as cm:
+                    f()
+                self.assertEqual((cm.exception.code(), cm.exception.details()),
+                                 (grpc.StatusCode.PERMISSION_DENIED, denied))
+            self.assertEqual(list(e.get_prefix(b"\0zkD\0\x01/lk")), [], "no lock key written")
             self.assertIsNotNone(e.get(key)[0], "reads are allowed")
             self.assertEqual(zk.get("/junk")[0], b"x")
             zk.set("/junk", b"y")
