@@ -5,8 +5,9 @@
  *   qbench [--endpoints h:p,...] [--conns N] [--clients N] [--total N]
  *          [--key-size N] [--val-size N] [--key-space N] [--sequential-keys]
  *          [--watchers N] [--streams N] [--duration S] [--pause-ms N]
- *          [--no-preload] [--timeout-ms N] [--cacert F --cert F --key F]
- *          put | range [--consistency l|s] | txn-put | lease-keepalive | watch
+ *          [--no-preload] [--timeout-ms N] [--key-prefix P] [--ttl S]
+ *          [--cacert F --cert F --key F]
+ *          put | range [--consistency l|s] | txn-put | lease-keepalive | lease-put | watch
  *
  * --clients threads share --conns clients (each one HTTP/2 connection) round
  * robin and together issue --total requests, each waiting for its answer
@@ -14,6 +15,10 @@
  * at random from --key-space (or in sequence); range reads one key of that
  * space (preloaded first). lease-keepalive grants one lease per client and
  * sends keep-alives on one stream per client, each waiting for its answer.
+ * lease-put grants a lease of --ttl seconds (default 15) and puts a key
+ * with it: one "request" is the pair, its latency both calls'.
+ * --key-prefix puts P before each key's number (the key stays --key-size
+ * bytes), so that a run's keys lie in a range of their own.
  * watch (etcd's watch-latency): --watchers watchers of one key, spread over
  * --streams Watch streams (round robin over the clients), then --total Puts
  * of that key by --clients threads; every watcher must see every Put. Its
@@ -38,7 +43,7 @@
 
 #include "quorum/client.h"
 
-enum op { OP_PUT, OP_RANGE, OP_TXN_PUT, OP_KEEPALIVE, OP_WATCH };
+enum op { OP_PUT, OP_RANGE, OP_TXN_PUT, OP_KEEPALIVE, OP_LEASE_PUT, OP_WATCH };
 
 static struct {
     const char *endpoints;
@@ -52,7 +57,9 @@ static struct {
     long watchers, streams;
     long duration_s, pause_ms, timeout_ms;
     int no_preload;
-} cfg = {"127.0.0.1:2379", 1, 1, 10000, 8, 8, 1, 0, 0, OP_PUT, 100, 10, 0, 0, 0, 0};
+    const char *key_prefix;
+    long ttl;
+} cfg = {"127.0.0.1:2379", 1, 1, 10000, 8, 8, 1, 0, 0, OP_PUT, 100, 10, 0, 0, 0, 0, "", 15};
 static double deadline_s; /* --duration: when the clients stop */
 static volatile sig_atomic_t stop_now; /* SIGINT/SIGTERM: stop, and report */
 
@@ -93,8 +100,8 @@ static void make_key(char *k, long n)
 {
     /* etcd's benchmark: the key number in the first bytes, zero padded */
     memset(k, 0, (size_t)cfg.key_size);
-    char tmp[32];
-    int len = snprintf(tmp, sizeof(tmp), "%ld", n);
+    char tmp[64];
+    int len = snprintf(tmp, sizeof(tmp), "%.20s%ld", cfg.key_prefix, n);
     memcpy(k, tmp, (size_t)(len < cfg.key_size ? len : cfg.key_size));
 }
 
@@ -180,6 +187,16 @@ static void *run(void *arg)
             rc = qc_txn(c, &t, &resp, &st);
             if (resp)
                 protobuf_c_message_free_unpacked(&resp->base, NULL);
+            break;
+        }
+        case OP_LEASE_PUT: {
+            Etcdserverpb__LeaseGrantResponse *g = NULL;
+            rc = qc_lease_grant(c, cfg.ttl, 0, &g, &st);
+            if (rc == 0)
+                rc = qc_put(c, key, (size_t)cfg.key_size, val, (size_t)cfg.val_size, g->id, NULL,
+                            &st);
+            if (g)
+                protobuf_c_message_free_unpacked(&g->base, NULL);
             break;
         }
         case OP_KEEPALIVE: {
@@ -293,8 +310,10 @@ static int usage(void)
     fprintf(stderr, "usage: qbench [--endpoints h:p,...] [--conns N] [--clients N] [--total N] "
                     "[--key-size N] [--val-size N] [--key-space N] [--sequential-keys] "
                     "[--watchers N] [--streams N] [--duration S] [--pause-ms N] "
-                    "[--no-preload] [--timeout-ms N] [--cacert F --cert F --key F] "
-                    "put | range [--consistency l|s] | txn-put | lease-keepalive | watch\n");
+                    "[--no-preload] [--timeout-ms N] [--key-prefix P] [--ttl S] "
+                    "[--cacert F --cert F --key F] "
+                    "put | range [--consistency l|s] | txn-put | lease-keepalive | lease-put | "
+                    "watch\n");
     return 2;
 }
 
@@ -322,8 +341,11 @@ int main(int argc, char **argv)
         NUMFLAG("--duration", cfg.duration_s)
         NUMFLAG("--pause-ms", cfg.pause_ms)
         NUMFLAG("--timeout-ms", cfg.timeout_ms)
+        NUMFLAG("--ttl", cfg.ttl)
         if (strcmp(a, "--endpoints") == 0 && v) {
             cfg.endpoints = argv[++i];
+        } else if (strcmp(a, "--key-prefix") == 0 && v) {
+            cfg.key_prefix = argv[++i];
         } else if (strcmp(a, "--cacert") == 0 && v) {
             tls_ca = argv[++i];
         } else if (strcmp(a, "--cert") == 0 && v) {
@@ -353,6 +375,8 @@ int main(int argc, char **argv)
         cfg.op = OP_TXN_PUT;
     else if (strcmp(cmd, "lease-keepalive") == 0)
         cfg.op = OP_KEEPALIVE;
+    else if (strcmp(cmd, "lease-put") == 0)
+        cfg.op = OP_LEASE_PUT;
     else if (strcmp(cmd, "watch") == 0)
         cfg.op = OP_WATCH;
     else
