@@ -51,9 +51,7 @@
 #include "zk/zk.h"
 
 #define ZK_TICK_MS 2000 /* ZooKeeper's default tickTime */
-#define ZK_PASSWD_LEN 16
-#define ZK_SESSION_KEY_LEN 12 /* "\0zkS" + 8 */
-#define ZK_SESSION_VALUE_LEN (1 + 4 + ZK_PASSWD_LEN)
+#define ZK_PASSWD_LEN ZK_SESSION_PASSWD_LEN /* the session record: zk_tree.h */
 /* a connection with this many requests not yet answered is not read
  * until it is down to half (ZooKeeper throttles at 1000 outstanding) */
 #define ZK_MAX_OUTSTANDING 1000
@@ -97,6 +95,7 @@ struct zsess {
     int64_t id;
     uint8_t passwd[ZK_PASSWD_LEN];
     int32_t timeout_ms;
+    uint64_t owner; /* a reconnect: the member its record names (0: none) */
     bool established;
     bool closing; /* closeSession seen: nothing more is read */
     uint64_t last_renew_ms;
@@ -166,16 +165,6 @@ int server_zk_negotiate_timeout(int asked_ms, int tick_ms)
 {
     int lo = 2 * tick_ms, hi = 20 * tick_ms;
     return asked_ms < lo ? lo : asked_ms > hi ? hi : asked_ms;
-}
-
-static void session_key(int64_t id, uint8_t k[ZK_SESSION_KEY_LEN])
-{
-    k[0] = 0;
-    k[1] = 'z';
-    k[2] = 'k';
-    k[3] = 'S';
-    for (int i = 0; i < 8; i++)
-        k[4 + i] = (uint8_t)((uint64_t)id >> (56 - 8 * i));
 }
 
 static int64_t zxid_now(struct zsvc *z)
@@ -486,6 +475,31 @@ static void put_end(struct zcall *zc, int status, const char *message)
     established(zs);
 }
 
+/* session_put writes the session's record (zk_tree.h), naming this
+ * member as the one it is connected to, on its lease */
+static void session_put(struct zsess *zs, void (*end)(struct zcall *, int, const char *))
+{
+    uint8_t key[ZK_SESSION_KEY_LEN], val[ZK_SESSION_V2_LEN];
+    zk_session_key(zs->id, key);
+    val[0] = 2; /* the record's version */
+    val[1] = (uint8_t)((uint32_t)zs->timeout_ms >> 24);
+    val[2] = (uint8_t)((uint32_t)zs->timeout_ms >> 16);
+    val[3] = (uint8_t)((uint32_t)zs->timeout_ms >> 8);
+    val[4] = (uint8_t)zs->timeout_ms;
+    memcpy(val + 5, zs->passwd, ZK_PASSWD_LEN);
+    uint64_t me = zs->svc->s->member_id;
+    for (int i = 0; i < 8; i++)
+        val[ZK_SESSION_V1_LEN + i] = (uint8_t)(me >> (56 - 8 * i));
+    Etcdserverpb__PutRequest p = ETCDSERVERPB__PUT_REQUEST__INIT;
+    p.key.data = key;
+    p.key.len = sizeof(key);
+    p.value.data = val;
+    p.value.len = sizeof(val);
+    p.lease = zs->id;
+    if (zcall_start(zs, zs->svc->m_put, &p.base, NULL, end, NULL, 0) == NULL)
+        zk_conn_close(zs->c);
+}
+
 static void grant_end(struct zcall *zc, int status, const char *message)
 {
     struct zsess *zs = zc->zs;
@@ -495,22 +509,7 @@ static void grant_end(struct zcall *zc, int status, const char *message)
         zk_conn_close(zs->c);
         return;
     }
-    uint8_t key[ZK_SESSION_KEY_LEN], val[ZK_SESSION_VALUE_LEN];
-    session_key(zs->id, key);
-    val[0] = 1; /* the record's version */
-    val[1] = (uint8_t)((uint32_t)zs->timeout_ms >> 24);
-    val[2] = (uint8_t)((uint32_t)zs->timeout_ms >> 16);
-    val[3] = (uint8_t)((uint32_t)zs->timeout_ms >> 8);
-    val[4] = (uint8_t)zs->timeout_ms;
-    memcpy(val + 5, zs->passwd, ZK_PASSWD_LEN);
-    Etcdserverpb__PutRequest p = ETCDSERVERPB__PUT_REQUEST__INIT;
-    p.key.data = key;
-    p.key.len = sizeof(key);
-    p.value.data = val;
-    p.value.len = sizeof(val);
-    p.lease = zs->id;
-    if (zcall_start(zs, zs->svc->m_put, &p.base, NULL, put_end, NULL, 0) == NULL)
-        zk_conn_close(zs->c);
+    session_put(zs, put_end);
 }
 
 static void new_session(struct zsess *zs)
@@ -541,10 +540,13 @@ static void lookup_msg(struct zcall *zc, const uint8_t *msg, size_t len)
     if (r == NULL)
         return;
     zc->xid = 0;
-    if (r->n_kvs == 1 && r->kvs[0]->value.len == ZK_SESSION_VALUE_LEN &&
-        r->kvs[0]->value.data[0] == 1 &&
-        memcmp(r->kvs[0]->value.data + 5, zs->passwd, ZK_PASSWD_LEN) == 0) {
+    const ProtobufCBinaryData *v = r->n_kvs == 1 ? &r->kvs[0]->value : NULL;
+    if (v != NULL &&
+        ((v->len == ZK_SESSION_V1_LEN && v->data[0] == 1) ||
+         (v->len == ZK_SESSION_V2_LEN && v->data[0] == 2)) &&
+        memcmp(v->data + 5, zs->passwd, ZK_PASSWD_LEN) == 0) {
         zc->xid = 1; /* found, and the password matches */
+        zs->owner = zk_session_owner(v->data, v->len);
         /* the session keeps the timeout its lease was granted with (the
          * lease TTL does not change on a reconnect), whatever this
          * reconnect asked: the client then pings often enough */
@@ -574,6 +576,21 @@ static void close_older(zk_conn *c, void *arg)
     }
 }
 
+static void moved_end(struct zcall *zc, int status, const char *message)
+{
+    struct zsess *zs = zc->zs;
+    if (status != GRPC_STATUS_OK) {
+        log_warn("zk", "cannot move session 0x%llx here: %s", (unsigned long long)zs->id,
+                 message != NULL ? message : "");
+        zk_conn_close(zs->c); /* it tries again, here or elsewhere */
+        return;
+    }
+    log_info("zk", "session 0x%llx moved here from %016llx for %s", (unsigned long long)zs->id,
+             (unsigned long long)zs->owner, zk_conn_peer(zs->c));
+    established(zs);
+    renew(zs, true);
+}
+
 static void lookup_end(struct zcall *zc, int status, const char *message)
 {
     (void)message;
@@ -590,6 +607,12 @@ static void lookup_end(struct zcall *zc, int status, const char *message)
     }
     struct moved m = {zs};
     zk_conn_foreach(zs->svc->l, close_older, &m);
+    if (zs->owner != zs->svc->s->member_id) {
+        /* it was connected to another member: from now on that member's
+         * writes for it are answered SESSIONMOVED (ZooKeeper's owner) */
+        session_put(zs, moved_end);
+        return;
+    }
     established(zs);
     renew(zs, true);
 }
@@ -634,7 +657,7 @@ static void on_connect(zk_conn *c, const struct zk_connect_req *req)
     }
     memcpy(zs->passwd, req->passwd.p, ZK_PASSWD_LEN);
     uint8_t key[ZK_SESSION_KEY_LEN];
-    session_key(zs->id, key);
+    zk_session_key(zs->id, key);
     Etcdserverpb__RangeRequest r = ETCDSERVERPB__RANGE_REQUEST__INIT;
     r.key.data = key;
     r.key.len = sizeof(key);
@@ -996,6 +1019,15 @@ static void write_msg(struct zcall *zc, const uint8_t *msg, size_t len)
         zxid = zxid_now(zs->svc);
         err = ZK_SYSTEMERROR;
     }
+    if (err == ZK_SESSIONMOVED && zs != NULL) {
+        /* ZooKeeper's FinalRequestProcessor: a connection-level error; the
+         * connection is closed, not answered (the client reconnects) */
+        log_info("zk", "session 0x%llx moved to another member: closing %s",
+                 (unsigned long long)zs->id, zk_conn_peer(zs->c));
+        sl->ready = true;
+        zk_conn_close(zs->c);
+        return;
+    }
     struct jute_out o = {&sl->out, 0};
     struct zk_reply_header h = {zc->xid, zxid, err};
     jute_encode(&zk_rec_reply_header, &o, &h);
@@ -1056,6 +1088,7 @@ static void propose_write(struct zsess *zs, struct zslot *sl, int32_t xid, const
     clock_gettime(CLOCK_REALTIME, &ts);
     Quorumzk__Write w = QUORUMZK__WRITE__INIT;
     w.session = zs->id;
+    w.member = z->s->member_id;
     w.now_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
     w.ids = zs->ids;
     w.n_ids = zs->n_ids;

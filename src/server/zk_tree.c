@@ -823,6 +823,44 @@ static int write_overlay(struct ztx *x)
     return rv;
 }
 
+void zk_session_key(int64_t id, uint8_t k[ZK_SESSION_KEY_LEN])
+{
+    k[0] = 0;
+    k[1] = 'z';
+    k[2] = 'k';
+    k[3] = 'S';
+    for (int i = 0; i < 8; i++)
+        k[4 + i] = (uint8_t)((uint64_t)id >> (56 - 8 * i));
+}
+
+uint64_t zk_session_owner(const uint8_t *v, size_t n)
+{
+    if (n != ZK_SESSION_V2_LEN || v[0] != 2)
+        return 0;
+    uint64_t m = 0;
+    for (int i = 0; i < 8; i++)
+        m = m << 8 | v[ZK_SESSION_V1_LEN + i];
+    return m;
+}
+
+/* session_moved: the write's session is connected to another member than
+ * the one that proposed it (ZooKeeper's checkSession against the owner) */
+static int session_moved(struct ztx *x, uint64_t member, bool *moved)
+{
+    *moved = false;
+    if (member == 0 || x->session == 0)
+        return 0;
+    uint8_t k[ZK_SESSION_KEY_LEN];
+    zk_session_key(x->session, k);
+    struct kvcopy c = {x->a, false, NULL, 0, 0, 0};
+    int rv = zrange(&x->st, k, sizeof(k), NULL, 0, copy_kv, &c);
+    if (rv != 0)
+        return rv;
+    uint64_t owner = c.found ? zk_session_owner(c.v, c.n) : 0;
+    *moved = owner != 0 && owner != member;
+    return 0;
+}
+
 int server_zk_apply(struct server *s, struct entry *e)
 {
     const Quorumzk__Write *w = (const Quorumzk__Write *)e->req;
@@ -864,12 +902,20 @@ int server_zk_apply(struct server *s, struct entry *e)
     struct buf body = {0};
     struct jute_out bo = {&body, 0};
     int32_t type = req.h.type;
-    ensure_system_nodes(&x);
+    bool moved = false;
+    if ((rv = session_moved(&x, w->member, &moved)) != 0) {
+        mvcc_txn_end(t);
+        return rv;
+    }
+    if (!moved)
+        ensure_system_nodes(&x);
     bool reads_in_multi = false;
     for (size_t i = 0; type == ZK_OP_MULTI && i < req.n_multi; i++)
         reads_in_multi |= req.multi[i].type == ZK_OP_GET_DATA ||
                           req.multi[i].type == ZK_OP_GET_CHILDREN;
-    if (reads_in_multi) {
+    if (moved) {
+        err = ZK_SESSIONMOVED; /* the member closes the connection (zk_service.c) */
+    } else if (reads_in_multi) {
         err = ZK_MARSHALLINGERROR; /* ZooKeeper's answer to reads in a multi */
     } else if (type == ZK_OP_MULTI) {
         size_t n = req.n_multi;

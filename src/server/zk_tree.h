@@ -42,6 +42,19 @@ bool zk_acl_permits(const struct zk_acl *acl, int32_t n, int32_t perm, const str
  * name gets a counter appended, so a trailing '/' is allowed). */
 bool zk_path_valid(const uint8_t *p, size_t n, bool sequential);
 
+/* The session record, key "\0zkS" + the session id (big-endian), attached
+ * to the session's lease (zk_service.c writes it): version 1 is [1]
+ * [timeout ms, i32 BE] [password, 16 bytes]; version 2 is [2], the same,
+ * then the member the session is connected to (u64 BE): a write proposed
+ * by another member for it is answered SESSIONMOVED (ZooKeeper's session
+ * owner). zk_session_owner: that member, 0 when the record names none. */
+#define ZK_SESSION_KEY_LEN 12
+#define ZK_SESSION_PASSWD_LEN 16
+#define ZK_SESSION_V1_LEN (1 + 4 + ZK_SESSION_PASSWD_LEN)
+#define ZK_SESSION_V2_LEN (ZK_SESSION_V1_LEN + 8)
+void zk_session_key(int64_t id, uint8_t k[ZK_SESSION_KEY_LEN]);
+uint64_t zk_session_owner(const uint8_t *v, size_t n);
+
 /* server_zk_apply applies an ENTRY_ZK_WRITE inside the open batch: e->out
  * gets the answer, i64 zxid (the revision after it), i32 err, then the
  * reply's record. Returns 0, or a storage error (fatal, as for every

@@ -94,6 +94,35 @@ class ZkCluster(unittest.TestCase):
         other.stop()
         other.close()
 
+    def test_session_moved_closes_the_old_connection(self):
+        """ZooKeeper's session owner (its testSessionMoved): once the
+        session reconnects through another member, a write on the old
+        connection is not applied; the old member closes that connection
+        (SESSIONMOVED is a connection-level error), the client reconnects
+        with its session, and goes on where it was."""
+        from kazoo.exceptions import ConnectionLoss
+        zk = self.client([0])
+        try:
+            sid, pw = zk.client_id
+            zk.create("/mv-eph", b"e", ephemeral=True)
+            zk.create("/mv", b"0")
+            # the same session taken up on member 1 (a bare connect)
+            to, got = raw_connect(self.zk_ports[1], sid, pw)
+            self.assertEqual((to > 0, got), (True, sid))
+            with self.assertRaises(ConnectionLoss):
+                zk.set("/mv", b"old connection")
+            self.assertEqual(zk.retry(zk.get, "/mv")[0], b"0",
+                             "the write of the old connection was not applied")
+            wait_for(lambda: zk.state == KazooState.CONNECTED, 20, what="reconnected")
+            self.assertEqual(zk.client_id[0], sid, "the same session")
+            zk.set("/mv", b"1")
+            self.assertEqual(zk.get("/mv")[0], b"1")
+            self.assertEqual(zk.exists("/mv-eph").ephemeralOwner, sid)
+            zk.delete("/mv")
+        finally:
+            zk.stop()
+            zk.close()
+
     def test_leader_sweeps_containers_and_mntr_modes(self):
         """the leader alone sweeps (ZooKeeper's ContainerManager); a
         container emptied through a follower goes on every member; mntr
@@ -184,7 +213,10 @@ class ZkCluster(unittest.TestCase):
             self.assertEqual(other.get("/lag")[0], b"39")
             other.stop()
             other.close()
-            zk.delete("/lag")
+            # the raw connect took zk's session over to the lagging member:
+            # zk's next write on the leader closes its connection
+            # (SESSIONMOVED), and the retry goes through after it reconnects
+            zk.retry(zk.delete, "/lag")
         finally:
             if c.members[lag].stopped:
                 c.kill(lag, signal.SIGCONT)
