@@ -35,6 +35,10 @@ struct watch_hub {
     watcher *synced, *unsynced;
     size_t nsynced, nunsynced;
     struct evlist pending; /* changes of the open batch */
+    /* the last revision with changes not in |pending| (nobody watched
+     * then): a watcher made before its end, while it was paused between
+     * steps, reads it from history */
+    int64_t skipped_rev;
     struct arena pending_arena;
     struct evlist scratch; /* events for one watcher */
     watcher *delivering;   /* the watcher whose callback is running */
@@ -166,8 +170,11 @@ void watch_hub_observe(enum mvcc_event_type type, const struct mvcc_kv *kv,
                        const struct mvcc_kv *prev, void *arg)
 {
     watch_hub *h = arg;
-    if (h->nsynced == 0 && h->nunsynced == 0)
-        return; /* nobody is watching: the unsynced catch up from history */
+    if (h->nsynced == 0 && h->nunsynced == 0) {
+        /* nobody is watching: the unsynced catch up from history */
+        h->skipped_rev = kv->mod_revision;
+        return;
+    }
     struct watch_event ev = {.type = type};
     int rv = copy_kv(&h->pending_arena, &ev.kv, kv);
     if (rv == 0 && prev != NULL && prev->mod_revision == kv->mod_revision) {
@@ -268,6 +275,17 @@ void watch_hub_commit(watch_hub *h)
     size_t n = 0;
     while (n < h->pending.n && evs[n].kv.mod_revision <= top)
         n++;
+    if (h->skipped_rev != 0 && h->skipped_rev <= top) {
+        /* a revision some of whose changes came while nobody watched, and
+         * watchers made since (between its steps): what |pending| holds of
+         * it is not all of it; they read it whole from history */
+        for (watcher *w = h->synced, *next; w != NULL; w = next) {
+            next = w->next;
+            if (w->next_rev <= h->skipped_rev)
+                move_w(w, false);
+        }
+        h->skipped_rev = 0;
+    }
     for (size_t i = 0; i < n;) {
         int64_t rev = evs[i].kv.mod_revision;
         size_t j = i;

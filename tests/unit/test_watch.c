@@ -373,3 +373,56 @@ Test(watch, paused_big_revision_stays_pending)
         cr_assert_eq(r.revs[i], big);
     watcher_cancel(r.w);
 }
+
+/* Nobody watches when a big revision starts; a watcher made between its
+ * steps (the loop serves requests there) must still get all of it, not
+ * the changes made after it came: it reads the revision from history. */
+struct late {
+    struct rec *r;
+    int pauses;
+};
+
+static int on_late_pause(void *arg)
+{
+    struct late *l = arg;
+    if (l->pauses++ == 1)
+        cr_assert_eq(watcher_new(hub, (const uint8_t *)"t/", 2, (const uint8_t *)"t0", 2,
+                                 mvcc_rev(kv) + 1, 0, &ops, l->r, &l->r->w),
+                     0);
+    return 0;
+}
+
+Test(watch, watcher_made_during_a_paused_revision_gets_all_of_it)
+{
+    char k[16];
+    for (int i = 0; i < 40; i++) {
+        snprintf(k, sizeof(k), "t/%02d", i);
+        put(k, "0");
+    }
+    struct rec r = {0};
+    struct late l = {.r = &r};
+    mvcc_set_step(kv, 10, NULL, NULL);
+    mvcc_set_step_pause(kv, 5, on_late_pause, &l);
+    cr_assert_eq(mvcc_batch_begin(kv), 0);
+    mvcc_txn *t;
+    int64_t n;
+    cr_assert_eq(mvcc_txn_begin(kv, &t), 0);
+    cr_assert_eq(mvcc_txn_delete_range(t, (const uint8_t *)"t/", 2, (const uint8_t *)"t0", 2,
+                                       NULL, NULL, &n),
+                 0);
+    int64_t big = mvcc_txn_end(t);
+    mvcc_set_step(kv, 0, NULL, NULL);
+    mvcc_set_step_pause(kv, 0, NULL, NULL);
+    cr_assert_eq(n, 40);
+    cr_assert_gt(l.pauses, 3);
+    cr_assert_not_null(r.w);
+    cr_assert_eq(mvcc_batch_commit(kv), 0);
+    watch_hub_commit(hub);
+    while (watch_hub_sync(hub))
+        ;
+    cr_assert_eq(r.events, 40, "all 40 deletes of the revision (got %d)", r.events);
+    for (int i = 0; i < r.events; i++)
+        cr_assert_eq(r.revs[i], big);
+    cr_assert_eq(r.calls, 1, "in one delivery");
+    watcher_cancel(r.w);
+}
