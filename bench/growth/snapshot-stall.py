@@ -123,6 +123,9 @@ def main():
                     if e.code() != grpc.StatusCode.OUT_OF_RANGE:
                         raise
                     time.sleep(0.1)
+        for line in since_start(m).splitlines():
+            if "snapshot" in line:
+                print("  follower: " + line.strip()[:400])
         lw, ln = longest(lprobe, t0, t1)
         fw, fn = longest(fprobe, t0, t1)
         terms = [x[1] for x in before + after if x[1] is not None]

@@ -911,7 +911,9 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
         s->recv_prepared = NULL;
         return;
     }
+    uint64_t t0 = uv_hrtime();
     server_snapshot_copies_wait();
+    uint64_t t_copies = uv_hrtime();
     metrics_gauge_add(server_metrics.snapshot_applying, 1);
     server_metrics_db_changed();
     mvcc_exclusive_begin(s->kv); /* front loops read from the old file until here */
@@ -925,6 +927,7 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
         s->recv_prepared = NULL;
     }
     mvcc_exclusive_end(s->kv);
+    uint64_t t_swap = uv_hrtime();
     if (rv == 0)
         rv = server_leases_reload(s);
     if (rv == 0)
@@ -948,8 +951,14 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
     server_compact_kick(s);  /* the copy may hold a compaction under way */
     watch_hub_restored(s->watches);
     server_watch_kick(s);
-    log_info("raft", "applied snapshot at index %llu (database at index %llu, revision %lld)",
-             (unsigned long long)snap->index, (unsigned long long)ci, (long long)mvcc_rev(s->kv));
+    uint64_t t_end = uv_hrtime();
+    log_info("raft",
+             "applied snapshot at index %llu (database at index %llu, revision %lld) in %.1f ms "
+             "(waiting for copies %.1f, file and index swap %.1f, leases, alarms, auth and "
+             "watches %.1f)",
+             (unsigned long long)snap->index, (unsigned long long)ci, (long long)mvcc_rev(s->kv),
+             (double)(t_end - t0) / 1e6, (double)(t_copies - t0) / 1e6,
+             (double)(t_swap - t_copies) / 1e6, (double)(t_end - t_swap) / 1e6);
 }
 
 /* purge_files is etcd's purge of old files (--max-snapshots, --max-wals):
