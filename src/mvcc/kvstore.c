@@ -734,15 +734,6 @@ int mvcc_prepare_file(const char *path, mvcc_prepared **out)
     return 0;
 }
 
-void mvcc_prepared_free(mvcc_prepared *p)
-{
-    if (p == NULL)
-        return;
-    kindex_free(&p->ix);
-    buf_free(&p->leases);
-    free(p);
-}
-
 static void *free_index_thread(void *arg)
 {
     kindex_free(arg);
@@ -752,10 +743,13 @@ static void *free_index_thread(void *arg)
 
 /* free_index_aside frees |ix| (left empty) on a thread of its own: a key
  * index of a million keys takes about 90 ms to free, which a snapshot
- * install would otherwise hold the loop for. Nothing can reach the old
- * index once it is taken out under the write lock. */
+ * install (or a dropped one) would otherwise hold the loop for. Nothing
+ * can reach the old index once it is taken out (under the write lock, for
+ * the store's). */
 static void free_index_aside(struct kindex *ix)
 {
+    if (ix->root == NULL)
+        return;
     struct kindex *old = malloc(sizeof(*old));
     if (old != NULL) {
         *old = *ix;
@@ -774,6 +768,15 @@ static void free_index_aside(struct kindex *ix)
         free(old);
     }
     kindex_free(ix); /* no memory or no thread for it: here */
+}
+
+void mvcc_prepared_free(mvcc_prepared *p)
+{
+    if (p == NULL)
+        return;
+    free_index_aside(&p->ix); /* a snapshot dropped after it was indexed */
+    buf_free(&p->leases);
+    free(p);
 }
 
 int mvcc_reload_prepared(mvcc_store *s, mvcc_prepared *p)

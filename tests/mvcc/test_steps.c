@@ -525,6 +525,14 @@ Test(steps, prepared_index_equals_reload)
     fputs("not an LMDB file, only some bytes of text", f);
     fclose(f);
     cr_assert_neq(mvcc_prepare_file(copy, &p), 0);
+    /* one indexed and then dropped (a snapshot the leader sent again):
+     * its index is freed aside, and the store is untouched */
+    snprintf(copy, sizeof(copy), "%s/data.mdb", a.dir);
+    cr_assert_eq(mvcc_prepare_file(copy, &p), 0);
+    mvcc_prepared_free(p);
+    cr_assert_eq(count_live(&b, 0), 13);
+    cr_assert_eq(mvcc_reload(b.s), 0);
+    cr_assert_eq(count_live(&b, 0), 13);
     st_free(&a);
     st_free(&b);
 }
