@@ -380,6 +380,23 @@ def run_kind(kind, a):
     return r
 
 
+def distinct_hashes(endpoints, rev, tries=300):
+    """How many different HashKV at |rev| the members at |endpoints| give
+    (a member that has not applied |rev| yet is asked again)."""
+    hashes = set()
+    for ep in endpoints:
+        mt = rpc_pb2_grpc.MaintenanceStub(grpc.insecure_channel(ep))
+        for _ in range(tries):
+            try:
+                hashes.add(mt.HashKV(rpc_pb2.HashKVRequest(revision=rev), timeout=600).hash)
+                break
+            except grpc.RpcError as e:
+                if e.code() != grpc.StatusCode.OUT_OF_RANGE:
+                    raise
+                time.sleep(0.1)
+    return len(hashes)
+
+
 def run_cluster(kind, a):
     """Three members (heartbeat 100 ms, election 1 s, as etcd's defaults):
     the load, then the compaction of half the revisions while a put load on
@@ -414,18 +431,8 @@ def run_cluster(kind, a):
         r["3 members: leader changes"] = int(c.leader_index() != lead or
                                              c.status(lead)["header"]["raft_term"] != term)
         top = kv.Range(rpc_pb2.RangeRequest(key=b"\0"), timeout=60).header.revision
-        hashes = set()
-        for i in range(3):
-            mt = rpc_pb2_grpc.MaintenanceStub(grpc.insecure_channel(c.endpoint(i)))
-            for _ in range(100):  # a member may not have applied |top| yet
-                try:
-                    hashes.add(mt.HashKV(rpc_pb2.HashKVRequest(revision=top), timeout=600).hash)
-                    break
-                except grpc.RpcError as e:
-                    if e.code() != grpc.StatusCode.OUT_OF_RANGE:
-                        raise
-                    time.sleep(0.1)
-        r["3 members: distinct HashKV afterwards"] = len(hashes)
+        r["3 members: distinct HashKV afterwards"] = distinct_hashes(
+            [c.endpoint(i) for i in range(3)], top)
     finally:
         c.cleanup()
     return r

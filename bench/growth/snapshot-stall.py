@@ -112,17 +112,7 @@ def main():
         fprobe.end()
         after = [stall.status(c.endpoint(i)) for i in range(3)]
         top = c.status(lead)["header"]["revision"]
-        hashes = set()
-        for i in range(3):
-            mt = rpc_pb2_grpc.MaintenanceStub(grpc.insecure_channel(c.endpoint(i)))
-            for _ in range(300):
-                try:
-                    hashes.add(mt.HashKV(rpc_pb2.HashKVRequest(revision=top), timeout=600).hash)
-                    break
-                except grpc.RpcError as e:
-                    if e.code() != grpc.StatusCode.OUT_OF_RANGE:
-                        raise
-                    time.sleep(0.1)
+        nhash = growth.distinct_hashes([c.endpoint(i) for i in range(3)], top)
         for line in since_start(m).splitlines():
             if "snapshot" in line:
                 print("  follower: " + line.strip()[:400])
@@ -135,7 +125,7 @@ def main():
               "(%d reads); follower's probe: longest wait %.1f ms (%d reads); failed reads %d; "
               "leader changed: %s; distinct HashKV afterwards: %d"
               % (a.keys, int(db) / 1e6, t1 - t0, idx.group(2), lw, ln, fw, fn,
-                 lprobe.failed + fprobe.failed, "yes" if changed else "no", len(hashes)))
+                 lprobe.failed + fprobe.failed, "yes" if changed else "no", nhash))
     finally:
         c.cleanup()
 

@@ -300,6 +300,16 @@ Test(watch, prev_kv_within_one_txn_is_the_value_before_it)
     watcher_cancel(w);
 }
 
+/* |n| keys <prefix>00.., one revision each */
+static void put_many(const char *prefix, int n)
+{
+    char k[32];
+    for (int i = 0; i < n; i++) {
+        snprintf(k, sizeof(k), "%s%02d", prefix, i);
+        put(k, "0");
+    }
+}
+
 /* A big revision paused between its steps (mvcc_set_step_pause): a commit
  * then delivers the revisions before it, whole, and none of its changes;
  * the commit after its last step delivers it in one piece. */
@@ -323,11 +333,7 @@ static int on_big_pause(void *arg)
 
 Test(watch, paused_big_revision_stays_pending)
 {
-    char k[16];
-    for (int i = 0; i < 40; i++) {
-        snprintf(k, sizeof(k), "s/%02d", i);
-        put(k, "0");
-    }
+    put_many("s/", 40);
     struct rec r = {0};
     cr_assert_eq(watcher_new(hub, (const uint8_t *)"s/", 2, (const uint8_t *)"s0", 2,
                              mvcc_rev(kv) + 1, 0, &ops, &r, &r.w),
@@ -394,11 +400,7 @@ static int on_late_pause(void *arg)
 
 Test(watch, watcher_made_during_a_paused_revision_gets_all_of_it)
 {
-    char k[16];
-    for (int i = 0; i < 40; i++) {
-        snprintf(k, sizeof(k), "t/%02d", i);
-        put(k, "0");
-    }
+    put_many("t/", 40);
     struct rec r = {0};
     struct late l = {.r = &r};
     mvcc_set_step(kv, 10, NULL, NULL);
