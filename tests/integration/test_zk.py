@@ -1065,6 +1065,13 @@ class ContainerSweep(unittest.TestCase):
         create("/sw")
         create("/sw/used", 4, op=19)
         create("/sw/used/child")
+        # the watch goes on while the container has its child: the sweep
+        # cannot have taken it before the watch is set (under ASan the
+        # client's connect took longer than a sweep interval)
+        zk = kz()
+        gone = threading.Event()
+        self.assertIsNotNone(zk.exists("/sw/used",
+                                       watch=lambda e: e.type == "DELETED" and gone.set()))
         delete("/sw/used/child")
         create("/sw/new", 4, op=19)
         create("/sw/full", 4, op=19)
@@ -1073,9 +1080,6 @@ class ContainerSweep(unittest.TestCase):
         create("/sw/ttl-long", 5, op=21, ttl=3600 * 1000)
         create("/sw/ttl-parent", 5, op=21, ttl=300)
         create("/sw/ttl-parent/child")
-        zk = kz()
-        gone = threading.Event()
-        zk.exists("/sw/used", watch=lambda e: e.type == "DELETED" and gone.set())
         try:
             wait_for(lambda: zk.exists("/sw/used") is None and zk.exists("/sw/ttl-old") is None,
                      30, what="the used container and the old TTL node swept")
