@@ -783,8 +783,7 @@ int mvcc_reload_prepared(mvcc_store *s, mvcc_prepared *p)
 {
     wlock(s);
     mvcc_release_reads(s);
-    free_index_aside(&s->ix);
-    memset(&s->ix, 0, sizeof(s->ix));
+    free_index_aside(&s->ix); /* leaves it empty */
     int rv = load_from(s, p);
     buf_free(&s->prep_leases);
     s->prep_leases = p->leases;
@@ -819,8 +818,7 @@ int mvcc_reload(mvcc_store *s)
     s->prep_leases_valid = false;
     wlock(s);
     mvcc_release_reads(s);
-    free_index_aside(&s->ix);
-    memset(&s->ix, 0, sizeof(s->ix));
+    free_index_aside(&s->ix); /* leaves it empty */
     int rv = load(s);
     wunlock(s);
     return rv;
