@@ -151,6 +151,14 @@ int main(int argc, char **argv)
     zh = zookeeper_init(argv[1], watcher, 30000, NULL, NULL, 0);
     if (zh == NULL)
         return 1;
+    /* The C client resolves its host list again each time it polls the
+     * socket (a getaddrinfo per loop: a netlink socket, /etc/hosts,
+     * several syscalls), unless told otherwise. Under load that is most
+     * of the client's CPU and it is the same whatever the server; -1
+     * resolves only on connection loss, as a long-lived application
+     * would configure it. */
+    if (getenv("ZK_BENCH_RESOLVE_EVERY_POLL") == NULL)
+        zoo_set_servers_resolution_delay(zh, -1);
     pthread_mutex_lock(&mu);
     while (!connected)
         pthread_cond_wait(&cv, &mu);

@@ -727,6 +727,23 @@ static void ensure_system_nodes(struct ztx *x)
     static const struct zk_acl open = {ZK_PERM_ALL,
                                        {{(const uint8_t *)"world", 5},
                                         {(const uint8_t *)"anyone", 6}}};
+    /* on every write: only the D key of /zookeeper is looked up (a count,
+     * nothing copied or decoded) until it is missing */
+    size_t kl;
+    uint8_t *k = node_key(x->a, 'D', (const uint8_t *)paths[0], strlen(paths[0]), &kl);
+    struct mvcc_range_opts count = {.count_only = true};
+    struct mvcc_range_result found = {0};
+    if (k == NULL) {
+        x->storage_err = -ENOMEM;
+        return;
+    }
+    int rv = mvcc_txn_range(x->st.t, k, kl, NULL, 0, &count, NULL, NULL, &found);
+    if (rv != 0) {
+        x->storage_err = rv;
+        return;
+    }
+    if (found.count > 0)
+        return;
     struct zover *sys = get(x, (const uint8_t *)paths[0], strlen(paths[0]));
     if (sys == NULL || sys->z.exists)
         return;
