@@ -55,6 +55,9 @@
 /* a connection with this many requests not yet answered is not read
  * until it is down to half (ZooKeeper throttles at 1000 outstanding) */
 #define ZK_MAX_OUTSTANDING 1000
+/* what srvr and mntr may spend summing the tree's data size on the loop
+ * (mvcc_range_opts.budget: about one unit per znode): -1 past it */
+#define ZK_STATS_BUDGET (1 << 15)
 /* znodes the container sweep reads per loop pass (a few ms at most) */
 #define ZK_SWEEP_STEP 256
 
@@ -74,9 +77,27 @@ struct zcall {
     int32_t xid;
 };
 
+/* Request latencies in ms, as ZooKeeper's ServerStats and ServerCnxn
+ * keep them: from the request's arrival to its reply leaving. */
+struct zlat {
+    uint64_t min, max, total, count, last;
+};
+
+static void lat_add(struct zlat *l, uint64_t ms)
+{
+    if (l->count == 0 || ms < l->min)
+        l->min = ms;
+    if (ms > l->max)
+        l->max = ms;
+    l->total += ms;
+    l->count++;
+    l->last = ms;
+}
+
 /* A reply slot, in request order. */
 struct zslot {
     struct zslot *next;
+    uint64_t t0; /* its request's arrival (loop ms) */
     bool ready;
     bool close_after; /* closeSession: the connection closes once it is out */
     struct buf out;
@@ -85,6 +106,7 @@ struct zslot {
 /* A packet that came before the session was established. */
 struct zearly {
     struct zearly *next;
+    uint64_t t0; /* arrival (loop ms), for the latency */
     size_t len;
     uint8_t data[];
 };
@@ -118,6 +140,8 @@ struct zsess {
     int32_t last_op;
     int64_t last_cxid, last_zxid;
     size_t n_dwatches; /* its data-side watches (wchs) */
+    uint64_t pkt_ms; /* the arrival of the request being handled */
+    struct zlat lat;  /* cons' llat, minlat, avglat, maxlat (crst resets) */
 };
 
 /* A watch of a connection (ZooKeeper's WatchManager: data watches from
@@ -149,6 +173,7 @@ struct zsvc {
     const struct qcall_method *m_grant, *m_put, *m_range, *m_keepalive, *m_revoke;
     uint64_t started_ms;
     uint64_t packets_in, packets_out;
+    struct zlat lat; /* srvr's and mntr's latencies (srst resets) */
     /* wchs, as ZooKeeper's data watch table counts: watches of the data
      * side (data, exist, persistent, persistent recursive), the paths
      * they are on and the connections that hold them */
@@ -319,6 +344,7 @@ static struct zslot *slot_new(struct zsess *zs)
     struct zslot *sl = calloc(1, sizeof(*sl));
     if (sl == NULL)
         return NULL;
+    sl->t0 = zs->pkt_ms;
     zs->outstanding++;
     if (zs->tail != NULL)
         zs->tail->next = sl;
@@ -326,6 +352,15 @@ static struct zslot *slot_new(struct zsess *zs)
         zs->head = sl;
     zs->tail = sl;
     return sl;
+}
+
+/* replied notes the latency of a reply that left (arrival |t0|) */
+static void replied(struct zsess *zs, uint64_t t0)
+{
+    uint64_t now = uv_now(zs->svc->s->loop);
+    uint64_t ms = now > t0 ? now - t0 : 0;
+    lat_add(&zs->lat, ms);
+    lat_add(&zs->svc->lat, ms);
 }
 
 static void slots_flush(struct zsess *zs)
@@ -336,8 +371,10 @@ static void slots_flush(struct zsess *zs)
         if (zs->head == NULL)
             zs->tail = NULL;
         bool close_after = sl->close_after;
-        if (sl->out.len > 0 && zk_conn_send(zs->c, sl->out.data, sl->out.len) == 0)
+        if (sl->out.len > 0 && zk_conn_send(zs->c, sl->out.data, sl->out.len) == 0) {
             zs->svc->packets_out++;
+            replied(zs, sl->t0);
+        }
         buf_free(&sl->out);
         free(sl);
         zs->outstanding--;
@@ -1230,8 +1267,10 @@ static void read_now(struct zsess *zs, const struct zk_request *req)
     struct zk_reply_header h = {req->h.xid, zxid, err};
     answered(zs, &h);
     if (zs->head == NULL) {
-        if (zk_conn_send(zs->c, out->data, out->len) == 0)
+        if (zk_conn_send(zs->c, out->data, out->len) == 0) {
             z->packets_out++;
+            replied(zs, zs->pkt_ms);
+        }
         /* deferred reads counted as outstanding until now (run_deferred):
          * reading resumes here as slots_flush would */
         if (zs->outstanding <= ZK_MAX_OUTSTANDING / 2)
@@ -1355,6 +1394,7 @@ static int defer(struct zsess *zs, const uint8_t *pkt, size_t len)
     if (e == NULL)
         return -ENOMEM;
     e->next = NULL;
+    e->t0 = uv_now(zs->svc->s->loop);
     e->len = len;
     memcpy(e->data, pkt, len);
     if (zs->deferred_tail != NULL)
@@ -1386,6 +1426,7 @@ static void run_deferred(struct zsess *zs)
         if (zs->deferred == NULL)
             zs->deferred_tail = NULL;
         zs->outstanding--; /* its slot counts from now on */
+        zs->pkt_ms = e->t0;
         handle(zs, e->data, e->len);
         free(e);
     }
@@ -1425,6 +1466,7 @@ static void on_packet(zk_conn *c, const uint8_t *pkt, size_t len)
         }
         zs->outstanding++; /* until it is handled (then its slot counts) */
     } else {
+        zs->pkt_ms = uv_now(z->s->loop);
         handle(zs, pkt, len);
     }
     if (zs->outstanding >= ZK_MAX_OUTSTANDING) {
@@ -1537,9 +1579,21 @@ struct conn_walk {
     size_t outstanding; /* mntr's zk_outstanding_requests */
 };
 
+/* avg_text writes ZooKeeper's average latency: rounded to 4 decimals and
+ * printed as Java prints a double (0.0, 1.5, 0.5254) */
+static const char *avg_text(const struct zlat *l, char b[32])
+{
+    double avg = l->count > 0 ? (double)l->total / (double)l->count : 0.0;
+    snprintf(b, 32, "%.4f", avg);
+    size_t n = strlen(b);
+    while (n > 0 && b[n - 1] == '0' && b[n - 2] != '.')
+        b[--n] = '\0';
+    return b;
+}
+
 /* one connection as ZooKeeper's ServerCnxn.dumpConnectionInfo writes it:
  * " /ip:port[interest](queued=,recved=,sent=" and, for cons, the
- * session's figures (latencies: quorum keeps none, 0) */
+ * session's figures (avglat as ZooKeeper's: whole ms) */
 static void conn_line(zk_conn *c, void *arg)
 {
     struct conn_walk *cw = arg;
@@ -1558,8 +1612,11 @@ static void conn_line(zk_conn *c, void *arg)
                 op_short(zs->last_op), (long long)zs->est_ms, zs->timeout_ms);
         if (zs->last_cxid >= 0)
             appendf(cw->out, ",lcxid=0x%llx", (unsigned long long)zs->last_cxid);
-        appendf(cw->out, ",lzxid=0x%llx,lresp=%lld,llat=0,minlat=0,avglat=0,maxlat=0",
-                (unsigned long long)zs->last_zxid, (long long)zs->last_resp_ms);
+        appendf(cw->out, ",lzxid=0x%llx,lresp=%lld,llat=%llu,minlat=%llu,avglat=%llu,maxlat=%llu",
+                (unsigned long long)zs->last_zxid, (long long)zs->last_resp_ms,
+                (unsigned long long)zs->lat.last, (unsigned long long)zs->lat.min,
+                (unsigned long long)(zs->lat.count > 0 ? zs->lat.total / zs->lat.count : 0),
+                (unsigned long long)zs->lat.max);
     }
     appendf(cw->out, ")\n");
 }
@@ -1581,18 +1638,32 @@ static size_t outstanding(struct zsvc *z)
 /* ZooKeeper's version line; monitoring tools read 3.8 from it */
 #define ZK_VERSION_TEXT "3.8.0-quorum-" QUORUM_VERSION ", built on quorum"
 
+/* the tree's figures; a failed read shows -1 (and is logged) */
+static void tree_stats(struct zsvc *z, struct zk_tree_stats *ts)
+{
+    int rv = zk_tree_stats(z->s->kv, z->s->leases, ZK_STATS_BUDGET, ts);
+    if (rv != 0) {
+        log_warn("zk", "reading the tree's figures: %s", q_strerror(rv));
+        *ts = (struct zk_tree_stats){-1, -1, -1, -1};
+    }
+}
+
 /* srvr and stat's common part: ZooKeeper's ServerStats and the node
- * count (quorum counts no znodes: 0; no latencies: 0) */
+ * count */
 static void server_stats(struct zsvc *z, struct buf *out)
 {
-    appendf(out, "Latency min/avg/max: 0/0.0/0\n");
+    char avg[32];
+    struct zk_tree_stats ts;
+    tree_stats(z, &ts);
+    appendf(out, "Latency min/avg/max: %llu/%s/%llu\n", (unsigned long long)z->lat.min,
+            avg_text(&z->lat, avg), (unsigned long long)z->lat.max);
     appendf(out, "Received: %llu\n", (unsigned long long)z->packets_in);
     appendf(out, "Sent: %llu\n", (unsigned long long)z->packets_out);
     appendf(out, "Connections: %zu\n", zk_listener_conns(z->l));
     appendf(out, "Outstanding: %zu\n", outstanding(z));
     appendf(out, "Zxid: 0x%llx\n", (unsigned long long)zxid_now(z));
     appendf(out, "Mode: %s\n", zk_mode(z->s));
-    appendf(out, "Node count: 0\n");
+    appendf(out, "Node count: %lld\n", (long long)ts.znodes);
     if (server_is_leader(z->s) && z->s->n_peers > 0)
         appendf(out, "Proposal sizes last/min/max: -1/-1/-1\n");
 }
@@ -1614,14 +1685,17 @@ static void mntr(struct zsvc *z, struct buf *out)
     struct server *s = z->s;
     struct rlimit rl = {0};
     getrlimit(RLIMIT_NOFILE, &rl);
+    char avg[32];
+    struct zk_tree_stats ts;
+    tree_stats(z, &ts);
     appendf(out, "zk_version\t%s\n", ZK_VERSION_TEXT);
     appendf(out, "zk_server_state\t%s\n", zk_mode(s));
-    appendf(out, "zk_ephemerals_count\t0\n");
+    appendf(out, "zk_ephemerals_count\t%lld\n", (long long)ts.ephemerals);
     appendf(out, "zk_num_alive_connections\t%zu\n", zk_listener_conns(z->l));
-    appendf(out, "zk_avg_latency\t0.0\n");
+    appendf(out, "zk_avg_latency\t%s\n", avg_text(&z->lat, avg));
     appendf(out, "zk_outstanding_requests\t%zu\n", outstanding(z));
-    appendf(out, "zk_znode_count\t0\n");
-    appendf(out, "zk_global_sessions\t0\n");
+    appendf(out, "zk_znode_count\t%lld\n", (long long)ts.znodes);
+    appendf(out, "zk_global_sessions\t%lld\n", (long long)ts.sessions);
     appendf(out, "zk_non_mtls_remote_conn_count\t0\n");
     appendf(out, "zk_last_client_response_size\t-1\n");
     appendf(out, "zk_packets_sent\t%llu\n", (unsigned long long)z->packets_out);
@@ -1633,13 +1707,13 @@ static void mntr(struct zsvc *z, struct buf *out)
         recursive++;
     appendf(out, "zk_watch_count\t%zu\n", z->n_watches + recursive);
     appendf(out, "zk_auth_failed_count\t0\n");
-    appendf(out, "zk_min_latency\t0\n");
+    appendf(out, "zk_min_latency\t%llu\n", (unsigned long long)z->lat.min);
     appendf(out, "zk_max_file_descriptor_count\t%llu\n", (unsigned long long)rl.rlim_cur);
-    appendf(out, "zk_approximate_data_size\t0\n");
+    appendf(out, "zk_approximate_data_size\t%lld\n", (long long)ts.data_size);
     appendf(out, "zk_open_file_descriptor_count\t%zu\n", open_fds());
     appendf(out, "zk_local_sessions\t0\n");
     appendf(out, "zk_uptime\t%llu\n", (unsigned long long)(uv_now(s->loop) - z->started_ms));
-    appendf(out, "zk_max_latency\t0\n");
+    appendf(out, "zk_max_latency\t%llu\n", (unsigned long long)z->lat.max);
     appendf(out, "zk_outstanding_tls_handshake\t0\n");
     appendf(out, "zk_min_client_response_size\t-1\n");
     appendf(out, "zk_non_mtls_local_conn_count\t0\n");
@@ -1704,6 +1778,22 @@ static void envi(struct buf *out)
     appendf(out, "user.dir=%s\n", cwd);
 }
 
+/* crst: a connection's packet counts and latencies start again */
+static void conn_reset(zk_conn *c, void *arg)
+{
+    (void)arg;
+    zk_conn_stats_reset(c);
+    struct zsess *zs = zk_conn_get_data(c);
+    if (zs != NULL) {
+        /* as ServerCnxn.resetStats */
+        zs->lat = (struct zlat){0};
+        zs->last_op = 0; /* "NA" */
+        zs->last_cxid = -1;
+        zs->last_zxid = -1;
+        zs->last_resp_ms = 0;
+    }
+}
+
 static void on_4lw(zk_conn *c, const char *cmd, struct buf *out)
 {
     struct zsvc *z = zk_listener_arg(zk_conn_listener(c));
@@ -1738,9 +1828,16 @@ static void on_4lw(zk_conn *c, const char *cmd, struct buf *out)
                 z->wchs_paths, z->wchs_total);
     } else if (strcmp(cmd, "envi") == 0) {
         envi(out);
+    } else if (strcmp(cmd, "srst") == 0) {
+        z->lat = (struct zlat){0};
+        z->packets_in = z->packets_out = 0;
+        appendf(out, "Server stats reset.\n");
+    } else if (strcmp(cmd, "crst") == 0) {
+        zk_conn_foreach(z->l, conn_reset, NULL);
+        appendf(out, "Connection stats reset.\n");
     } else {
-        /* crst, srst, dump, wchc, wchp, dirs, gtmk, stmk, hash: not
-         * implemented; answered as a word that may not run */
+        /* dump, wchc, wchp, dirs, gtmk, stmk, hash: not implemented;
+         * answered as a word that may not run */
         appendf(out, "%s is not executed because it is not in the whitelist.\n", cmd);
     }
 }

@@ -1305,6 +1305,97 @@ int zk_node_info(mvcc_store *kv, const uint8_t *path, size_t n, struct arena *a,
     return 0;
 }
 
+/* ---- the tree's figures (four-letter words) ---- */
+
+/* data_size_kv adds a node's path and data lengths (a record it cannot
+ * read adds its path only) */
+static int data_size_kv(const struct mvcc_kv *kv, void *arg)
+{
+    int64_t *sum = arg;
+    if (kv->key_len < 6)
+        return 0;
+    size_t path = kv->key_len - 6;
+    *sum += (int64_t)path;
+    const uint8_t *v = kv->value;
+    size_t n = kv->value_len;
+    if (n < 2 || v[0] != ZNODE_VERSION)
+        return 0;
+    struct jute_in in;
+    jute_in_init(&in, v + 2, n - 2);
+    jute_get_long(&in); /* mzxid, ctime, mtime */
+    jute_get_long(&in);
+    jute_get_long(&in);
+    jute_get_int(&in); /* version, aversion */
+    jute_get_int(&in);
+    jute_get_long(&in); /* owner, ttl */
+    jute_get_long(&in);
+    int32_t acls = jute_get_int(&in);
+    for (int32_t i = 0; i < acls && in.err == 0; i++) {
+        jute_get_int(&in);
+        jute_get_bytes(&in);
+        jute_get_bytes(&in);
+    }
+    struct jute_bytes data = jute_get_bytes(&in);
+    if (in.err == 0 && data.len > 0)
+        *sum += data.len;
+    return 0;
+}
+
+static void count_zk_key(const uint8_t *key, size_t len, void *arg)
+{
+    if (len > 6 && key[0] == 0 && key[1] == 'z' && key[2] == 'k' && key[3] == 'D')
+        ++*(int64_t *)arg;
+}
+
+int zk_tree_stats(mvcc_store *kv, lessor *leases, int64_t budget, struct zk_tree_stats *out)
+{
+    /* D keys of depth >= 1 (every node but "/"), and S keys */
+    static const uint8_t d_from[] = {0, 'z', 'k', 'D', 0, 1}, d_to[] = {0, 'z', 'k', 'E'};
+    static const uint8_t s_from[] = {0, 'z', 'k', 'S'}, s_to[] = {0, 'z', 'k', 'T'};
+    static const uint8_t root[] = {0, 'z', 'k', 'D', 0, 0, '/'};
+    memset(out, 0, sizeof(*out));
+    mvcc_read *r;
+    int rv = mvcc_read_begin(kv, &r);
+    if (rv != 0)
+        return rv;
+    struct mvcc_range_opts count = {.count_only = true};
+    struct mvcc_range_result res = {0};
+    rv = mvcc_read_range(r, d_from, sizeof(d_from), d_to, sizeof(d_to), &count, NULL, NULL, &res);
+    out->znodes = res.count + 2;
+    if (rv == 0)
+        rv = mvcc_read_range(r, s_from, sizeof(s_from), s_to, sizeof(s_to), &count, NULL, NULL,
+                             &res);
+    out->sessions = res.count;
+    if (rv == 0) {
+        /* "/": its path (1) and its data once its D key exists */
+        int64_t sum = 0;
+        struct mvcc_range_opts walk = {.budget = budget};
+        rv = mvcc_read_range(r, root, sizeof(root), NULL, 0, NULL, data_size_kv, &sum, NULL);
+        if (sum == 0)
+            sum = 1;
+        if (rv == 0)
+            rv = mvcc_read_range(r, d_from, sizeof(d_from), d_to, sizeof(d_to), &walk,
+                                 data_size_kv, &sum, NULL);
+        out->data_size = rv == 0 ? sum : -1;
+        if (rv == -E2BIG)
+            rv = 0;
+    }
+    mvcc_read_end(r);
+    if (rv != 0)
+        return rv;
+    if (leases != NULL) {
+        size_t n = lessor_ids(leases, NULL, 0);
+        int64_t *ids = n > 0 ? malloc(sizeof(*ids) * n) : NULL;
+        if (n > 0 && ids == NULL)
+            return -ENOMEM;
+        n = lessor_ids(leases, ids, n);
+        for (size_t i = 0; i < n; i++)
+            lessor_keys(leases, ids[i], count_zk_key, &out->ephemerals);
+        free(ids);
+    }
+    return 0;
+}
+
 static int64_t mzxid_of(const uint8_t *v, size_t n)
 {
     if (n < 10 || v[0] != ZNODE_VERSION)

@@ -78,6 +78,21 @@ int server_zk_session_end(struct server *s, int64_t lease);
 int zk_read(mvcc_store *kv, lessor *leases, const struct zk_request *req, int64_t session,
             const struct zk_ids *who, struct arena *a, struct buf *out);
 
+/* The tree's figures for the four-letter words (srvr's Node count, mntr's
+ * zk_znode_count, zk_ephemerals_count, zk_global_sessions,
+ * zk_approximate_data_size), read on the core loop. |znodes| counts "/"
+ * twice, as ZooKeeper's DataTree does (it is there under "" and "/"), so
+ * a tree holds the figure ZooKeeper would show for it; it and |sessions|
+ * are counts of the key index (no record is read), |ephemerals| a count
+ * of the keys attached to leases (memory). |data_size| is ZooKeeper's
+ * approximateDataSize, the sum of each node's path and data lengths: it
+ * reads every D record, so it is -1 once that would cost more than
+ * |budget| (mvcc_range_opts.budget; <= 0: no limit). */
+struct zk_tree_stats {
+    int64_t znodes, ephemerals, sessions, data_size;
+};
+int zk_tree_stats(mvcc_store *kv, lessor *leases, int64_t budget, struct zk_tree_stats *out);
+
 /* zk_is_read: the request type is answered by zk_read. */
 bool zk_is_read(int32_t type);
 

@@ -321,6 +321,10 @@ const struct zk_conn_stats *zk_conn_stats(const zk_conn *c)
 {
     return &c->st;
 }
+void zk_conn_stats_reset(zk_conn *c)
+{
+    c->st = (struct zk_conn_stats){0};
+}
 
 void zk_conn_foreach(zk_listener *l, void (*fn)(zk_conn *c, void *arg), void *arg)
 {

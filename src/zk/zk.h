@@ -89,6 +89,8 @@ struct zk_conn_stats {
     uint64_t bytes_in, bytes_out, packets_in, packets_out;
 };
 const struct zk_conn_stats *zk_conn_stats(const zk_conn *c);
+/* zk_conn_stats_reset zeroes them (the crst four-letter word). */
+void zk_conn_stats_reset(zk_conn *c);
 /* zk_conn_foreach calls |fn| for every open connection. */
 void zk_conn_foreach(zk_listener *l, void (*fn)(zk_conn *c, void *arg), void *arg);
 

@@ -27,7 +27,7 @@ QUORUM = None  # the quorum Server (TARGET=quorum)
 LINGER = None  # a connection left open until the member stops
 # the four-letter words allowed (ZooKeeper's 4lw.commands.whitelist, as
 # both read it: blanks around a word do not count; srvr always runs)
-WHITELIST = "ruok, stat,mntr ,conf,cons,wchs,envi,isro"
+WHITELIST = "ruok, stat,mntr ,conf,cons,wchs,envi,isro,srst,crst"
 # how often containers and TTL nodes are swept (ZooKeeper's
 # znode.container.checkIntervalMs, quorum's --zk-container-check-interval)
 SWEEP_MS = 1000
@@ -317,7 +317,7 @@ class FourLetterWords(unittest.TestCase):
             self.assertIn(field, out)
 
     def test_others_only_when_whitelisted(self):
-        for w in (b"dump", b"wchc", b"wchp", b"crst", b"srst", b"dirs"):
+        for w in (b"dump", b"wchc", b"wchp", b"dirs"):
             self.assertEqual(four(w), "%s is not executed because it is not in the whitelist.\n"
                              % w.decode())
         self.assertEqual(four(b"ruok"), "imok")
@@ -372,6 +372,87 @@ class FourLetterWords(unittest.TestCase):
             self.assertGreaterEqual(float(vals[k]), 0, k)
         self.assertGreaterEqual(int(vals["zk_num_alive_connections"]), 1)
         self.assertGreater(int(vals["zk_open_file_descriptor_count"]), 0)
+
+    def test_mntr_counts_the_tree_and_the_latencies(self):
+        """zk_znode_count, zk_ephemerals_count, zk_global_sessions and
+        zk_approximate_data_size (each node's path and data lengths) move
+        by what a session adds and takes away; srvr's Node count is
+        mntr's; latencies are whole ms, the average a decimal. Sessions of
+        earlier tests may still be expiring: the measure is taken again
+        until nothing else moved."""
+        import re
+        from kazoo.client import KazooClient
+
+        def mntr():
+            return dict(ln.split("\t") for ln in four(b"mntr")[:-1].split("\n"))
+
+        def figures(m):
+            return [int(m[k]) for k in ("zk_znode_count", "zk_ephemerals_count",
+                                        "zk_global_sessions", "zk_approximate_data_size")]
+
+        base = "/mntr%d" % os.getpid()
+        want = None
+        for attempt in range(6):
+            before = figures(mntr())
+            zk = KazooClient(hosts="%s:%d" % SERVER, timeout=10)
+            zk.start(timeout=15)
+            try:
+                zk.create(base, b"12345")
+                zk.create(base + "/a", b"x" * 100)
+                zk.create(base + "/e", b"xyz", ephemeral=True)
+                for _ in range(20):
+                    zk.get(base)
+                during = figures(mntr())
+                m = mntr()
+                srvr = four(b"srvr")
+                zk.delete(base, recursive=True)
+            finally:
+                zk.stop()
+                zk.close()
+            after = figures(mntr())
+            size = (len(base) + 5) + (len(base) + 2 + 100) + (len(base) + 2 + 3)
+            want = [before[0] + 3, before[1] + 1, before[2] + 1, before[3] + size]
+            if during == want and after == before:
+                break
+            time.sleep(2)
+        self.assertEqual(during, want)
+        self.assertEqual(after, before)
+        self.assertIn("Node count: %d\n" % want[0], srvr)
+        lat = re.search(r"Latency min/avg/max: (\d+)/(\d+\.\d+)/(\d+)\n", srvr)
+        self.assertIsNotNone(lat, srvr)
+        self.assertLessEqual(int(lat.group(1)), int(lat.group(3)))
+        self.assertRegex(m["zk_avg_latency"], r"^\d+\.\d+$")
+        self.assertLessEqual(int(m["zk_min_latency"]), int(m["zk_max_latency"]))
+        self.assertLessEqual(float(m["zk_avg_latency"]), float(m["zk_max_latency"]))
+
+    def test_srst_and_crst_reset_the_counts(self):
+        import re
+        from kazoo.client import KazooClient
+        zk = KazooClient(hosts="%s:%d" % SERVER, timeout=10)
+        zk.start(timeout=15)
+        try:
+            for _ in range(30):
+                zk.exists("/")
+            self.assertEqual(four(b"srst"), "Server stats reset.\n")
+            out = four(b"srvr")
+            # no request was answered since (ZooKeeper counts the
+            # four-letter words' own packets: 1, where quorum shows 0)
+            self.assertIn("Latency min/avg/max: 0/0.0/0\n", out)
+            for field in ("Received", "Sent"):
+                n = int(re.search(r"%s: (\d+)\n" % field, out).group(1))
+                self.assertLess(n, 5, out)
+            sid = ",sid=0x%x," % zk.client_id[0]
+            mine = [ln for ln in four(b"cons").split("\n") if sid in ln]
+            self.assertRegex(mine[0], r"recved=(\d\d+),")
+            self.assertEqual(four(b"crst"), "Connection stats reset.\n")
+            mine = [ln for ln in four(b"cons").split("\n") if sid in ln]
+            self.assertEqual(len(mine), 1)
+            self.assertIn("(queued=0,recved=0,sent=0,", mine[0])
+            self.assertIn(",lop=NA,", mine[0])
+            self.assertIn(",llat=0,minlat=0,avglat=0,maxlat=0)", mine[0])
+        finally:
+            zk.stop()
+            zk.close()
 
     def test_conf_and_envi(self):
         conf = dict(ln.split("=", 1) for ln in four(b"conf").splitlines())

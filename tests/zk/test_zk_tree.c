@@ -1,7 +1,8 @@
 /* tests/zk/test_zk_tree.c: the pure helpers of server/zk_tree.c: ZooKeeper's
  * path rules (PathUtils.validatePath) and ACL checks (checkACL with the
- * world, digest, auth and ip schemes). The store-facing parts are tested
- * end to end by tests/integration/test_zk.py against Apache ZooKeeper. */
+ * world, digest, auth and ip schemes), and zk_tree_stats on a real store.
+ * The rest of the store-facing parts are tested end to end by
+ * tests/integration/test_zk.py against Apache ZooKeeper. */
 #include <criterion/criterion.h>
 #include <string.h>
 
@@ -122,4 +123,118 @@ Test(zk_tree, write_cost)
     cr_assert_eq(zk_write_cost((const uint8_t *)"\0\0", 2, &a), 0);
     buf_free(&b);
     arena_free(&a);
+}
+
+/* ---- zk_tree_stats: the four-letter words' figures, on a real store ---- */
+
+#include "backend/backend.h"
+#include "tmpdir.h"
+
+/* a D record as zk_tree.c writes it (version 1): mode, mzxid, ctime,
+ * mtime, version, aversion, owner, ttl, one ACL (world:anyone), data */
+static size_t d_record(uint8_t *b, const char *data)
+{
+    size_t n = 0;
+    b[n++] = 1;
+    b[n++] = 0;
+    memset(b + n, 0, 8 * 3 + 4 * 2 + 8 * 2);
+    n += 8 * 3 + 4 * 2 + 8 * 2;
+    const uint32_t ints[] = {1, 31}; /* one ACL; its perms: all */
+    const char *strs[] = {"world", "anyone"};
+    for (int i = 0; i < 2; i++) {
+        uint32_t v = ints[i];
+        for (int j = 3; j >= 0; j--)
+            b[n++] = (uint8_t)(v >> (8 * j));
+    }
+    for (int s = 0; s < 2; s++) {
+        uint32_t l = (uint32_t)strlen(strs[s]);
+        for (int j = 3; j >= 0; j--)
+            b[n++] = (uint8_t)(l >> (8 * j));
+        memcpy(b + n, strs[s], l);
+        n += l;
+    }
+    uint32_t l = (uint32_t)strlen(data);
+    for (int j = 3; j >= 0; j--)
+        b[n++] = (uint8_t)(l >> (8 * j));
+    memcpy(b + n, data, l);
+    return n + l;
+}
+
+static size_t node_key_of(uint8_t *k, unsigned depth, const char *path)
+{
+    k[0] = 0;
+    k[1] = 'z';
+    k[2] = 'k';
+    k[3] = 'D';
+    k[4] = 0;
+    k[5] = (uint8_t)depth;
+    memcpy(k + 6, path, strlen(path));
+    return 6 + strlen(path);
+}
+
+Test(zk_tree, stats_count_the_tree)
+{
+    const char *dir = tmpdir_make();
+    cr_assert_not_null(dir);
+    backend *be;
+    mvcc_store *kv;
+    lessor *ls;
+    struct backend_options o = {.dir = dir, .map_size = 64 << 20, .no_sync = true};
+    cr_assert_eq(backend_open(&o, &be), 0);
+    cr_assert_eq(mvcc_open(be, &kv), 0);
+    cr_assert_eq(lessor_open(be, 1, &ls), 0);
+
+    struct zk_tree_stats st;
+    cr_assert_eq(zk_tree_stats(kv, ls, 0, &st), 0);
+    cr_assert_eq(st.znodes, 2, "an empty tree: \"/\", counted twice as ZooKeeper does");
+    cr_assert_eq(st.sessions, 0);
+    cr_assert_eq(st.ephemerals, 0);
+    cr_assert_eq(st.data_size, 1, "\"/\"'s path");
+
+    char big[101];
+    memset(big, 'x', 100);
+    big[100] = '\0';
+    uint8_t k[64], v[256], sk[ZK_SESSION_KEY_LEN];
+    cr_assert_eq(mvcc_batch_begin(kv), 0);
+    int64_t granted;
+    cr_assert_eq(lessor_grant(ls, 7, 60, 0, &granted), 0);
+    mvcc_txn *t;
+    cr_assert_eq(mvcc_txn_begin(kv, &t), 0);
+    size_t kl = node_key_of(k, 0, "/"), vl = d_record(v, "rr");
+    cr_assert_eq(mvcc_txn_put(t, k, kl, v, vl, 0, NULL, NULL), 0);
+    kl = node_key_of(k, 1, "/a"), vl = d_record(v, "hello");
+    cr_assert_eq(mvcc_txn_put(t, k, kl, v, vl, 0, NULL, NULL), 0);
+    kl = node_key_of(k, 2, "/a/b"), vl = d_record(v, big);
+    cr_assert_eq(mvcc_txn_put(t, k, kl, v, vl, 7, NULL, NULL), 0);
+    cr_assert_eq(lessor_attach(ls, 7, k, kl), 0);
+    /* an etcd key on the same lease is no ephemeral; a record quorum did
+     * not write counts its path only */
+    cr_assert_eq(mvcc_txn_put(t, (const uint8_t *)"foo", 3, (const uint8_t *)"bar", 3, 7, NULL,
+                              NULL),
+                 0);
+    cr_assert_eq(lessor_attach(ls, 7, (const uint8_t *)"foo", 3), 0);
+    kl = node_key_of(k, 1, "/junk");
+    cr_assert_eq(mvcc_txn_put(t, k, kl, (const uint8_t *)"?", 1, 0, NULL, NULL), 0);
+    zk_session_key(7, sk);
+    cr_assert_eq(mvcc_txn_put(t, sk, sizeof(sk), (const uint8_t *)"s", 1, 7, NULL, NULL), 0);
+    mvcc_txn_end(t);
+    cr_assert_eq(mvcc_batch_commit(kv), 0);
+
+    cr_assert_eq(zk_tree_stats(kv, ls, 0, &st), 0);
+    cr_assert_eq(st.znodes, 5, "/a, /a/b, /junk and \"/\" twice: %lld", (long long)st.znodes);
+    cr_assert_eq(st.sessions, 1);
+    cr_assert_eq(st.ephemerals, 1);
+    cr_assert_eq(st.data_size, (1 + 2) + (2 + 5) + (4 + 100) + 5, "%lld",
+                 (long long)st.data_size);
+
+    /* past its budget the data size is not known; the counts still are */
+    cr_assert_eq(zk_tree_stats(kv, ls, 1, &st), 0);
+    cr_assert_eq(st.data_size, -1);
+    cr_assert_eq(st.znodes, 5);
+    cr_assert_eq(st.ephemerals, 1);
+
+    lessor_close(ls);
+    mvcc_close(kv);
+    backend_close(be);
+    tmpdir_remove(dir);
 }
