@@ -794,7 +794,9 @@ static int run_op(struct ztx *x, int32_t type, const void *body, struct zk_multi
 static int write_overlay(struct ztx *x)
 {
     struct buf b = {0};
-    int rv = 0;
+    /* one allocation for a usual record (a node's header, ACL, data of up
+     * to about a hundred bytes) rather than three doublings from 64 */
+    int rv = buf_reserve(&b, 256);
     for (struct zover *o = x->head; o != NULL && rv == 0; o = o->next) {
         size_t kl;
         if (o->deleted) {
@@ -918,6 +920,10 @@ int server_zk_apply(struct server *s, struct entry *e)
     int32_t err = 0;
     struct buf body = {0};
     struct jute_out bo = {&body, 0};
+    if (buf_reserve(&body, 128) != 0 || buf_reserve(out, 160) != 0) {
+        mvcc_txn_end(t);
+        return -ENOMEM;
+    }
     int32_t type = req.h.type;
     bool moved = false;
     if ((rv = session_moved(&x, w->member, &moved)) != 0) {
