@@ -3,9 +3,11 @@
 in one run, with the same client (zk-bench.c on libzookeeper-mt): create,
 setData, getData and exists with many requests in flight, one member and
 three members; prints each rate, the quorum/ZooKeeper ratios and the
-servers' peak RSS (VmHWM, summed over members).
+servers' peak RSS (VmHWM, summed over members). Both servers are up at
+once and each op runs on one, then the other, --repeat times in turn.
 
     bench/zk/zk-bench.py [--seconds 5] [--clients 4] [--inflight 128] [--members 1,3]
+                         [--repeat N] [--cpu]
 
 Needs: zookeeper, libzookeeper-mt-dev (tools/deps.sh), a build dir with
 bench/zk/zk-bench (ninja -C build). Every process is killed by its PID.
@@ -28,6 +30,7 @@ from harness import Server, free_port  # noqa: E402
 import zkref  # noqa: E402
 
 OPS = ("create", "set", "get", "exists")
+FAILED = []  # ops that had an error or did nothing: the exit status is 1
 
 
 def peak_rss_kib(pid):
@@ -56,7 +59,7 @@ class ZkEnsemble:
                 f.write("%d\n" % (i + 1))
             cfg = ("tickTime=2000\ninitLimit=10\nsyncLimit=5\ndataDir=%s/data\nclientPort=%d\n"
                    "clientPortAddress=127.0.0.1\nadmin.enableServer=false\n"
-                   "maxClientCnxns=0\n" % (d, self.ports[i]))
+                   "maxClientCnxns=0\n4lw.commands.whitelist=srvr,mntr\n" % (d, self.ports[i]))
             if self.n > 1:
                 for j, (p1, p2) in enumerate(peers):
                     cfg += "server.%d=127.0.0.1:%d:%d\n" % (j + 1, p1, p2)
@@ -108,12 +111,14 @@ class QuorumTarget:
     def start(self):
         if self.n == 1:
             self.s = Server("quorum", extra_args=["--listen-zk-urls",
-                                                  "http://127.0.0.1:%d" % self.ports[0]])
+                                                  "http://127.0.0.1:%d" % self.ports[0],
+                                                  "--zk-4lw-commands-whitelist", "srvr,mntr"])
             self.s.start()
         else:
             self.c = Cluster("quorum", n=self.n)
             for i, m in enumerate(self.c.members):
-                m.extra_args = ["--listen-zk-urls", "http://127.0.0.1:%d" % self.ports[i]]
+                m.extra_args = ["--listen-zk-urls", "http://127.0.0.1:%d" % self.ports[i],
+                                "--zk-4lw-commands-whitelist", "srvr,mntr"]
             self.c.start()
         return self
 
@@ -146,33 +151,58 @@ def children_cpu_seconds():
     return ru.ru_utime + ru.ru_stime
 
 
-def run(binary, target, args):
-    """Each op with --clients zk-bench processes at once (a session each):
-    the rates summed, and the CPU microseconds per operation of the
-    servers and of the clients (setup included: the nodes each client
-    creates first)."""
-    rates, cpu = {}, {}
-    for op in OPS:
-        s0 = sum(cpu_seconds(p) for p in target.pids())
-        c0 = children_cpu_seconds()
-        ops = 0
-        procs = [subprocess.Popen([binary, target.hosts, op, str(args.seconds),
-                                   str(args.inflight), str(args.value_size)],
-                                  stdout=subprocess.PIPE, text=True)
-                 for _ in range(args.clients)]
-        rates[op] = 0.0
-        for p in procs:
-            out, _ = p.communicate(timeout=args.seconds * 4 + 120)
-            fields = dict(kv.split("=") for kv in out.split())
-            rates[op] += float(fields.get("rate", 0))
-            ops += int(fields.get("ops", 0))
-            if int(fields.get("errors", 1)) != 0:
-                print("  %s: %s errors" % (op, fields.get("errors")), file=sys.stderr)
-        s1 = sum(cpu_seconds(p) for p in target.pids())
-        c1 = children_cpu_seconds()
-        cpu[op] = ((s1 - s0) * 1e6 / max(ops, 1), (c1 - c0) * 1e6 / max(ops, 1))
-    rss = sum(peak_rss_kib(p) for p in target.pids())
-    return rates, rss, cpu
+def run_op(binary, target, args, op):
+    """One op with --clients zk-bench processes at once (a session each):
+    the summed rate, and the CPU microseconds per operation of the servers
+    and of the clients (setup included: the nodes each client creates
+    first)."""
+    s0 = sum(cpu_seconds(p) for p in target.pids())
+    c0 = children_cpu_seconds()
+    ops = 0
+    procs = [subprocess.Popen([binary, target.hosts, op, str(args.seconds),
+                               str(args.inflight), str(args.value_size)],
+                              stdout=subprocess.PIPE, text=True)
+             for _ in range(args.clients)]
+    rate = 0.0
+    for p in procs:
+        out, _ = p.communicate(timeout=args.seconds * 4 + 120)
+        fields = dict(kv.split("=") for kv in out.split())
+        rate += float(fields.get("rate", 0))
+        ops += int(fields.get("ops", 0))
+        if p.returncode != 0 or int(fields.get("errors", 1)) != 0 or ops == 0:
+            print("  %s on %s: exit %d, %s errors, %d ops" % (op, target.hosts, p.returncode,
+                                                            fields.get("errors"), ops),
+                  file=sys.stderr)
+            FAILED.append(op)
+    s1 = sum(cpu_seconds(p) for p in target.pids())
+    c1 = children_cpu_seconds()
+    return rate, ((s1 - s0) * 1e6 / max(ops, 1), (c1 - c0) * 1e6 / max(ops, 1))
+
+
+def znode_count(target):
+    """mntr's zk_znode_count from the first server of |target| (the
+    whitelist of both lets mntr run)."""
+    host, port = target.hosts.split(",")[0].split(":")
+    try:
+        with socket.create_connection((host, int(port)), 10) as s:
+            s.sendall(b"mntr")
+            out = b""
+            while True:
+                b = s.recv(65536)
+                if not b:
+                    break
+                out += b
+        for line in out.decode().splitlines():
+            if line.startswith("zk_znode_count\t"):
+                return line.split("\t")[1]
+    except OSError:
+        pass
+    return "?"
+
+
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
 
 
 def main():
@@ -183,36 +213,76 @@ def main():
                     help="zk-bench processes at once (one session each)")
     ap.add_argument("--value-size", type=int, default=100)
     ap.add_argument("--members", default="1,3")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="runs of each op on each server, taken in turns (ZooKeeper, "
+                         "quorum, ZooKeeper, ...); the median rate is printed")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--cpu", action="store_true",
                     help="also print CPU us per op of the servers and of the clients")
+    ap.add_argument("--warmup", type=float, default=2,
+                    help="seconds of each op on each server before measuring, unmeasured "
+                         "(the JVM compiles ZooKeeper's hot paths during the first runs)")
     args = ap.parse_args()
-    binary = os.path.join(args.build, "bench", "zk", "zk-bench")
+    if not zkref.available():
+        print("zookeeper not installed (apt-get install zookeeper): skipped", file=sys.stderr)
+        sys.exit(77)
+    binary = os.environ.get("ZK_BENCH_BIN", os.path.join(args.build, "bench", "zk", "zk-bench"))
     os.environ.setdefault("QUORUM_BIN", os.path.join(args.build, "src", "server", "quorum"))
+    names = ("zookeeper", "quorum")
     for n in [int(x) for x in args.members.split(",")]:
-        res = {}
-        for name, cls in (("zookeeper", ZkEnsemble), ("quorum", QuorumTarget)):
-            t = cls(n).start()
-            try:
-                res[name] = run(binary, t, args)
-            finally:
+        # both up at once, each op run on one then the other in turn, so a
+        # change in the machine's load hits both alike
+        targets = {}
+        try:
+            targets["zookeeper"] = ZkEnsemble(n).start()
+            targets["quorum"] = QuorumTarget(n).start()
+            rates = {name: {op: [] for op in OPS} for name in names}
+            cpu = {name: {op: [] for op in OPS} for name in names}
+            if args.warmup > 0:
+                warm = argparse.Namespace(**vars(args))
+                warm.seconds = args.warmup
+                for op in OPS:
+                    for name in names:
+                        run_op(binary, targets[name], warm, op)
+            for op in OPS:
+                for _ in range(args.repeat):
+                    for name in names:
+                        r, c = run_op(binary, targets[name], args, op)
+                        rates[name][op].append(r)
+                        cpu[name][op].append(c)
+            rss = {name: sum(peak_rss_kib(p) for p in targets[name].pids()) for name in names}
+            nodes = {name: znode_count(targets[name]) for name in names}
+        finally:
+            for t in targets.values():
                 t.stop()
-        print("%d member%s, %d clients x %d in flight, %d-byte values, %.0f s per op"
+        print("%d member%s, %d clients x %d in flight, %d-byte values, %g s per op%s"
               % (n, "s" if n > 1 else "", args.clients, args.inflight, args.value_size,
-                 args.seconds))
+                 args.seconds, ", median of %d runs in turn" % args.repeat
+                 if args.repeat > 1 else ""))
         print("  %-8s %14s %14s %8s" % ("op", "zookeeper/s", "quorum/s", "ratio"))
         for op in OPS:
-            z, q = res["zookeeper"][0][op], res["quorum"][0][op]
-            print("  %-8s %14.0f %14.0f %8.2f" % (op, z, q, q / z if z else 0))
+            z, q = median(rates["zookeeper"][op]), median(rates["quorum"][op])
+            line = "  %-8s %14.0f %14.0f %8.2f" % (op, z, q, q / z if z else 0)
+            if args.repeat > 1:
+                pairs = zip(rates["zookeeper"][op], rates["quorum"][op])
+                line += "   (each run: %s)" % " ".join("%.2f" % (b / a if a else 0)
+                                                      for a, b in pairs)
+            print(line)
         if args.cpu:
             print("  CPU us/op %-8s %18s %18s" % ("", "zookeeper srv/cli", "quorum srv/cli"))
             for op in OPS:
-                (zs, zc), (qs, qc) = res["zookeeper"][2][op], res["quorum"][2][op]
+                zs = median([c[0] for c in cpu["zookeeper"][op]])
+                zc = median([c[1] for c in cpu["zookeeper"][op]])
+                qs = median([c[0] for c in cpu["quorum"][op]])
+                qc = median([c[1] for c in cpu["quorum"][op]])
                 print("  %-18s %9.1f %8.1f %9.1f %8.1f" % (op, zs, zc, qs, qc))
-        zr, qr = res["zookeeper"][1], res["quorum"][1]
-        print("  peak RSS: zookeeper %d MiB, quorum %d MiB (ratio %.2f)"
-              % (zr // 1024, qr // 1024, qr / zr if zr else 0))
+        zr, qr = rss["zookeeper"], rss["quorum"]
+        print("  peak RSS: zookeeper %d MiB, quorum %d MiB (ratio %.2f); znodes at the end: "
+              "zookeeper %s, quorum %s (mntr; quorum also keeps every revision until compacted)"
+              % (zr // 1024, qr // 1024, qr / zr if zr else 0, nodes["zookeeper"],
+                 nodes["quorum"]))
 
 
 if __name__ == "__main__":
     main()
+    sys.exit(1 if FAILED else 0)
