@@ -184,15 +184,7 @@ def znode_count(target):
     whitelist of both lets mntr run)."""
     host, port = target.hosts.split(",")[0].split(":")
     try:
-        with socket.create_connection((host, int(port)), 10) as s:
-            s.sendall(b"mntr")
-            out = b""
-            while True:
-                b = s.recv(65536)
-                if not b:
-                    break
-                out += b
-        for line in out.decode().splitlines():
+        for line in zkref.four_letter(host, port, b"mntr").splitlines():
             if line.startswith("zk_znode_count\t"):
                 return line.split("\t")[1]
     except OSError:

@@ -1314,36 +1314,22 @@ int zk_node_info(mvcc_store *kv, const uint8_t *path, size_t n, struct arena *a,
 /* ---- the tree's figures (four-letter words) ---- */
 
 /* data_size_kv adds a node's path and data lengths (a record it cannot
- * read adds its path only) */
+ * read adds its path only); |a| holds one record's ACL at a time */
+struct size_walk {
+    struct arena a;
+    int64_t sum;
+};
+
 static int data_size_kv(const struct mvcc_kv *kv, void *arg)
 {
-    int64_t *sum = arg;
+    struct size_walk *w = arg;
     if (kv->key_len < 6)
         return 0;
-    size_t path = kv->key_len - 6;
-    *sum += (int64_t)path;
-    const uint8_t *v = kv->value;
-    size_t n = kv->value_len;
-    if (n < 2 || v[0] != ZNODE_VERSION)
-        return 0;
-    struct jute_in in;
-    jute_in_init(&in, v + 2, n - 2);
-    jute_get_long(&in); /* mzxid, ctime, mtime */
-    jute_get_long(&in);
-    jute_get_long(&in);
-    jute_get_int(&in); /* version, aversion */
-    jute_get_int(&in);
-    jute_get_long(&in); /* owner, ttl */
-    jute_get_long(&in);
-    int32_t acls = jute_get_int(&in);
-    for (int32_t i = 0; i < acls && in.err == 0; i++) {
-        jute_get_int(&in);
-        jute_get_bytes(&in);
-        jute_get_bytes(&in);
-    }
-    struct jute_bytes data = jute_get_bytes(&in);
-    if (in.err == 0 && data.len > 0)
-        *sum += data.len;
+    w->sum += (int64_t)(kv->key_len - 6);
+    struct znode z;
+    arena_reset(&w->a);
+    if (decode_d(kv->value, kv->value_len, &w->a, &z) == 0 && z.data.len > 0)
+        w->sum += z.data.len;
     return 0;
 }
 
@@ -1374,15 +1360,16 @@ int zk_tree_stats(mvcc_store *kv, lessor *leases, int64_t budget, struct zk_tree
     out->sessions = res.count;
     if (rv == 0) {
         /* "/": its path (1) and its data once its D key exists */
-        int64_t sum = 0;
+        struct size_walk w = {{0}, 0};
         struct mvcc_range_opts walk = {.budget = budget};
-        rv = mvcc_read_range(r, root, sizeof(root), NULL, 0, NULL, data_size_kv, &sum, NULL);
-        if (sum == 0)
-            sum = 1;
+        rv = mvcc_read_range(r, root, sizeof(root), NULL, 0, NULL, data_size_kv, &w, NULL);
+        if (w.sum == 0)
+            w.sum = 1;
         if (rv == 0)
             rv = mvcc_read_range(r, d_from, sizeof(d_from), d_to, sizeof(d_to), &walk,
-                                 data_size_kv, &sum, NULL);
-        out->data_size = rv == 0 ? sum : -1;
+                                 data_size_kv, &w, NULL);
+        arena_free(&w.a);
+        out->data_size = rv == 0 ? w.sum : -1;
         if (rv == -E2BIG)
             rv = 0;
     }

@@ -130,14 +130,7 @@ class Raw:
 
 
 def four(word):
-    with socket.create_connection(SERVER, 10) as s:
-        s.sendall(word)
-        out = b""
-        while True:
-            b = s.recv(65536)
-            if not b:
-                return out.decode()
-            out += b
+    return zkref.four_letter(SERVER[0], SERVER[1], word)
 
 
 class Session(unittest.TestCase):

@@ -19,6 +19,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import Cluster  # noqa: E402
 from harness import free_port, wait_for  # noqa: E402
+import zkref  # noqa: E402
 
 from kazoo.client import KazooClient, KazooState  # noqa: E402
 
@@ -132,15 +133,8 @@ class ZkCluster(unittest.TestCase):
         followers = [i for i in range(3) if i != leader]
 
         def mntr(i):
-            with socket.create_connection(("127.0.0.1", self.zk_ports[i]), 10) as s:
-                s.sendall(b"mntr")
-                out = b""
-                while True:
-                    b = s.recv(65536)
-                    if not b:
-                        break
-                    out += b
-            return dict(ln.split("\t", 1) for ln in out.decode().splitlines())
+            out = zkref.four_letter("127.0.0.1", self.zk_ports[i], b"mntr")
+            return dict(ln.split("\t", 1) for ln in out.splitlines())
         m = mntr(leader)
         self.assertEqual(m["zk_server_state"], "leader")
         self.assertEqual(m["zk_learners"], "2")

@@ -20,6 +20,19 @@ from harness import free_port
 ZK_JAR = "/usr/share/java/zookeeper.jar"
 
 
+def four_letter(host, port, word, timeout=10):
+    """|word| (bytes, e.g. b"mntr") sent to a ZooKeeper port, the whole
+    answer read until the server closes, as text."""
+    with socket.create_connection((host, int(port)), timeout) as s:
+        s.sendall(word)
+        out = b""
+        while True:
+            b = s.recv(65536)
+            if not b:
+                return out.decode()
+            out += b
+
+
 def available():
     return os.path.exists(ZK_JAR) and shutil.which("java") is not None
 
