@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -138,42 +139,6 @@ static int prealloc(int fd, size_t size)
      * writing zeros where the file system has no fallocate. */
     int rv = posix_fallocate(fd, 0, (off_t)size);
     return rv == 0 ? 0 : -rv;
-}
-
-static int read_whole(const char *path, uint8_t **out, size_t *size)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int rv = -errno;
-        close(fd);
-        return rv;
-    }
-    size_t n = (size_t)sb.st_size;
-    uint8_t *p = malloc(n > 0 ? n : 1);
-    if (p == NULL) {
-        close(fd);
-        return -ENOMEM;
-    }
-    size_t got = 0;
-    while (got < n) {
-        ssize_t k = read(fd, p + got, n - got);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0) {
-            int rv = k < 0 ? -errno : -EIO;
-            free(p);
-            close(fd);
-            return rv;
-        }
-        got += (size_t)k;
-    }
-    close(fd);
-    *out = p;
-    *size = n;
-    return 0;
 }
 
 static void seg_name(char *out, size_t outlen, const char *dir, uint64_t seq, uint64_t first)
@@ -394,16 +359,33 @@ static bool all_zero(const uint8_t *p, size_t n)
 
 enum scan_status { SCAN_CLEAN, SCAN_TORN, SCAN_CORRUPT };
 
+/* Zeros are checked this much at a time, and the mapping's pages given
+ * back after each piece (see read_segment). */
+#define ZERO_WINDOW (4u << 20)
+
 /* scan finds how far |buf| holds valid records (*end) and what follows:
  * nothing or zeros (clean), something with no valid record after it (torn)
- * or a valid record further on (corrupt; *next is where). */
-static enum scan_status scan(const uint8_t *buf, size_t size, size_t *end, size_t *next)
+ * or a valid record further on (corrupt; *next is where). |map| is the
+ * page-aligned mapping |buf| lies in, or NULL: with one, the zeros of a
+ * preallocated tail are dropped from memory as they are checked. */
+static enum scan_status scan(const uint8_t *buf, size_t size, size_t *end, size_t *next,
+                             uint8_t *map)
 {
     size_t off = 0, k;
     while (off < size && (k = record_at(buf, size, off)) != 0)
         off += k;
     *end = off;
-    if (all_zero(buf + off, size - off))
+    bool zeros = true;
+    for (size_t c = off; zeros && c < size;) {
+        size_t w = ZERO_WINDOW - c % ZERO_WINDOW, n = size - c < w ? size - c : w;
+        zeros = all_zero(buf + c, n);
+        /* whole pages past the records only: the records stay mapped */
+        size_t lo = (c + 4095) & ~(size_t)4095, hi = (c + n) & ~(size_t)4095;
+        if (map != NULL && zeros && hi > lo && lo >= ((off + 4095) & ~(size_t)4095))
+            madvise(map + lo, hi - lo, MADV_DONTNEED);
+        c += n;
+    }
+    if (zeros)
         return SCAN_CLEAN;
     for (size_t c = off + REC_HDR; c + REC_HDR < size; c += 8) {
         if (get32(buf + c) == 0)
@@ -414,6 +396,48 @@ static enum scan_status scan(const uint8_t *buf, size_t size, size_t *end, size_
         }
     }
     return SCAN_TORN;
+}
+
+/* read_segment reads a segment file's valid records into memory
+ * (*out, *end bytes) and says what follows them (see scan). The file is
+ * mapped to be scanned, not read into a buffer its size: a segment is
+ * preallocated (64 MiB by default) and mostly zeros when a member starts,
+ * and reading it whole made every start hold that much memory at once. */
+static int read_segment(const char *path, uint8_t **out, size_t *end, size_t *next,
+                        enum scan_status *status)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int rv = -errno;
+        close(fd);
+        return rv;
+    }
+    size_t n = (size_t)sb.st_size;
+    uint8_t *map = NULL;
+    if (n > 0) {
+        map = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (map == MAP_FAILED) {
+            int rv = -errno;
+            close(fd);
+            return rv;
+        }
+    }
+    close(fd);
+    *next = 0;
+    *end = 0;
+    *status = n > 0 ? scan(map, n, end, next, map) : SCAN_CLEAN;
+    uint8_t *p = malloc(*end > 0 ? *end : 1);
+    if (p != NULL && *end > 0)
+        memcpy(p, map, *end);
+    if (map != NULL)
+        munmap(map, n);
+    if (p == NULL)
+        return -ENOMEM;
+    *out = p;
+    return 0;
 }
 
 static void decode(const uint8_t *rec, struct wal_record *r)
@@ -1022,12 +1046,12 @@ int wal_open(const struct wal_options *opts, struct wal **out, struct wal_state 
             goto fail;
         }
         uint8_t *buf;
-        size_t size, end, next = 0;
-        if ((rv = read_whole(path, &buf, &size)) != 0) {
+        size_t end, next;
+        enum scan_status ss;
+        if ((rv = read_segment(path, &buf, &end, &next, &ss)) != 0) {
             set_errf(err, errlen, "wal: cannot read %s: %s", path, strerror(-rv));
             goto fail;
         }
-        enum scan_status ss = scan(buf, size, &end, &next);
         if (ss == SCAN_CORRUPT || (ss == SCAN_TORN && !last)) {
             free(buf);
             rv = QERR_CORRUPT;
@@ -1047,10 +1071,8 @@ int wal_open(const struct wal_options *opts, struct wal **out, struct wal_state 
             torn = ss == SCAN_TORN;
             tail_end = end;
         }
-        /* Keep only the valid part; entries point into it from here on. */
-        uint8_t *small = realloc(buf, end > 0 ? end : 1);
-        if (small != NULL)
-            buf = small;
+        /* the valid part only (read_segment): entries point into it from
+         * here on */
         if ((rv = keep_block(st, buf)) != 0) {
             free(buf);
             goto fail;
@@ -1142,12 +1164,12 @@ int wal_dump_dir(const char *dir, wal_record_fn fn, void *arg, char *err, size_t
     for (size_t i = 0; i < n_segs && rv == 0; i++) {
         seg_name(path, sizeof(path), dir, segs[i].seq, segs[i].first_index);
         uint8_t *buf;
-        size_t size, end, next = 0;
-        if ((rv = read_whole(path, &buf, &size)) != 0) {
+        size_t end, next;
+        enum scan_status ss;
+        if ((rv = read_segment(path, &buf, &end, &next, &ss)) != 0) {
             set_errf(err, errlen, "wal: cannot read %s: %s", path, strerror(-rv));
             break;
         }
-        enum scan_status ss = scan(buf, size, &end, &next);
         for (size_t off = 0; off < end && rv == 0;) {
             struct wal_record r;
             r.path = path;

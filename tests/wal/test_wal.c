@@ -706,6 +706,60 @@ Test(wal, preallocated_zero_tail)
     expect_entries(SMALL, 5, true, "garbage in the tail");
 }
 
+/* vm_kib reads a figure of /proc/self/status (VmRSS, VmHWM) in KiB. */
+static long vm_kib(const char *name)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    cr_assert_not_null(f);
+    char line[256];
+    long v = -1;
+    size_t n = strlen(name);
+    while (v < 0 && fgets(line, sizeof(line), f) != NULL)
+        if (strncmp(line, name, n) == 0 && line[n] == ':')
+            v = strtol(line + n + 1, NULL, 10);
+    fclose(f);
+    cr_assert_geq(v, 0, "no %s in /proc/self/status", name);
+    return v;
+}
+
+Test(wal, big_preallocated_tail_is_read_in_pieces)
+{
+    /* a member's first segment as it starts: 64 MiB, a few records */
+    const size_t seg = 64u << 20;
+    struct wal *w = create(seg);
+    save_range(w, 1, 5, 1, 5);
+    wal_close(w);
+    collect();
+    const struct rec_pos *last = find_entry(5);
+    char path[512];
+    strcpy(path, last->path);
+    const struct rec_pos *tail = &recs.v[recs.n - 1]; /* the hard state after 5 */
+    uint64_t end = tail->offset + rec_total(tail->len);
+    /* opening holds the records, not the segment: the peak resident set
+     * (reset by clear_refs 5) grows by far less than 64 MiB */
+    FILE *cr = fopen("/proc/self/clear_refs", "w");
+    cr_assert_not_null(cr);
+    cr_assert_gt(fputs("5", cr), -1);
+    cr_assert_eq(fclose(cr), 0);
+    long before = vm_kib("VmHWM");
+    expect_entries(seg, 5, false, "64 MiB segment");
+    long grew = vm_kib("VmHWM") - before;
+    cr_assert_lt(grew, 16 * 1024, "opening a 64 MiB segment raised the peak by %ld KiB", grew);
+    /* a valid record 40 MiB in, past pieces already dropped from memory,
+     * is still found: corruption, not a torn tail */
+    size_t size;
+    uint8_t *b = file_get(path, &size);
+    cr_assert_eq(size, seg);
+    memcpy(b + (40u << 20), b + last->offset, rec_total(last->len));
+    cr_assert_eq(file_put(path, b, size), 0);
+    expect_corrupt(seg, path, end, "a valid record 40 MiB in");
+    /* garbage there instead: a torn tail, cut off */
+    memset(b + (40u << 20), 0xab, rec_total(last->len));
+    cr_assert_eq(file_put(path, b, size), 0);
+    free(b);
+    expect_entries(seg, 5, true, "garbage 40 MiB in");
+}
+
 Test(wal, leftover_tmp_segment_is_removed)
 {
     struct wal *w = create(0);
