@@ -944,6 +944,32 @@ int raft_compact(struct raft *r, const void *data, size_t len)
     return 0;
 }
 
+int raft_compact_keep(struct raft *r, uint64_t keep)
+{
+    /* as raft_compact, callable during a Ready: what goes is applied and
+     * persisted, so neither in the Ready's entries to persist nor in its
+     * committed ones */
+    if (r->snap.len > 0)
+        return -EINVAL;
+    if (r->applied == 0 || r->applied < r->snap.index)
+        return -ENOENT;
+    uint64_t to = r->applied > keep ? r->applied - keep : 0;
+    /* the snapshot carries the applied membership: not below the entry
+     * that made it */
+    if (r->conf_index > to)
+        to = r->conf_index;
+    if (to > r->log.stabled || to > r->applied || to <= r->snap.index)
+        return 0;
+    struct raft_snapshot s = {.index = to, .conf = r->conf};
+    if (log_term(&r->log, to, &s.term) != 0)
+        return 0;
+    int rc = copy_snapshot(&r->snap, &s);
+    if (rc)
+        return rc;
+    log_compact(&r->log, to);
+    return 0;
+}
+
 int raft_trim_log(struct raft *r, uint64_t index)
 {
     if (r->in_ready)

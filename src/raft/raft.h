@@ -297,6 +297,18 @@ void raft_campaign(struct raft *r);
  * -ENOENT (nothing applied), -ENOMEM. */
 int raft_compact(struct raft *r, const void *data, size_t len);
 
+/* raft_compact_keep is raft_compact(r, NULL, 0) for a caller whose
+ * snapshots carry no data, keeping the last |keep| applied entries in
+ * memory (as etcd keeps snapshotCatchUpEntries after a snapshot): a
+ * follower a little behind when the application takes its snapshot goes
+ * on from the log instead of being sent the whole state. Unlike
+ * raft_trim_log it drops entries a follower still needs past |keep|: it is
+ * the bound on the log's memory. Never drops above the persisted index nor
+ * below the last applied configuration entry (the snapshot carries the
+ * applied membership). Callable when raft_compact is. Errors: -EINVAL if
+ * the core's snapshot carries data, -ENOENT (nothing applied), -ENOMEM. */
+int raft_compact_keep(struct raft *r, uint64_t keep);
+
 /* raft_trim_log bounds the in-memory log of a caller whose snapshots carry
  * no data (it calls raft_compact(r, NULL, 0)): its state machine is its own
  * snapshot, and what it sends a follower for a snapshot at index i is its

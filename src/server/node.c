@@ -13,10 +13,11 @@
  *      committed entries are applied in one LMDB batch that also records
  *      the consistent index, the writes they belong to are answered, reads
  *      whose index is applied are served, raft_advance;
- *   4. every --snapshot-count applied entries the log is compacted; in
- *      between, the core's in-memory log keeps only the last
- *      LOG_KEEP_ENTRIES applied entries, fewer past --max-raft-log-bytes
- *      (trim_log).
+ *   4. every --snapshot-count applied entries a snapshot marker lets the
+ *      WAL's older segments go; the core's in-memory log keeps the last
+ *      LOG_KEEP_ENTRIES applied entries (more on a leader for a follower
+ *      that needs them, until the next snapshot; fewer past
+ *      --max-raft-log-bytes: trim_log, raft_compact_keep).
  *
  * A log entry's data: u8 kind (enum entry_kind), u8 flags (1: the server's
  * own write), u64 proposer member id, u64 proposal number (little-endian),
@@ -998,8 +999,12 @@ static void maybe_compact(struct server *s)
     if (sync_ms >= SLOW_COMMIT_MS)
         log_warn("raft", "syncing the database for a snapshot took %llu ms",
                  (unsigned long long)sync_ms);
+    /* the in-memory log keeps LOG_KEEP_ENTRIES (etcd's
+     * snapshotCatchUpEntries): compacting it up to |applied| sent the whole
+     * database to every follower a few entries behind at this moment, as
+     * they usually are under load */
     if (rv == 0)
-        rv = raft_compact(s->raft, NULL, 0);
+        rv = raft_compact_keep(s->raft, LOG_KEEP_ENTRIES);
     struct raft_snapshot snap = {.index = applied, .term = term};
     if (rv == 0) {
         snap.conf = *raft_get_membership(s->raft);

@@ -1201,7 +1201,7 @@ class T5Persistence(Base):
 
 # == 6. three members ================================================================
 
-SNAP_KEYS = 2000 if TARGET == "quorum" else 7000   # as test_cluster.py: etcd sends a
+SNAP_KEYS = 7000   # as test_cluster.py: the leader sends a
 SNAP_RECEIVED = re.compile(r"applied (incoming )?snapshot at index \d+")  # snapshot past 5000
 
 

@@ -318,7 +318,7 @@ class Steps(unittest.TestCase):
             ch, kv, _, lease = stubs(c.endpoint(via))
             load(kv, lease)  # a lease and its keys travel in the snapshot too
             ch.close()
-            rev, hashes = test_cluster.write_while_down(c, victim, via, "s/", 2100)
+            rev, hashes = test_cluster.write_while_down(c, victim, via, "s/", test_cluster.SNAP_KEYS)
             self.assertEqual(len({h[:2] for h in hashes.values()}), 1, hashes)
             log = test_cluster.log_since_last_start(c.members[victim])
             got = re.search(r"indexed the snapshot received at index (\d+) in [\d.]+ s", log)
