@@ -319,7 +319,7 @@ int raft_compact_keep(struct raft *r, uint64_t keep);
  * or the persisted index, and on a leader nothing above the match index of
  * any follower or learner (so a member that is behind, or whose progress
  * the leader does not know yet, is never pushed to a snapshot by it: the
- * log then grows until the caller's next raft_compact, as before). Nothing
+ * log then grows until the caller's next raft_compact or raft_compact_keep). Nothing
  * goes while a configuration entry applied after |index| (the snapshot
  * could not carry the membership in force at |index|). The caller's disk is
  * not concerned: a restart still starts from the caller's last persisted
