@@ -24,6 +24,14 @@
 
 static zhandle_t *zh;
 static atomic_long done_ops, errors, issued;
+static atomic_int first_error; /* the first error code seen, 0 if none */
+
+static void count_error(int rc)
+{
+    int none = 0;
+    atomic_compare_exchange_strong(&first_error, &none, rc);
+    atomic_fetch_add(&errors, 1);
+}
 static atomic_bool stop;
 static int op_kind; /* 0 create, 1 set, 2 get, 3 exists */
 static char *value;
@@ -59,7 +67,7 @@ static void issue(void);
 static void finish(int rc)
 {
     if (rc != ZOK)
-        atomic_fetch_add(&errors, 1);
+        count_error(rc);
     atomic_fetch_add(&done_ops, 1);
     if (!atomic_load(&stop))
         issue();
@@ -113,7 +121,7 @@ static void issue(void)
         break;
     }
     if (rc != ZOK) {
-        atomic_fetch_add(&errors, 1);
+        count_error(rc);
         atomic_fetch_sub(&outstanding, 1);
     }
 }
@@ -123,7 +131,7 @@ static void setup_cb(int rc, const char *v, const void *d)
     (void)v;
     (void)d;
     if (rc != ZOK && rc != ZNODEEXISTS)
-        atomic_fetch_add(&errors, 1);
+        count_error(rc);
     atomic_fetch_sub(&outstanding, 1);
 }
 
@@ -191,8 +199,11 @@ int main(int argc, char **argv)
     double t1 = now();
     for (int i = 0; i < 500 && atomic_load(&outstanding) > 0; i++)
         usleep(10000);
-    printf("op=%s ops=%ld seconds=%.2f rate=%.1f errors=%ld\n", argv[2], ops_at_stop, t1 - t0,
+    printf("op=%s ops=%ld seconds=%.2f rate=%.1f errors=%ld", argv[2], ops_at_stop, t1 - t0,
            (double)ops_at_stop / (t1 - t0), atomic_load(&errors));
+    if (atomic_load(&first_error) != 0)
+        printf(" first_error=%d", atomic_load(&first_error)); /* ZOO_ERRORS */
+    printf("\n");
     zookeeper_close(zh);
     return 0;
 }

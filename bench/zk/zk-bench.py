@@ -8,6 +8,12 @@ once and each op runs on one, then the other, --repeat times in turn.
 
     bench/zk/zk-bench.py [--seconds 5] [--clients 4] [--inflight 128] [--members 1,3]
                          [--repeat N] [--cpu]
+    bench/zk/zk-bench.py --memory N [--members 1,3] [--value-size 100]
+
+--memory N measures memory at equal data instead of rates: N znodes are
+created on each server (the same paths, sizes and order), read once, and
+the resident memory of each server is printed (peak and current, summed
+over members) with the znode counts mntr reports.
 
 Needs: zookeeper, libzookeeper-mt-dev (tools/deps.sh), a build dir with
 bench/zk/zk-bench (ninja -C build). Every process is killed by its PID.
@@ -192,6 +198,65 @@ def znode_count(target):
     return "?"
 
 
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def memory_run(binary, args, n):
+    """N znodes of --value-size bytes on each server, one after the other
+    (both up at once, so neither gets the machine to itself): |clients|
+    zk-bench processes each create N/clients nodes under a parent of their
+    own, then read them for --seconds. Prints the servers' resident
+    memory."""
+    per = max(1, args.memory // args.clients)
+    targets = {}
+    out = {}
+    try:
+        targets["zookeeper"] = ZkEnsemble(n).start()
+        targets["quorum"] = QuorumTarget(n).start()
+        for name in ("zookeeper", "quorum"):
+            t = targets[name]
+            procs = [subprocess.Popen([binary, t.hosts, "get", str(args.seconds),
+                                       str(args.inflight), str(args.value_size), str(per)],
+                                      stdout=subprocess.PIPE, text=True)
+                     for _ in range(args.clients)]
+            for p in procs:
+                o, _ = p.communicate(timeout=per * 0.01 + args.seconds * 4 + 300)
+                fields = dict(kv.split("=") for kv in o.split())
+                if p.returncode != 0 or int(fields.get("errors", 1)) != 0:
+                    print("  memory run on %s: exit %d, %s errors" % (name, p.returncode,
+                                                                    fields.get("errors")),
+                          file=sys.stderr)
+                    FAILED.append("memory")
+            time.sleep(1)  # let the last replies and any GC settle
+            out[name] = (sum(peak_rss_kib(p) for p in t.pids()),
+                         sum(rss_kib(p) for p in t.pids()), znode_count(t))
+    finally:
+        for t in targets.values():
+            t.stop()
+    print("%d member%s, %d znodes of %d bytes (%d clients x %d), then read for %g s"
+          % (n, "s" if n > 1 else "", per * args.clients, args.value_size, args.clients, per,
+             args.seconds))
+    print("  %-10s %14s %14s %10s" % ("", "peak RSS MiB", "RSS MiB", "znodes"))
+    for name in ("zookeeper", "quorum"):
+        hwm, rss, nodes = out[name]
+        print("  %-10s %14d %14d %10s" % (name, hwm // 1024, rss // 1024, nodes))
+    if out["zookeeper"][2] != out["quorum"][2] or out["quorum"][2] == "?":
+        # the comparison is only fair at equal data
+        print("  znode counts differ: zookeeper %s, quorum %s" % (out["zookeeper"][2],
+                                                                 out["quorum"][2]),
+              file=sys.stderr)
+        FAILED.append("memory")
+    zh, qh = out["zookeeper"][0], out["quorum"][0]
+    zr, qr = out["zookeeper"][1], out["quorum"][1]
+    print("  ratio quorum/zookeeper: peak %.2f, now %.2f" % (qh / zh if zh else 0,
+                                                             qr / zr if zr else 0))
+
+
 def median(xs):
     xs = sorted(xs)
     return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
@@ -214,6 +279,8 @@ def main():
     ap.add_argument("--warmup", type=float, default=2,
                     help="seconds of each op on each server before measuring, unmeasured "
                          "(the JVM compiles ZooKeeper's hot paths during the first runs)")
+    ap.add_argument("--memory", type=int, default=0, metavar="N",
+                    help="measure memory with N znodes on each server instead of rates")
     args = ap.parse_args()
     if not zkref.available():
         print("zookeeper not installed (apt-get install zookeeper): skipped", file=sys.stderr)
@@ -221,6 +288,10 @@ def main():
     binary = os.environ.get("ZK_BENCH_BIN", os.path.join(args.build, "bench", "zk", "zk-bench"))
     os.environ.setdefault("QUORUM_BIN", os.path.join(args.build, "src", "server", "quorum"))
     names = ("zookeeper", "quorum")
+    if args.memory > 0:
+        for n in [int(x) for x in args.members.split(",")]:
+            memory_run(binary, args, n)
+        return
     for n in [int(x) for x in args.members.split(",")]:
         # both up at once, each op run on one then the other in turn, so a
         # change in the machine's load hits both alike
