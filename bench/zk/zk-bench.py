@@ -39,12 +39,17 @@ OPS = ("create", "set", "get", "exists")
 FAILED = []  # ops that had an error or did nothing: the exit status is 1
 
 
-def peak_rss_kib(pid):
+def status_kib(pid, field):
+    """A memory figure of /proc/PID/status (VmHWM: peak RSS, VmRSS), KiB."""
     with open("/proc/%d/status" % pid) as f:
         for line in f:
-            if line.startswith("VmHWM:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
     return 0
+
+
+def peak_rss_kib(pid):
+    return status_kib(pid, "VmHWM")
 
 
 class ZkEnsemble:
@@ -198,14 +203,6 @@ def znode_count(target):
     return "?"
 
 
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
 def memory_run(binary, args, n):
     """N znodes of --value-size bytes on each server, one after the other
     (both up at once, so neither gets the machine to itself): |clients|
@@ -234,7 +231,7 @@ def memory_run(binary, args, n):
                     FAILED.append("memory")
             time.sleep(1)  # let the last replies and any GC settle
             out[name] = (sum(peak_rss_kib(p) for p in t.pids()),
-                         sum(rss_kib(p) for p in t.pids()), znode_count(t))
+                         sum(status_kib(p, "VmRSS") for p in t.pids()), znode_count(t))
     finally:
         for t in targets.values():
             t.stop()
@@ -332,13 +329,17 @@ def main():
                                                       for a, b in pairs)
             print(line)
         if args.cpu:
-            print("  CPU us/op %-8s %18s %18s" % ("", "zookeeper srv/cli", "quorum srv/cli"))
+            # the servers' CPU per operation, and its ratio: what the rates
+            # would show where the clients did not share the server's cores
+            print("  CPU us/op %-8s %18s %18s %10s" % ("", "zookeeper srv/cli", "quorum srv/cli",
+                                                      "srv ratio"))
             for op in OPS:
                 zs = median([c[0] for c in cpu["zookeeper"][op]])
                 zc = median([c[1] for c in cpu["zookeeper"][op]])
                 qs = median([c[0] for c in cpu["quorum"][op]])
                 qc = median([c[1] for c in cpu["quorum"][op]])
-                print("  %-18s %9.1f %8.1f %9.1f %8.1f" % (op, zs, zc, qs, qc))
+                print("  %-18s %9.1f %8.1f %9.1f %8.1f %10.2f" % (op, zs, zc, qs, qc,
+                                                                 zs / qs if qs else 0))
         zr, qr = rss["zookeeper"], rss["quorum"]
         print("  peak RSS: zookeeper %d MiB, quorum %d MiB (ratio %.2f); znodes at the end: "
               "zookeeper %s, quorum %s (mntr; quorum also keeps every revision until compacted)"

@@ -944,6 +944,21 @@ int raft_compact(struct raft *r, const void *data, size_t len)
     return 0;
 }
 
+/* dataless_snapshot_at makes the core's snapshot index |to| (its term, the
+ * applied membership, no data) and drops the log up to it; the callers
+ * checked that |to| may go. */
+static int dataless_snapshot_at(struct raft *r, uint64_t to)
+{
+    struct raft_snapshot s = {.index = to, .conf = r->conf};
+    if (log_term(&r->log, to, &s.term) != 0)
+        return 0;
+    int rc = copy_snapshot(&r->snap, &s);
+    if (rc)
+        return rc;
+    log_compact(&r->log, to);
+    return 0;
+}
+
 int raft_compact_keep(struct raft *r, uint64_t keep)
 {
     /* as raft_compact, callable during a Ready: what goes is applied and
@@ -960,14 +975,7 @@ int raft_compact_keep(struct raft *r, uint64_t keep)
         to = r->conf_index;
     if (to > r->log.stabled || to > r->applied || to <= r->snap.index)
         return 0;
-    struct raft_snapshot s = {.index = to, .conf = r->conf};
-    if (log_term(&r->log, to, &s.term) != 0)
-        return 0;
-    int rc = copy_snapshot(&r->snap, &s);
-    if (rc)
-        return rc;
-    log_compact(&r->log, to);
-    return 0;
+    return dataless_snapshot_at(r, to);
 }
 
 int raft_trim_log(struct raft *r, uint64_t index)
@@ -989,14 +997,7 @@ int raft_trim_log(struct raft *r, uint64_t index)
      * configuration entry took effect after |to|. */
     if (to <= r->snap.index || r->conf_index > to)
         return 0;
-    struct raft_snapshot s = {.index = to, .conf = r->conf};
-    if (log_term(&r->log, to, &s.term) != 0)
-        return 0;
-    int rc = copy_snapshot(&r->snap, &s);
-    if (rc)
-        return rc;
-    log_compact(&r->log, to);
-    return 0;
+    return dataless_snapshot_at(r, to);
 }
 
 /* ---- public: Ready ------------------------------------------------------ */

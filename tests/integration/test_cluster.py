@@ -555,16 +555,21 @@ def case_k_log_catch_up():
     every entry a member it knows has not acknowledged (quorum trims its
     in-memory log to 5000 entries behind the applied index otherwise)."""
     with Cluster(TARGET) as c:
-        lead = c.wait_leader()
-        followers = [i for i in range(3) if i != lead]
-        victim, via = followers
-        rev, hashes = write_while_down(c, victim, via, "k/", LOG_KEYS)
-        log = log_since_last_start(c.members[victim])
-        got = SNAP_RECEIVED.search(log)
-        check(got is None, "the restarted follower applied a snapshot (%r), it should have "
-              "caught up from the log" % got.group(0) if got else "")
-        print("  %d keys written while m%d was down; it caught up from the log; hashkv at "
-              "rev %d: %s" % (LOG_KEYS, victim, rev, hashes))
+        catches_up_from_the_log(c, "k/", LOG_KEYS)
+
+
+def catches_up_from_the_log(c, prefix, n):
+    """A follower stopped while n puts go through the other one restarts and
+    catches up without a snapshot (write_while_down checks its data)."""
+    lead = c.wait_leader()
+    victim, via = [i for i in range(3) if i != lead]
+    rev, hashes = write_while_down(c, victim, via, prefix, n)
+    log = log_since_last_start(c.members[victim])
+    got = SNAP_RECEIVED.search(log)
+    check(got is None, "the restarted follower applied a snapshot (%r), it should have "
+          "caught up from the log" % got.group(0) if got else "")
+    print("  %d keys written while m%d was down; it caught up from the log; hashkv at "
+          "rev %d: %s" % (n, victim, rev, hashes))
 
 
 # -- l ------------------------------------------------------------------------
@@ -580,16 +585,7 @@ def case_l_log_catch_up_across_snapshots():
     so a follower only a little behind at that moment, as followers are under
     load, was sent the whole database."""
     with Cluster(TARGET, extra_args=["--snapshot-count", "100"]) as c:
-        lead = c.wait_leader()
-        followers = [i for i in range(3) if i != lead]
-        victim, via = followers
-        rev, hashes = write_while_down(c, victim, via, "l/", CATCH_UP_KEYS)
-        log = log_since_last_start(c.members[victim])
-        got = SNAP_RECEIVED.search(log)
-        check(got is None, "the restarted follower applied a snapshot (%r), it should have "
-              "caught up from the log" % got.group(0) if got else "")
-        print("  %d keys written while m%d was down; it caught up from the log; hashkv at "
-              "rev %d: %s" % (CATCH_UP_KEYS, victim, rev, hashes))
+        catches_up_from_the_log(c, "l/", CATCH_UP_KEYS)
 
 
 CASES = [
