@@ -376,12 +376,15 @@ static enum scan_status scan(const uint8_t *buf, size_t size, size_t *end, size_
         off += k;
     *end = off;
     bool zeros = true;
+    long ps = sysconf(_SC_PAGESIZE);
+    size_t page = ps > 0 ? (size_t)ps : 4096;
     for (size_t c = off; zeros && c < size;) {
         size_t w = ZERO_WINDOW - c % ZERO_WINDOW, n = size - c < w ? size - c : w;
         zeros = all_zero(buf + c, n);
-        /* whole pages past the records only: the records stay mapped */
-        size_t lo = (c + 4095) & ~(size_t)4095, hi = (c + n) & ~(size_t)4095;
-        if (map != NULL && zeros && hi > lo && lo >= ((off + 4095) & ~(size_t)4095))
+        /* whole pages past the records only (c >= off): the records stay
+         * mapped */
+        size_t lo = (c + page - 1) / page * page, hi = (c + n) / page * page;
+        if (map != NULL && zeros && hi > lo)
             madvise(map + lo, hi - lo, MADV_DONTNEED);
         c += n;
     }
