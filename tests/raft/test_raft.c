@@ -672,7 +672,9 @@ Test(raft, readindex_on_follower_forwards)
 
 /* ---- snapshots (paper 7) ------------------------------------------------ */
 
-Test(raft, snapshot_compacts_and_catches_up_follower)
+/* lead_with_n3_cut_off: three members, n1 leading, 20 entries applied on
+ * n1 and n2 while n3 hears nothing after the leader's no-op */
+static void lead_with_n3_cut_off(void)
 {
     boot(3);
     raft_campaign(nodes[1]);
@@ -681,6 +683,11 @@ Test(raft, snapshot_compacts_and_catches_up_follower)
     for (int k = 0; k < 20; k++)
         propose(1, "s");
     settle();
+}
+
+Test(raft, snapshot_compacts_and_catches_up_follower)
+{
+    lead_with_n3_cut_off();
     cr_assert_eq(raft_get_applied(nodes[1]), 22);
     cr_assert_eq(raft_compact(nodes[1], "STATE", 5), 0);
     cr_assert_eq(raft_get_first_index(nodes[1]), 23);
@@ -769,13 +776,7 @@ Test(raft, trim_log_refused_when_snapshot_has_data)
 
 Test(raft, trim_log_leader_keeps_what_a_follower_lacks)
 {
-    boot(3);
-    raft_campaign(nodes[1]);
-    settle();
-    isolate(3, true);
-    for (int k = 0; k < 20; k++)
-        propose(1, "s");
-    settle();
+    lead_with_n3_cut_off();
     cr_assert_eq(raft_get_applied(nodes[1]), 22);
     /* n3 acknowledged up to 2 (the no-op): nothing after it goes */
     cr_assert_eq(raft_trim_log(nodes[1], 20), 0);
@@ -796,13 +797,7 @@ Test(raft, trim_log_leader_keeps_what_a_follower_lacks)
 
 Test(raft, trim_log_lagging_follower_gets_a_dataless_snapshot)
 {
-    boot(3);
-    raft_campaign(nodes[1]);
-    settle();
-    isolate(3, true);
-    for (int k = 0; k < 20; k++)
-        propose(1, "s");
-    settle();
+    lead_with_n3_cut_off();
     /* n2 leads now, with n3 unknown: it trims once n3 answers */
     raft_campaign(nodes[2]);
     settle();
@@ -860,13 +855,7 @@ Test(raft, trim_log_not_across_a_configuration_change)
 
 Test(raft, compact_keep_keeps_the_last_entries_for_followers)
 {
-    boot(3);
-    raft_campaign(nodes[1]);
-    settle();
-    isolate(3, true);
-    for (int k = 0; k < 20; k++)
-        propose(1, "s");
-    settle();
+    lead_with_n3_cut_off();
     cr_assert_eq(raft_get_applied(nodes[1]), 22);
     /* the bound on memory: past the entries kept, even what n3 lacks goes */
     cr_assert_eq(raft_compact_keep(nodes[1], 8), 0);
