@@ -34,6 +34,7 @@
  * between the snapshot's index and A are not applied twice. */
 #include "server/server_int.h"
 #include "server/front.h"
+#include "server/zk_service.h"
 #include "zk.pb-c.h"
 
 #include <errno.h>
@@ -952,6 +953,7 @@ static void install_snapshot(struct server *s, const struct raft_snapshot *snap)
     server_compact_kick(s);  /* the copy may hold a compaction under way */
     watch_hub_restored(s->watches);
     server_watch_kick(s);
+    server_zk_store_replaced(s);
     uint64_t t_end = uv_hrtime();
     log_info("raft",
              "applied snapshot at index %llu (database at index %llu, revision %lld) in %.1f ms "

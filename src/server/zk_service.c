@@ -58,6 +58,8 @@
 /* what srvr and mntr may spend summing the tree's data size on the loop
  * (mvcc_range_opts.budget: about one unit per znode): -1 past it */
 #define ZK_STATS_BUDGET (1 << 15)
+/* keys of the figures' count a loop pass: about a millisecond */
+#define ZK_FIG_STEP 4096
 /* znodes the container sweep reads per loop pass (a few ms at most) */
 #define ZK_SWEEP_STEP 256
 
@@ -183,6 +185,12 @@ struct zsvc {
     uv_timer_t sweep_tick, sweep_step;
     struct buf sweep_cursor;
     bool sweeping;
+    /* the tree's figures for srvr and mntr (zk_tree.h), counted after
+     * start and after a snapshot replaced the store, ZK_FIG_STEP keys a
+     * loop pass, then kept by the change observer */
+    struct zk_figures fig;
+    uv_timer_t fig_step;
+    uint64_t fig_ns; /* the count's time on the loop, for the log */
     int close_refs; /* closing: the listener and the reaper, not yet closed */
 };
 
@@ -940,7 +948,10 @@ void server_zk_observe(struct server *s, int type, const struct mvcc_kv *kv,
                        const struct mvcc_kv *prev)
 {
     struct zsvc *z = s->zk;
-    if (z == NULL || (z->n_watches == 0 && z->recursive == NULL))
+    if (z == NULL)
+        return;
+    zk_figures_change(&z->fig, type, kv, prev);
+    if (z->n_watches == 0 && z->recursive == NULL)
         return;
     const uint8_t *p;
     size_t n;
@@ -1638,9 +1649,12 @@ static size_t outstanding(struct zsvc *z)
 /* ZooKeeper's version line; monitoring tools read 3.8 from it */
 #define ZK_VERSION_TEXT "3.8.0-quorum-" QUORUM_VERSION ", built on quorum"
 
-/* the tree's figures; a failed read shows -1 (and is logged) */
+/* the tree's figures: kept ones once counted, else read now (a failed
+ * read shows -1 and is logged) */
 static void tree_stats(struct zsvc *z, struct zk_tree_stats *ts)
 {
+    if (zk_figures_stats(&z->fig, z->s->leases, ts))
+        return;
     int rv = zk_tree_stats(z->s->kv, z->s->leases, ZK_STATS_BUDGET, ts);
     if (rv != 0) {
         log_warn("zk", "reading the tree's figures: %s", q_strerror(rv));
@@ -1896,6 +1910,45 @@ static void on_sweep_step(uv_timer_t *t)
         uv_timer_start(&z->sweep_step, on_sweep_step, 0, 0); /* the next step, next pass */
 }
 
+/* one step of the figures' count, then the next on the next pass; not
+ * while an apply is paused between the steps of a big revision (reads
+ * see the store before it while the observer has seen part of it) */
+static void on_fig_step(uv_timer_t *t)
+{
+    struct zsvc *z = t->data;
+    struct server *s = z->s;
+    if (s->apply_paused) {
+        uv_timer_start(&z->fig_step, on_fig_step, 1, 0);
+        return;
+    }
+    bool done = false;
+    uint64_t t0 = uv_hrtime();
+    int rv = zk_figures_step(&z->fig, s->kv, ZK_FIG_STEP, &done);
+    z->fig_ns += uv_hrtime() - t0;
+    if (rv != 0) {
+        log_warn("zk", "counting the tree's figures: %s; counting again in 1 s", q_strerror(rv));
+        uv_timer_start(&z->fig_step, on_fig_step, 1000, 0);
+    } else if (!done) {
+        uv_timer_start(&z->fig_step, on_fig_step, 0, 0);
+    } else {
+        log_info("zk", "counted the tree's figures: %lld znodes, %lld sessions in %.1f ms of the loop",
+                 (long long)z->fig.nodes + 2, (long long)z->fig.sessions, (double)z->fig_ns / 1e6);
+    }
+}
+
+static void figures_count(struct zsvc *z)
+{
+    zk_figures_restart(&z->fig);
+    z->fig_ns = 0;
+    uv_timer_start(&z->fig_step, on_fig_step, 0, 0);
+}
+
+void server_zk_store_replaced(struct server *s)
+{
+    if (s->zk != NULL)
+        figures_count(s->zk);
+}
+
 static void on_sweep_tick(uv_timer_t *t)
 {
     struct zsvc *z = t->data;
@@ -1949,6 +2002,8 @@ int server_zk_listen(struct server *s)
     z->sweep_tick.data = z->sweep_step.data = z;
     uint64_t every = s->cfg.zk_container_check_ms ? s->cfg.zk_container_check_ms : 60000;
     uv_timer_start(&z->sweep_tick, on_sweep_tick, every, every);
+    uv_timer_init(s->loop, &z->fig_step);
+    z->fig_step.data = z;
     for (size_t i = 0; i < s->cfg.n_listen_zk; i++) {
         const struct url *u = &s->cfg.listen_zk[i];
         char err[300];
@@ -1976,6 +2031,7 @@ void server_zk_serve(struct server *s)
     struct zsvc *z = s->zk;
     if (z == NULL)
         return;
+    figures_count(z); /* the store as the member starts to serve it */
     int rv = zk_listener_start(z->l);
     if (rv != 0) {
         log_error("zk", "cannot accept ZooKeeper clients: %s", uv_strerror(rv));
@@ -1993,6 +2049,7 @@ static void zsvc_unref(struct zsvc *z)
     if (--z->close_refs == 0) {
         free(z->tab); /* every watch went with its connection */
         buf_free(&z->sweep_cursor);
+        zk_figures_free(&z->fig);
         buf_free(&z->scratch);
         free(z);
     }
@@ -2016,7 +2073,7 @@ void server_zk_close(struct server *s)
     s->zk = NULL;
     /* every connection closes; their on_close runs from the close
      * callbacks */
-    z->close_refs = 4;
+    z->close_refs = 5;
     zk_listener_close(z->l, on_listener_closed, z);
     on_reap(&z->reaper);
     /* calls still waiting for the store: the services forget them, now,
@@ -2031,4 +2088,5 @@ void server_zk_close(struct server *s)
     uv_close((uv_handle_t *)&z->reaper, on_reaper_closed);
     uv_close((uv_handle_t *)&z->sweep_tick, on_reaper_closed);
     uv_close((uv_handle_t *)&z->sweep_step, on_reaper_closed);
+    uv_close((uv_handle_t *)&z->fig_step, on_reaper_closed);
 }

@@ -25,6 +25,10 @@ struct mvcc_kv;
 void server_zk_observe(struct server *s, int type, const struct mvcc_kv *kv,
                        const struct mvcc_kv *prev);
 
+/* server_zk_store_replaced: a snapshot replaced the store; the tree's
+ * figures for the four-letter words are counted again. */
+void server_zk_store_replaced(struct server *s);
+
 /* ZooKeeper 3.8's session timeout bounds for a tickTime of |tick_ms|: the
  * asked timeout clamped to [2, 20] ticks. */
 int server_zk_negotiate_timeout(int asked_ms, int tick_ms);

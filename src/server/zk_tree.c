@@ -1339,6 +1339,23 @@ static void count_zk_key(const uint8_t *key, size_t len, void *arg)
         ++*(int64_t *)arg;
 }
 
+/* ephemerals: the keys of ZooKeeper D keys attached to leases (memory) */
+static int count_ephemerals(lessor *leases, int64_t *out)
+{
+    *out = 0;
+    if (leases == NULL)
+        return 0;
+    size_t n = lessor_ids(leases, NULL, 0);
+    int64_t *ids = n > 0 ? malloc(sizeof(*ids) * n) : NULL;
+    if (n > 0 && ids == NULL)
+        return -ENOMEM;
+    n = lessor_ids(leases, ids, n);
+    for (size_t i = 0; i < n; i++)
+        lessor_keys(leases, ids[i], count_zk_key, out);
+    free(ids);
+    return 0;
+}
+
 int zk_tree_stats(mvcc_store *kv, lessor *leases, int64_t budget, struct zk_tree_stats *out)
 {
     /* D keys of depth >= 1 (every node but "/"), and S keys */
@@ -1376,17 +1393,161 @@ int zk_tree_stats(mvcc_store *kv, lessor *leases, int64_t budget, struct zk_tree
     mvcc_read_end(r);
     if (rv != 0)
         return rv;
-    if (leases != NULL) {
-        size_t n = lessor_ids(leases, NULL, 0);
-        int64_t *ids = n > 0 ? malloc(sizeof(*ids) * n) : NULL;
-        if (n > 0 && ids == NULL)
-            return -ENOMEM;
-        n = lessor_ids(leases, ids, n);
-        for (size_t i = 0; i < n; i++)
-            lessor_keys(leases, ids[i], count_zk_key, &out->ephemerals);
-        free(ids);
+    return count_ephemerals(leases, &out->ephemerals);
+}
+
+/* ---- the figures kept as the tree changes ---- */
+
+/* d_data_len: the data length in a D record (0 for no data or a record
+ * quorum did not write, whose path alone counts, as zk_tree_stats'),
+ * read past the head and the ACL without copying them */
+static int64_t d_data_len(const uint8_t *v, size_t n)
+{
+    enum { HEAD = 2 + 8 * 3 + 4 * 2 + 8 * 2 };
+    if (n < HEAD || v[0] != ZNODE_VERSION)
+        return 0;
+    struct jute_in in;
+    jute_in_init(&in, v + HEAD, n - HEAD);
+    int32_t acls = jute_get_int(&in);
+    for (int32_t i = 0; i < acls && in.err == 0; i++) {
+        (void)jute_get_int(&in);   /* perms */
+        (void)jute_get_bytes(&in); /* scheme */
+        (void)jute_get_bytes(&in); /* id */
     }
+    struct jute_bytes data = jute_get_bytes(&in);
+    return in.err != 0 || data.len < 0 ? 0 : data.len;
+}
+
+enum fig_kind { FIG_NONE, FIG_NODE, FIG_ROOT, FIG_SESSION };
+
+static enum fig_kind fig_kind(const uint8_t *k, size_t n)
+{
+    if (n < 5 || k[0] != 0 || k[1] != 'z' || k[2] != 'k')
+        return FIG_NONE;
+    if (k[3] == 'S')
+        return n == ZK_SESSION_KEY_LEN ? FIG_SESSION : FIG_NONE;
+    if (k[3] != 'D' || n < 7)
+        return FIG_NONE;
+    return n == 7 && k[4] == 0 && k[5] == 0 ? FIG_ROOT : FIG_NODE;
+}
+
+/* fig_add counts (|sign| 1) or uncounts (-1) a key that exists */
+static void fig_add(struct zk_figures *f, const uint8_t *k, size_t kl, const uint8_t *v,
+                    size_t vl, int sign)
+{
+    switch (fig_kind(k, kl)) {
+    case FIG_SESSION:
+        f->sessions += sign;
+        break;
+    case FIG_ROOT:
+        f->root_d = sign > 0; /* "/" is never deleted: only its data changes */
+        f->data_size += sign * (1 + d_data_len(v, vl));
+        break;
+    case FIG_NODE:
+        f->nodes += sign;
+        f->data_size += sign * ((int64_t)kl - 6 + d_data_len(v, vl));
+        break;
+    default:
+        break;
+    }
+}
+
+void zk_figures_restart(struct zk_figures *f)
+{
+    buf_reset(&f->cursor);
+    f->counted = false;
+    f->nodes = f->sessions = f->data_size = 0;
+    f->root_d = false;
+}
+
+void zk_figures_free(struct zk_figures *f)
+{
+    buf_free(&f->cursor);
+}
+
+void zk_figures_change(struct zk_figures *f, int type, const struct mvcc_kv *kv,
+                       const struct mvcc_kv *prev)
+{
+    if (fig_kind(kv->key, kv->key_len) == FIG_NONE)
+        return;
+    /* a key the count has not reached yet is counted as it is then */
+    if (!f->counted &&
+        (f->cursor.len == 0 ||
+         bytes_compare(kv->key, kv->key_len, f->cursor.data, f->cursor.len) >= 0))
+        return;
+    if (prev != NULL)
+        fig_add(f, prev->key, prev->key_len, prev->value, prev->value_len, -1);
+    if (type != MVCC_EVENT_DELETE)
+        fig_add(f, kv->key, kv->key_len, kv->value, kv->value_len, 1);
+}
+
+struct fig_visit {
+    struct zk_figures *f;
+    size_t seen, max;
+    struct buf next; /* where the next step starts: just after the last key */
+};
+
+#define FIG_FULL 1
+static int fig_kv(const struct mvcc_kv *kv, void *arg)
+{
+    struct fig_visit *v = arg;
+    fig_add(v->f, kv->key, kv->key_len, kv->value, kv->value_len, 1);
+    if (++v->seen < v->max)
+        return 0;
+    if (buf_append(&v->next, kv->key, kv->key_len) != 0 || buf_append(&v->next, "", 1) != 0)
+        return -ENOMEM;
+    return FIG_FULL;
+}
+
+int zk_figures_step(struct zk_figures *f, mvcc_store *kv, size_t max_keys, bool *done)
+{
+    /* D keys, then S keys (nothing else lies between them) */
+    static const uint8_t first[4] = {0, 'z', 'k', 'D'}, end[4] = {0, 'z', 'k', 'T'};
+    *done = f->counted;
+    if (f->counted)
+        return 0;
+    if (f->cursor.len == 0 && buf_append(&f->cursor, first, sizeof(first)) != 0)
+        return -ENOMEM;
+    struct fig_visit v = {f, 0, max_keys > 0 ? max_keys : 1, {0}};
+    mvcc_read *r;
+    int rv = mvcc_read_begin(kv, &r);
+    if (rv == 0) {
+        rv = mvcc_read_range(r, f->cursor.data, f->cursor.len, end, sizeof(end), NULL, fig_kv, &v,
+                             NULL);
+        if (rv == FIG_FULL)
+            rv = 0;
+        mvcc_read_end(r);
+    }
+    if (rv != 0) {
+        buf_free(&v.next);
+        zk_figures_restart(f);
+        return rv;
+    }
+    buf_reset(&f->cursor);
+    if (v.seen < v.max) {
+        f->counted = true;
+        *done = true;
+    } else {
+        struct buf old = f->cursor;
+        f->cursor = v.next; /* keys below it are counted */
+        v.next = old;
+    }
+    buf_free(&v.next);
     return 0;
+}
+
+bool zk_figures_stats(const struct zk_figures *f, lessor *leases, struct zk_tree_stats *out)
+{
+    if (!f->counted)
+        return false;
+    int64_t eph = 0;
+    if (count_ephemerals(leases, &eph) != 0)
+        eph = -1;
+    out->znodes = f->nodes + 2; /* "/" twice, as ZooKeeper's DataTree */
+    out->sessions = f->sessions;
+    out->ephemerals = eph;
+    out->data_size = f->data_size + (f->root_d ? 0 : 1);
+    return true;
 }
 
 static int64_t mzxid_of(const uint8_t *v, size_t n)

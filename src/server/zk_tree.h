@@ -93,6 +93,38 @@ struct zk_tree_stats {
 };
 int zk_tree_stats(mvcc_store *kv, lessor *leases, int64_t budget, struct zk_tree_stats *out);
 
+/* The tree's figures kept as it changes, so srvr and mntr read them in
+ * O(1) whatever the tree's size (zk_tree_stats walks the key index and,
+ * for the data size, every record). They are counted once after start,
+ * and again after the store was replaced by a snapshot, in steps of a
+ * bounded number of keys (zk_figures_step, from the loop); every change
+ * of the store moves them (zk_figures_change, from the store's change
+ * observer) when its key is below the count's cursor, that is, already
+ * counted: so they are always the figures of the store as it is.
+ * zk_figures_stats gives them in zk_tree_stats' form once counted. */
+struct zk_figures {
+    bool counted;      /* the count ended: every key is below the cursor */
+    struct buf cursor; /* the count's next key; empty and !counted: not begun */
+    int64_t nodes;     /* D keys of depth >= 1 */
+    int64_t sessions;  /* S keys */
+    int64_t data_size; /* the D keys' paths and data lengths */
+    bool root_d;       /* "/" has a D key (without one its path counts 1) */
+};
+/* zk_figures_restart forgets the figures: the next step counts again. */
+void zk_figures_restart(struct zk_figures *f);
+void zk_figures_free(struct zk_figures *f);
+/* zk_figures_step counts up to |max_keys| more keys of |kv| (read on its
+ * owner's loop); *done once the count ended. Returns 0 or a storage
+ * error (the figures are then restarted). */
+int zk_figures_step(struct zk_figures *f, mvcc_store *kv, size_t max_keys, bool *done);
+/* zk_figures_change: a change of the store (mvcc's observer arguments). */
+void zk_figures_change(struct zk_figures *f, int type, const struct mvcc_kv *kv,
+                       const struct mvcc_kv *prev);
+/* zk_figures_stats fills |out| (ephemerals from |leases|, as
+ * zk_tree_stats) and returns true once the figures are counted; false
+ * before (|out| untouched). */
+bool zk_figures_stats(const struct zk_figures *f, lessor *leases, struct zk_tree_stats *out);
+
 /* zk_is_read: the request type is answered by zk_read. */
 bool zk_is_read(int32_t type);
 

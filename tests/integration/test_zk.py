@@ -418,6 +418,50 @@ class FourLetterWords(unittest.TestCase):
         self.assertLessEqual(int(m["zk_min_latency"]), int(m["zk_max_latency"]))
         self.assertLessEqual(float(m["zk_avg_latency"]), float(m["zk_max_latency"]))
 
+    def test_mntr_figures_of_a_big_tree(self):
+        """zk_znode_count and zk_approximate_data_size stay exact for a
+        tree of 40,000 znodes (each node's path and data lengths; quorum
+        keeps them as the tree changes rather than walking it, which it
+        once gave up on past about 32,000 znodes and showed -1)."""
+        from kazoo.client import KazooClient
+        zk = KazooClient(hosts="%s:%d" % SERVER, timeout=10)
+        zk.start(timeout=15)
+
+        def figures():
+            m = dict(ln.split("\t") for ln in four(b"mntr")[:-1].split("\n"))
+            return int(m["zk_znode_count"]), int(m["zk_approximate_data_size"])
+
+        base = "/bigtree%d" % os.getpid()
+        n, per = 40000, 1000
+        try:
+            size = len(base) + 3
+            for attempt in range(4):
+                before = figures()
+                zk.create(base, b"top")
+                for lo in range(0, n, per):
+                    t = zk.transaction()
+                    for i in range(lo, lo + per):
+                        t.create("%s/n%05d" % (base, i), b"%07d" % i)
+                    self.assertTrue(all(r.startswith(base) for r in t.commit()))
+                during = figures()
+                for lo in range(0, n, per):
+                    t = zk.transaction()
+                    for i in range(lo, lo + per):
+                        t.delete("%s/n%05d" % (base, i))
+                    t.commit()
+                zk.delete(base)
+                after = figures()
+                want = (before[0] + n + 1,
+                        before[1] + size + n * (len(base) + len("/n00000") + 7))
+                if during == want and after == before:
+                    break
+                time.sleep(2)  # sessions of earlier tests still expiring
+            self.assertEqual(during, want)
+            self.assertEqual(after, before)
+        finally:
+            zk.stop()
+            zk.close()
+
     def test_srst_and_crst_reset_the_counts(self):
         import re
         from kazoo.client import KazooClient

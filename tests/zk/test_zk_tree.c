@@ -1,6 +1,7 @@
 /* tests/zk/test_zk_tree.c: the pure helpers of server/zk_tree.c: ZooKeeper's
  * path rules (PathUtils.validatePath) and ACL checks (checkACL with the
- * world, digest, auth and ip schemes), and zk_tree_stats on a real store.
+ * world, digest, auth and ip schemes), zk_tree_stats on a real store, and
+ * the figures kept as the tree changes (zk_figures) against it.
  * The rest of the store-facing parts are tested end to end by
  * tests/integration/test_zk.py against Apache ZooKeeper. */
 #include <criterion/criterion.h>
@@ -234,6 +235,128 @@ Test(zk_tree, stats_count_the_tree)
     cr_assert_eq(st.ephemerals, 1);
 
     lessor_close(ls);
+    mvcc_close(kv);
+    backend_close(be);
+    tmpdir_remove(dir);
+}
+
+/* ---- zk_figures: the figures kept as the tree changes ---- */
+
+static void fig_observer(enum mvcc_event_type type, const struct mvcc_kv *kv,
+                         const struct mvcc_kv *prev, void *arg)
+{
+    zk_figures_change(arg, (int)type, kv, prev);
+}
+
+/* one random change: a znode of 40 paths at three depths created, its
+ * data changed or deleted, "/"'s data set, a session key put or deleted,
+ * a record quorum did not write, or an etcd key (never counted) */
+static void random_change(mvcc_store *kv, unsigned *seed)
+{
+    static const char *const paths[] = {"/a", "/b", "/c", "/d", "/a/x", "/a/y", "/b/x", "/c/zz",
+                                        "/a/x/1", "/a/x/2"};
+    uint8_t k[64], v[512], sk[ZK_SESSION_KEY_LEN];
+    char data[200];
+    unsigned r = (unsigned)rand_r(seed);
+    size_t dl = (size_t)rand_r(seed) % sizeof(data);
+    memset(data, 'd', dl);
+    data[dl] = '\0';
+    mvcc_txn *t;
+    cr_assert_eq(mvcc_txn_begin(kv, &t), 0);
+    int64_t del;
+    const char *p = paths[(r >> 4) % 10];
+    unsigned depth = 0;
+    for (const char *c = p; *c; c++)
+        depth += *c == '/';
+    size_t kl = node_key_of(k, depth, p);
+    switch (r % 8) {
+    case 0:
+    case 1:
+    case 2: /* create or set */
+        cr_assert_eq(mvcc_txn_put(t, k, kl, v, d_record(v, data), 0, NULL, NULL), 0);
+        break;
+    case 3:
+    case 4:
+        cr_assert_eq(mvcc_txn_delete_range(t, k, kl, NULL, 0, NULL, NULL, &del), 0);
+        break;
+    case 5:
+        kl = node_key_of(k, 0, "/");
+        cr_assert_eq(mvcc_txn_put(t, k, kl, v, d_record(v, data), 0, NULL, NULL), 0);
+        break;
+    case 6:
+        zk_session_key((int64_t)((r >> 4) % 5) + 1, sk);
+        if ((r >> 8) & 1)
+            cr_assert_eq(mvcc_txn_put(t, sk, sizeof(sk), (const uint8_t *)"s", 1, 0, NULL, NULL), 0);
+        else
+            cr_assert_eq(mvcc_txn_delete_range(t, sk, sizeof(sk), NULL, 0, NULL, NULL, &del), 0);
+        break;
+    default:
+        if ((r >> 8) & 1)
+            cr_assert_eq(mvcc_txn_put(t, k, kl, (const uint8_t *)"junk", 4, 0, NULL, NULL), 0);
+        else
+            cr_assert_eq(mvcc_txn_put(t, (const uint8_t *)"etcd", 4, (const uint8_t *)data, dl, 0,
+                                      NULL, NULL),
+                         0);
+        break;
+    }
+    mvcc_txn_end(t);
+}
+
+static void assert_figures_match(mvcc_store *kv, const struct zk_figures *f, int step)
+{
+    struct zk_tree_stats want, got;
+    cr_assert_eq(zk_tree_stats(kv, NULL, 0, &want), 0);
+    cr_assert(zk_figures_stats(f, NULL, &got));
+    cr_assert_eq(got.znodes, want.znodes, "step %d: znodes %lld, walked %lld", step,
+                 (long long)got.znodes, (long long)want.znodes);
+    cr_assert_eq(got.sessions, want.sessions, "step %d: sessions %lld, walked %lld", step,
+                 (long long)got.sessions, (long long)want.sessions);
+    cr_assert_eq(got.data_size, want.data_size, "step %d: data size %lld, walked %lld", step,
+                 (long long)got.data_size, (long long)want.data_size);
+}
+
+Test(zk_tree, figures_follow_changes_during_and_after_their_count)
+{
+    const char *dir = tmpdir_make();
+    cr_assert_not_null(dir);
+    backend *be;
+    mvcc_store *kv;
+    struct backend_options o = {.dir = dir, .map_size = 64 << 20, .no_sync = true};
+    cr_assert_eq(backend_open(&o, &be), 0);
+    cr_assert_eq(mvcc_open(be, &kv), 0);
+    struct zk_figures f = {0};
+    mvcc_set_observer(kv, fig_observer, &f);
+    cr_assert_eq(mvcc_batch_begin(kv), 0);
+    unsigned seed = 7;
+    for (int i = 0; i < 60; i++)
+        random_change(kv, &seed);
+    struct zk_tree_stats st;
+    cr_assert_not(zk_figures_stats(&f, NULL, &st), "not counted before the first step");
+    for (int round = 0; round < 20; round++) {
+        /* counted in steps of 1-3 keys, with changes between the steps
+         * above, below and at the cursor */
+        zk_figures_restart(&f);
+        bool done = false;
+        int steps = 0;
+        while (!done) {
+            cr_assert_eq(zk_figures_step(&f, kv, 1 + (size_t)(round % 3), &done), 0);
+            for (int c = rand_r(&seed) % 3; c > 0; c--)
+                random_change(kv, &seed);
+            cr_assert_lt(++steps, 1000);
+        }
+        cr_assert_gt(steps, 2, "the count took several steps");
+        assert_figures_match(kv, &f, round);
+        for (int i = 0; i < 30; i++) {
+            random_change(kv, &seed);
+            assert_figures_match(kv, &f, round * 100 + i);
+        }
+        if (round == 10) {
+            cr_assert_eq(mvcc_batch_commit(kv), 0);
+            cr_assert_eq(mvcc_batch_begin(kv), 0);
+        }
+    }
+    cr_assert_eq(mvcc_batch_commit(kv), 0);
+    zk_figures_free(&f);
     mvcc_close(kv);
     backend_close(be);
     tmpdir_remove(dir);
