@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <sys/stat.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/utsname.h>
@@ -51,6 +52,10 @@
 #include "zk/zk.h"
 
 #define ZK_TICK_MS 2000 /* ZooKeeper's default tickTime */
+/* ZooTrace's default text trace mask (client pings, server packets,
+ * sessions: 0b100110010), which gtmk shows and stmk replaces; quorum
+ * keeps it for those two words only (it traces nothing by it) */
+#define ZK_TRACE_MASK_DEFAULT 306
 #define ZK_PASSWD_LEN ZK_SESSION_PASSWD_LEN /* the session record: zk_tree.h */
 /* a connection with this many requests not yet answered is not read
  * until it is down to half (ZooKeeper throttles at 1000 outstanding) */
@@ -190,6 +195,7 @@ struct zsvc {
      * loop pass, then kept by the change observer */
     struct zk_figures fig;
     uv_timer_t fig_step;
+    int64_t trace_mask; /* gtmk and stmk's (ZooTrace's text trace mask) */
     uint64_t fig_ns; /* the count's time on the loop, for the log */
     int close_refs; /* closing: the listener and the reaper, not yet closed */
 };
@@ -1750,6 +1756,8 @@ static void mntr(struct zsvc *z, struct buf *out)
     }
 }
 
+static uint64_t wal_bytes(struct server *s);
+
 /* conf: ZooKeeper's standalone lines, from quorum's configuration */
 static void conf(struct zsvc *z, struct buf *out)
 {
@@ -1761,7 +1769,7 @@ static void conf(struct zsvc *z, struct buf *out)
     appendf(out, "dataDir=%s\n", s->cfg.data_dir);
     appendf(out, "dataDirSize=%llu\n", (unsigned long long)s->db_size);
     appendf(out, "dataLogDir=%s\n", wal);
-    appendf(out, "dataLogSize=0\n");
+    appendf(out, "dataLogSize=%llu\n", (unsigned long long)wal_bytes(s));
     appendf(out, "tickTime=%d\n", ZK_TICK_MS);
     appendf(out, "maxClientCnxns=0\n");
     appendf(out, "minSessionTimeout=%d\n", 2 * ZK_TICK_MS);
@@ -1808,7 +1816,271 @@ static void conn_reset(zk_conn *c, void *arg)
     }
 }
 
-static void on_4lw(zk_conn *c, const char *cmd, struct buf *out)
+/* ---- dirs, wchc, wchp, dump ---- */
+
+/* dir_bytes: the sizes of the regular files in |dir| (not below it) */
+static uint64_t dir_bytes(const char *dir)
+{
+    uint64_t n = 0;
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        struct stat st;
+        if (fstatat(dirfd(d), de->d_name, &st, 0) == 0 && S_ISREG(st.st_mode))
+            n += (uint64_t)st.st_size;
+    }
+    closedir(d);
+    return n;
+}
+
+static uint64_t wal_bytes(struct server *s)
+{
+    char wal[1100];
+    server_wal_dir(&s->cfg, wal, sizeof(wal));
+    return dir_bytes(wal);
+}
+
+/* a data-side watch of a session: wchc and wchp list these, as
+ * ZooKeeper's data watch table (wchs counts the same) */
+struct wpair {
+    int64_t sid;
+    const uint8_t *p;
+    size_t n;
+};
+
+static int wpair_by_session(const void *a, const void *b)
+{
+    const struct wpair *x = a, *y = b;
+    if (x->sid != y->sid)
+        return x->sid < y->sid ? -1 : 1;
+    return bytes_compare(x->p, x->n, y->p, y->n);
+}
+
+static int wpair_by_path(const void *a, const void *b)
+{
+    const struct wpair *x = a, *y = b;
+    int c = bytes_compare(x->p, x->n, y->p, y->n);
+    return c != 0 ? c : x->sid < y->sid ? -1 : x->sid > y->sid;
+}
+
+/* data_watches: every data-side watch, sorted by |cmp|, each (session,
+ * path) once (a data and an exist watch on one path are one line in
+ * ZooKeeper's table); NULL with *n 0 when there are none or no memory */
+static struct wpair *data_watches(struct zsvc *z, int (*cmp)(const void *, const void *),
+                                  size_t *n)
+{
+    *n = 0;
+    size_t cap = z->wchs_total;
+    struct wpair *v = cap > 0 ? malloc(sizeof(*v) * cap) : NULL;
+    if (v == NULL)
+        return NULL;
+    for (size_t b = 0; b <= z->cap; b++) {
+        for (struct zwatch *w = b < z->cap ? z->tab[b] : z->recursive; w != NULL; w = w->next)
+            if ((w->kind & W_DATA_SIDE) && *n < cap)
+                v[(*n)++] = (struct wpair){w->zs->id, w->path, w->n};
+    }
+    qsort(v, *n, sizeof(*v), cmp);
+    size_t k = 0;
+    for (size_t i = 0; i < *n; i++)
+        if (k == 0 || v[k - 1].sid != v[i].sid || v[k - 1].n != v[i].n ||
+            memcmp(v[k - 1].p, v[i].p, v[i].n) != 0)
+            v[k++] = v[i];
+    *n = k;
+    return v;
+}
+
+/* wchc (by session) and wchp (by path), as WatchManager.dumpWatches */
+static void watch_dump(struct zsvc *z, struct buf *out, bool by_path)
+{
+    size_t n;
+    struct wpair *v = data_watches(z, by_path ? wpair_by_path : wpair_by_session, &n);
+    for (size_t i = 0; i < n; i++) {
+        bool first = i == 0 || (by_path ? v[i - 1].n != v[i].n ||
+                                              memcmp(v[i - 1].p, v[i].p, v[i].n) != 0
+                                        : v[i - 1].sid != v[i].sid);
+        if (by_path) {
+            if (first)
+                appendf(out, "%.*s\n", (int)v[i].n, (const char *)v[i].p);
+            appendf(out, "\t0x%llx\n", (unsigned long long)v[i].sid);
+        } else {
+            if (first)
+                appendf(out, "0x%llx\n", (unsigned long long)v[i].sid);
+            appendf(out, "\t%.*s\n", (int)v[i].n, (const char *)v[i].p);
+        }
+    }
+    free(v);
+    appendf(out, "\n");
+}
+
+/* ZooKeeper's expiry buckets: the next multiple of tickTime after |ms| */
+static int64_t expiry_bucket(int64_t ms)
+{
+    return (ms / ZK_TICK_MS + 1) * ZK_TICK_MS;
+}
+
+/* Java's Date.toString: "Sun Nov 29 01:34:22 UTC 2026" */
+static void java_date(int64_t ms, char *b, size_t cap)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    localtime_r(&t, &tm);
+    if (strftime(b, cap, "%a %b %d %H:%M:%S %Z %Y", &tm) == 0)
+        snprintf(b, cap, "%lld", (long long)ms);
+}
+
+struct dump_item {
+    int64_t at; /* expiry bucket (sessions, connections) */
+    int64_t sid;
+    const char *peer; /* connections */
+};
+
+static int dump_item_cmp(const void *a, const void *b)
+{
+    const struct dump_item *x = a, *y = b;
+    if (x->at != y->at)
+        return x->at < y->at ? -1 : 1;
+    return x->sid < y->sid ? -1 : x->sid > y->sid;
+}
+
+/* dump_sets prints items sorted by bucket as SessionTrackerImpl and the
+ * connection expiry queue do: "Sets (buckets)/(items):", then each
+ * bucket's items */
+static void dump_sets(struct buf *out, const char *title, struct dump_item *v, size_t n)
+{
+    qsort(v, n, sizeof(*v), dump_item_cmp);
+    size_t buckets = 0;
+    for (size_t i = 0; i < n; i++)
+        buckets += i == 0 || v[i].at != v[i - 1].at;
+    appendf(out, "%s Sets (%zu)/(%zu):\n", title, buckets, n);
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j < n && v[j].at == v[i].at)
+            j++;
+        char date[64];
+        java_date(v[i].at, date, sizeof(date));
+        appendf(out, "%zu expire at %s:\n", j - i, date);
+        for (; i < j; i++) {
+            if (v[i].peer != NULL)
+                appendf(out, "\tip: /%s sessionId: 0x%llx\n", v[i].peer,
+                        (unsigned long long)v[i].sid);
+            else
+                appendf(out, "\t0x%llx\n", (unsigned long long)v[i].sid);
+        }
+    }
+}
+
+struct sess_keys {
+    bool session;     /* the lease holds a session key: a ZooKeeper session */
+    struct buf paths; /* its ephemerals' paths, NUL-separated */
+    size_t n_paths;
+};
+
+static void sess_key(const uint8_t *key, size_t len, void *arg)
+{
+    struct sess_keys *k = arg;
+    if (len < 4 || key[0] != 0 || key[1] != 'z' || key[2] != 'k')
+        return;
+    if (key[3] == 'S' && len == ZK_SESSION_KEY_LEN) {
+        k->session = true;
+    } else if (key[3] == 'D' && len > 6) {
+        if (buf_append(&k->paths, key + 6, len - 6) == 0 && buf_append(&k->paths, "", 1) == 0)
+            k->n_paths++;
+    }
+}
+
+static int i64_cmp(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int cstr_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+struct conn_items {
+    struct zsvc *z;
+    struct dump_item *v;
+    size_t n, cap;
+    int64_t now;
+};
+
+static void conn_item(zk_conn *c, void *arg)
+{
+    struct conn_items *ci = arg;
+    if (ci->n == ci->cap)
+        return;
+    struct zsess *zs = zk_conn_get_data(c);
+    int64_t sid = zs != NULL && zs->established ? zs->id : 0;
+    int64_t to = zs != NULL && zs->timeout_ms > 0 ? zs->timeout_ms : 2 * ZK_TICK_MS;
+    ci->v[ci->n++] = (struct dump_item){expiry_bucket(ci->now + to), sid, zk_conn_peer(c)};
+}
+
+/* dump: ZooKeeper's SessionTracker dump (every session of the cluster,
+ * by the expiry its lease has on this member), the ephemerals of each
+ * session, and this member's connections */
+static void dump(struct zsvc *z, struct buf *out)
+{
+    struct server *s = z->s;
+    int64_t now = wall_ms(), mono = (int64_t)uv_now(s->loop);
+    size_t n = lessor_ids(s->leases, NULL, 0);
+    int64_t *ids = n > 0 ? malloc(sizeof(*ids) * n) : NULL;
+    struct dump_item *sess = n > 0 ? malloc(sizeof(*sess) * n) : NULL;
+    struct sess_keys *keys = n > 0 ? calloc(n, sizeof(*keys)) : NULL;
+    size_t conns = zk_listener_conns(z->l);
+    struct conn_items ci = {z, conns > 0 ? malloc(sizeof(*ci.v) * conns) : NULL, 0, conns, now};
+    if (n > 0 && (ids == NULL || sess == NULL || keys == NULL))
+        n = 0;
+    if (ci.v == NULL)
+        ci.cap = 0;
+    n = lessor_ids(s->leases, ids, n);
+    qsort(ids, n, sizeof(*ids), i64_cmp);
+    size_t ns = 0, with_eph = 0;
+    for (size_t i = 0; i < n; i++) {
+        lessor_keys(s->leases, ids[i], sess_key, &keys[i]);
+        int64_t left = 0, granted = 0;
+        if (!keys[i].session || lessor_remaining(s->leases, ids[i], mono, &left, &granted) != 0)
+            continue;
+        sess[ns++] = (struct dump_item){expiry_bucket(now + left * 1000), ids[i], NULL};
+        with_eph += keys[i].n_paths > 0;
+    }
+    appendf(out, "SessionTracker dump:\n");
+    dump_sets(out, "Session", sess, ns);
+    appendf(out, "ephemeral nodes dump:\nSessions with Ephemerals (%zu):\n", with_eph);
+    /* sessions by id, each with its ephemerals' paths sorted */
+    for (size_t i = 0; i < n; i++) {
+        if (!keys[i].session || keys[i].n_paths == 0)
+            continue;
+        const char **p = malloc(sizeof(*p) * keys[i].n_paths);
+        if (p == NULL)
+            continue;
+        size_t m = 0;
+        for (size_t off = 0; off < keys[i].paths.len && m < keys[i].n_paths; m++) {
+            p[m] = (const char *)keys[i].paths.data + off;
+            off += strlen(p[m]) + 1;
+        }
+        qsort(p, m, sizeof(*p), cstr_cmp);
+        appendf(out, "0x%llx:\n", (unsigned long long)ids[i]);
+        for (size_t j = 0; j < m; j++)
+            appendf(out, "\t%s\n", p[j]);
+        free(p);
+    }
+    zk_conn_foreach(z->l, conn_item, &ci);
+    appendf(out, "Connections dump:\n");
+    dump_sets(out, "Connections", ci.v, ci.n);
+    for (size_t i = 0; i < n; i++)
+        buf_free(&keys[i].paths);
+    free(keys);
+    free(sess);
+    free(ids);
+    free(ci.v);
+}
+
+static void on_4lw(zk_conn *c, const char *cmd, const uint8_t *arg, size_t n_arg,
+                   struct buf *out)
 {
     struct zsvc *z = zk_listener_arg(zk_conn_listener(c));
     struct server *s = z->s;
@@ -1849,11 +2121,28 @@ static void on_4lw(zk_conn *c, const char *cmd, struct buf *out)
     } else if (strcmp(cmd, "crst") == 0) {
         zk_conn_foreach(z->l, conn_reset, NULL);
         appendf(out, "Connection stats reset.\n");
-    } else {
-        /* dump, wchc, wchp, dirs, gtmk, stmk, hash: not implemented;
-         * answered as a word that may not run */
-        appendf(out, "%s is not executed because it is not in the whitelist.\n", cmd);
+    } else if (strcmp(cmd, "dirs") == 0) {
+        appendf(out, "datadir_size: %llu\nlogdir_size: %llu\n", (unsigned long long)s->db_size,
+                (unsigned long long)wal_bytes(s));
+    } else if (strcmp(cmd, "wchc") == 0 || strcmp(cmd, "wchp") == 0) {
+        watch_dump(z, out, strcmp(cmd, "wchp") == 0);
+    } else if (strcmp(cmd, "dump") == 0) {
+        dump(z, out);
+    } else if (strcmp(cmd, "gtmk") == 0) {
+        appendf(out, "%lld", (long long)z->trace_mask);
+    } else if (strcmp(cmd, "stmk") == 0) {
+        /* the mask is the 8 bytes after the word; without them ZooKeeper
+         * closes the connection without an answer */
+        if (n_arg >= 8) {
+            uint64_t m = 0;
+            for (int i = 0; i < 8; i++)
+                m = m << 8 | arg[i];
+            z->trace_mask = (int64_t)m;
+            appendf(out, "%lld", (long long)z->trace_mask);
+        }
     }
+    /* hash: ZooKeeper 3.8 answers nothing unless digests are kept
+     * (zookeeper.digest.enabled with a digest log); quorum keeps none */
 }
 
 static const struct zk_conn_handler handler = {on_connect, on_packet, on_4lw, on_close};
@@ -1997,6 +2286,7 @@ int server_zk_listen(struct server *s)
     z->reaper.data = z;
     uv_check_start(&z->reaper, on_reap);
     z->started_ms = uv_now(s->loop);
+    z->trace_mask = ZK_TRACE_MASK_DEFAULT;
     uv_timer_init(s->loop, &z->sweep_tick);
     uv_timer_init(s->loop, &z->sweep_step);
     z->sweep_tick.data = z->sweep_step.data = z;

@@ -360,7 +360,7 @@ static void process(zk_conn *c)
             memcpy(cmd, p, 4);
             cmd[4] = '\0';
             if (l->h->on_4lw != NULL)
-                l->h->on_4lw(c, cmd, &out);
+                l->h->on_4lw(c, cmd, p + 4, left - 4, &out);
             if (out.len > 0)
                 write_raw(c, NULL, 0, out.data, out.len);
             buf_free(&out);

@@ -31,8 +31,10 @@ struct zk_conn_handler {
     /* every later packet, whole (without its length), valid during the call */
     void (*on_packet)(zk_conn *c, const uint8_t *pkt, size_t len);
     /* a four-letter word (|cmd|, 4 bytes): append the answer to |out|; the
-     * connection closes once it is written */
-    void (*on_4lw)(zk_conn *c, const char *cmd, struct buf *out);
+     * connection closes once it is written. |arg| (|n_arg| bytes) is what
+     * came with the word in the same read (stmk's 8-byte mask). */
+    void (*on_4lw)(zk_conn *c, const char *cmd, const uint8_t *arg, size_t n_arg,
+                   struct buf *out);
     /* the connection is gone (closed by either side): the last call, always
      * from the loop (never inside zk_conn_close or zk_conn_send) */
     void (*on_close)(zk_conn *c);

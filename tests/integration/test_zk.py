@@ -27,7 +27,7 @@ QUORUM = None  # the quorum Server (TARGET=quorum)
 LINGER = None  # a connection left open until the member stops
 # the four-letter words allowed (ZooKeeper's 4lw.commands.whitelist, as
 # both read it: blanks around a word do not count; srvr always runs)
-WHITELIST = "ruok, stat,mntr ,conf,cons,wchs,envi,isro,srst,crst"
+WHITELIST = "ruok, stat,mntr ,conf,cons,wchs,envi,isro,srst,crst,dirs,wchc,wchp,dump,gtmk,stmk"
 # how often containers and TTL nodes are swept (ZooKeeper's
 # znode.container.checkIntervalMs, quorum's --zk-container-check-interval)
 SWEEP_MS = 1000
@@ -310,7 +310,7 @@ class FourLetterWords(unittest.TestCase):
             self.assertIn(field, out)
 
     def test_others_only_when_whitelisted(self):
-        for w in (b"dump", b"wchc", b"wchp", b"dirs"):
+        for w in (b"hash",):
             self.assertEqual(four(w), "%s is not executed because it is not in the whitelist.\n"
                              % w.decode())
         self.assertEqual(four(b"ruok"), "imok")
@@ -461,6 +461,85 @@ class FourLetterWords(unittest.TestCase):
         finally:
             zk.stop()
             zk.close()
+
+    def test_dirs_and_the_trace_mask(self):
+        self.assertRegex(four(b"dirs"), r"^datadir_size: \d+\nlogdir_size: \d+\n$")
+
+        def stmk(mask):
+            return four(b"stmk" + struct.pack(">q", mask))
+        self.assertEqual(four(b"gtmk"), "306")
+        try:
+            self.assertEqual(stmk(123), "123")
+            self.assertEqual(four(b"gtmk"), "123")
+        finally:
+            self.assertEqual(stmk(306), "306")
+
+    def test_dump_wchc_and_wchp_list_sessions_watches_and_ephemerals(self):
+        """wchc (data-side watches by session), wchp (by path) and dump
+        (sessions by expiry, their ephemerals, the connections) in
+        ZooKeeper's layouts. ZooKeeper lists in its hash maps' order:
+        compared as sets, and only for this test's sessions."""
+        import re
+        from kazoo.client import KazooClient
+
+        def blocks(text, head):
+            """'head\n\titem\n...' blocks into {head: {items}}"""
+            out, cur = {}, None
+            for ln in text.split("\n"):
+                if ln.startswith("\t") and cur is not None:
+                    out[cur].add(ln[1:])
+                elif re.fullmatch(head, ln):
+                    cur = ln.rstrip(":")
+                    out.setdefault(cur, set())
+                else:
+                    cur = None
+            return out
+
+        a = KazooClient(hosts="%s:%d" % SERVER, timeout=10)
+        b = KazooClient(hosts="%s:%d" % SERVER, timeout=10)
+        a.start(timeout=15)
+        b.start(timeout=15)
+        base = "/dump%d" % os.getpid()
+        try:
+            a.create(base, b"x")
+            a.create(base + "/a", b"", ephemeral=True)
+            a.create(base + "/b", b"", ephemeral=True)
+            b.create(base + "/c", b"", ephemeral=True)
+            a.get(base, watch=lambda e: None)
+            a.exists(base + "/none", watch=lambda e: None)
+            a.get_children(base, watch=lambda e: None)  # a child watch: not listed
+            b.get(base, watch=lambda e: None)
+            sa, sb = "0x%x" % a.client_id[0], "0x%x" % b.client_id[0]
+
+            wchc = blocks(four(b"wchc"), r"0x[0-9a-f]+")
+            self.assertEqual(wchc.get(sa), {base, base + "/none"})
+            self.assertEqual(wchc.get(sb), {base})
+            wchp = blocks(four(b"wchp"), r"/.*")
+            self.assertEqual(wchp.get(base, set()) & {sa, sb}, {sa, sb})
+            self.assertEqual(wchp.get(base + "/none", set()) & {sa, sb}, {sa})
+
+            dump = four(b"dump")
+            m = re.match(r"SessionTracker dump:\nSession Sets \((\d+)\)/\((\d+)\):\n", dump)
+            self.assertIsNotNone(m, dump)
+            sessions, rest = dump.split("ephemeral nodes dump:\n", 1)
+            eph, conns = rest.split("Connections dump:\n", 1)
+            self.assertIn("\t%s\n" % sa, sessions)
+            self.assertIn("\t%s\n" % sb, sessions)
+            for expiry in re.findall(r"\n(\d+) expire at (.+):\n", sessions):
+                self.assertRegex(expiry[1], r"^\w{3} \w{3} \d\d \d\d:\d\d:\d\d \w+ \d{4}$")
+            self.assertRegex(eph, r"^Sessions with Ephemerals \(\d+\):\n")
+            e = blocks(eph, r"0x[0-9a-f]+:")
+            self.assertEqual(e.get(sa), {base + "/a", base + "/b"})
+            self.assertEqual(e.get(sb), {base + "/c"})
+            self.assertRegex(conns, r"^Connections Sets \(\d+\)/\(\d+\):\n")
+            for sid in (sa, sb):
+                self.assertRegex(conns, r"\tip: /127\.0\.0\.1:\d+ sessionId: %s\n" % sid)
+        finally:
+            a.delete(base, recursive=True)
+            a.stop()
+            a.close()
+            b.stop()
+            b.close()
 
     def test_srst_and_crst_reset_the_counts(self):
         import re

@@ -17,6 +17,8 @@
 
 struct seen {
     int connects, packets, closes, fourlw;
+    uint8_t arg[16]; /* what came after the last four-letter word */
+    size_t arg_len;
     int32_t timeout;
     uint8_t last[64];
     size_t last_len;
@@ -47,10 +49,13 @@ static void h_packet(zk_conn *c, const uint8_t *p, size_t n)
     }
 }
 
-static void h_4lw(zk_conn *c, const char *cmd, struct buf *out)
+static void h_4lw(zk_conn *c, const char *cmd, const uint8_t *arg, size_t n_arg,
+                  struct buf *out)
 {
     (void)c;
     seen.fourlw++;
+    seen.arg_len = n_arg;
+    memcpy(seen.arg, arg, n_arg < sizeof(seen.arg) ? n_arg : sizeof(seen.arg));
     buf_append(out, cmd, 4);
     buf_append(out, " answered\n", 10);
 }
@@ -194,6 +199,16 @@ Test(zk_conn, four_letter_word)
     SPIN(&e, false);
     cr_assert_eq(recv(fd, &more, 1, 0), 0, "closed after the answer");
     cr_assert_eq(seen.connects, 0);
+    cr_assert_eq(seen.arg_len, 0);
+    close(fd);
+    /* stmk's mask comes in the same read as the word: the handler gets it */
+    fd = dial(e.port);
+    const uint8_t msg[12] = {'s', 't', 'm', 'k', 0, 0, 0, 0, 0, 0, 1, 2};
+    send(fd, msg, sizeof(msg), 0);
+    SPIN(&e, seen.closes == 2);
+    cr_assert_eq(seen.fourlw, 2);
+    cr_assert_eq(seen.arg_len, 8);
+    cr_assert_arr_eq(seen.arg, msg + 4, 8);
     close(fd);
     teardown(&e);
 }
