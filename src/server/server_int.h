@@ -167,10 +167,12 @@ struct peer_addr {
 };
 
 /* The member's TLS contexts (tls_setup.c): NULL where a link has no TLS.
- * client: the client port's https:// listeners; peer_server: the peer
- * listener; peer_client: dialing https:// peers. */
+ * client: the client port's https:// listeners; zk: the https:// URLs of
+ * --listen-zk-urls (the client certificate flags, without ALPN);
+ * peer_server: the peer listener; peer_client: dialing https:// peers. */
 struct server_tls {
     struct tls_ctx *client;
+    struct tls_ctx *zk;
     struct tls_ctx *peer_server;
     struct tls_ctx *peer_client;
 };

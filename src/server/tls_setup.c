@@ -63,9 +63,11 @@ static int make(const struct config *c, const struct tls_cfg *t, enum tls_role r
 int server_tls_open(const struct config *c, struct server_tls *st)
 {
     memset(st, 0, sizeof(*st));
-    bool client = false, peer_listen = false, peer_dial = false;
+    bool client = false, zk = false, peer_listen = false, peer_dial = false;
     for (size_t i = 0; i < c->n_listen_client; i++)
         client |= c->listen_client[i].tls;
+    for (size_t i = 0; i < c->n_listen_zk; i++)
+        zk |= c->listen_zk[i].tls;
     for (size_t i = 0; i < c->n_listen_peer; i++)
         peer_listen |= c->listen_peer[i].tls;
     for (size_t i = 0; i < c->n_initial_cluster; i++)
@@ -79,13 +81,16 @@ int server_tls_open(const struct config *c, struct server_tls *st)
     if (client)
         rv = make(c, &c->client_tls, TLS_SERVER, "client", c->listen_client, c->n_listen_client,
                   "h2", NULL, &st->client);
+    if (rv == 0 && zk)
+        rv = make(c, &c->client_tls, TLS_SERVER, "zk", c->listen_zk, c->n_listen_zk, NULL, NULL,
+                  &st->zk);
     if (rv == 0 && peer_listen)
         rv = make(c, &c->peer_tls, TLS_SERVER, "peer", c->listen_peer, c->n_listen_peer, NULL,
                   nz(c->peer_cert_allowed_cn), &st->peer_server);
     if (rv == 0 && peer_dial)
         rv = make(c, &c->peer_tls, TLS_CLIENT, "peer", c->listen_peer, c->n_listen_peer, NULL,
                   nz(c->peer_cert_allowed_cn), &st->peer_client);
-    if (rv == 0 && (st->client || st->peer_server || st->peer_client))
+    if (rv == 0 && (st->client || st->zk || st->peer_server || st->peer_client))
         rv = tls_install_sighup();
     if (rv != 0)
         server_tls_close(st);
@@ -95,6 +100,7 @@ int server_tls_open(const struct config *c, struct server_tls *st)
 void server_tls_close(struct server_tls *st)
 {
     tls_ctx_free(st->client);
+    tls_ctx_free(st->zk);
     tls_ctx_free(st->peer_server);
     tls_ctx_free(st->peer_client);
     memset(st, 0, sizeof(*st));

@@ -2298,8 +2298,15 @@ int server_zk_listen(struct server *s)
         const struct url *u = &s->cfg.listen_zk[i];
         char err[300];
         int fd;
-        if (u->unix_sock || u->tls) {
-            log_error("zk", "cannot listen for ZooKeeper clients on %s: only http:// URLs",
+        if (u->unix_sock) {
+            log_error("zk", "cannot listen for ZooKeeper clients on %s: only http:// and "
+                            "https:// URLs",
+                      u->text);
+            return -EINVAL;
+        }
+        if (u->tls && s->tls.zk == NULL) {
+            log_error("zk", "cannot listen for ZooKeeper clients on %s: https:// needs "
+                            "--cert-file and --key-file, or --auto-tls",
                       u->text);
             return -EINVAL;
         }
@@ -2307,7 +2314,7 @@ int server_zk_listen(struct server *s)
             log_error("zk", "cannot listen for ZooKeeper clients: %s", err);
             return rv;
         }
-        if ((rv = zk_listener_adopt(z->l, fd)) != 0) {
+        if ((rv = zk_listener_adopt(z->l, fd, u->tls ? s->tls.zk : NULL)) != 0) {
             log_error("zk", "cannot listen for ZooKeeper clients on %s: %s", u->text,
                       uv_strerror(rv));
             return rv;

@@ -9,12 +9,15 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "tls/tls.h"
 
 #define ZK_MAX_LISTEN_FDS 16
 #define READ_CHUNK 65536
+/* a TLS client that has not finished its handshake by then is dropped */
+#define TLS_HANDSHAKE_MS 10000
 
 struct zk_conn {
-    uv_tcp_t tcp;
+    struct tls_stream ts; /* the socket, with TLS on an https:// listener */
     zk_listener *l;
     zk_conn *next, *prev;
     struct buf in;
@@ -43,6 +46,7 @@ struct zk_listener {
     void *arg;
     size_t max_packet;
     uv_tcp_t lis[ZK_MAX_LISTEN_FDS];
+    tls_ctx *tls[ZK_MAX_LISTEN_FDS]; /* each listener's TLS context, or NULL */
     size_t n_lis;
     bool started, closing;
     zk_conn *conns;
@@ -150,7 +154,7 @@ static void conn_end(zk_conn *c)
     if (c->next != NULL)
         c->next->prev = c->prev;
     l->n_conns--;
-    uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+    tls_stream_close(&c->ts, on_conn_closed);
 }
 
 static void on_write(uv_write_t *req, int status)
@@ -180,7 +184,7 @@ static int write_raw(zk_conn *c, const uint8_t *hdr, size_t hlen, const uint8_t 
         memcpy(w->data + hlen, p, len);
     w->req.data = w;
     uv_buf_t b = uv_buf_init((char *)w->data, (unsigned)w->len);
-    int rv = uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_write);
+    int rv = tls_stream_write(&c->ts, &w->req, &b, 1, on_write);
     if (rv != 0) {
         free(w);
         return rv;
@@ -199,9 +203,9 @@ static void flush_conn(zk_conn *c)
      * request; what it does not take is queued behind (and nothing is
      * tried while a queued write is pending: the bytes keep their order) */
     size_t done = 0;
-    if (c->writes == 0) {
+    if (c->writes == 0 && c->ts.conn == NULL) { /* TLS encrypts in tls_stream_write */
         uv_buf_t b = uv_buf_init((char *)c->out.data, (unsigned)c->out.len);
-        int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+        int n = uv_try_write(c->ts.s, &b, 1);
         if (n > 0) {
             done = (size_t)n;
             c->st.bytes_out += done;
@@ -278,7 +282,7 @@ void zk_conn_close(zk_conn *c)
     if (c->closed)
         return;
     c->closing = true;
-    uv_read_stop((uv_stream_t *)&c->tcp);
+    tls_stream_read_stop(&c->ts);
     if (c->writes == 0)
         conn_end(c);
 }
@@ -289,10 +293,10 @@ void zk_conn_pause(zk_conn *c, bool paused)
         return;
     c->paused = paused;
     if (paused) {
-        uv_read_stop((uv_stream_t *)&c->tcp);
+        tls_stream_read_stop(&c->ts);
         return;
     }
-    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    tls_stream_read_start(&c->ts, on_alloc, on_read);
     c->resume_pending = true; /* from the loop, not inside the caller */
     list_dirty(c);
 }
@@ -316,6 +320,10 @@ const char *zk_conn_peer(const zk_conn *c)
 const char *zk_conn_host(const zk_conn *c)
 {
     return c->host;
+}
+bool zk_conn_tls(const zk_conn *c)
+{
+    return c->ts.conn != NULL;
 }
 const struct zk_conn_stats *zk_conn_stats(const zk_conn *c)
 {
@@ -418,28 +426,52 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
     process(c);
 }
 
+static void free_handle(uv_handle_t *h)
+{
+    free(h);
+}
+
 static void on_connection(uv_stream_t *server, int status)
 {
     zk_listener *l = server->data;
     if (status != 0 || l->closing)
         return;
+    tls_ctx *ctx = NULL;
+    for (size_t i = 0; i < l->n_lis; i++)
+        if ((uv_stream_t *)&l->lis[i] == server)
+            ctx = l->tls[i];
     zk_conn *c = calloc(1, sizeof(*c));
-    if (c == NULL)
-        return;
-    c->l = l;
-    uv_tcp_init(l->loop, &c->tcp);
-    c->tcp.data = c;
-    l->open_handles++;
-    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
-        c->closed = true;
-        uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+    tls_conn *tc = NULL;
+    if (c != NULL && ctx != NULL && tls_conn_new(ctx, NULL, &tc) != 0) {
+        free(c);
+        c = NULL;
+    }
+    if (c == NULL || tls_stream_init(&c->ts, l->loop, tc, "zk") != 0) {
+        free(c);
+        /* off the backlog all the same: libuv accepts nothing more until
+         * this one is taken */
+        uv_tcp_t *t = malloc(sizeof(*t));
+        if (t != NULL && uv_tcp_init(l->loop, t) == 0) {
+            (void)uv_accept(server, (uv_stream_t *)t);
+            uv_close((uv_handle_t *)t, free_handle);
+        } else {
+            free(t);
+        }
         return;
     }
-    uv_tcp_nodelay(&c->tcp, 1);
+    c->l = l;
+    c->ts.tcp.data = c;
+    l->open_handles++;
+    if (uv_accept(server, c->ts.s) != 0) {
+        c->closed = true;
+        tls_stream_close(&c->ts, on_conn_closed);
+        return;
+    }
+    uv_tcp_nodelay(&c->ts.tcp, 1);
     struct sockaddr_storage ss;
     int sl = sizeof(ss);
     snprintf(c->peer, sizeof(c->peer), "unknown");
-    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &sl) == 0) {
+    if (uv_tcp_getpeername(&c->ts.tcp, (struct sockaddr *)&ss, &sl) == 0) {
         int port = 0;
         if (ss.ss_family == AF_INET) {
             struct sockaddr_in *a = (struct sockaddr_in *)&ss;
@@ -453,12 +485,14 @@ static void on_connection(uv_stream_t *server, int status)
             snprintf(c->peer, sizeof(c->peer), "[%s]:%d", c->host, port);
         }
     }
+    if (tc != NULL)
+        tls_stream_set_handshake_timeout(&c->ts, TLS_HANDSHAKE_MS);
     c->next = l->conns;
     if (l->conns != NULL)
         l->conns->prev = c;
     l->conns = c;
     l->n_conns++;
-    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    tls_stream_read_start(&c->ts, on_alloc, on_read);
 }
 
 int zk_listener_new(uv_loop_t *loop, const struct zk_conn_handler *h, void *arg,
@@ -489,7 +523,7 @@ size_t zk_listener_conns(const zk_listener *l)
     return l->n_conns;
 }
 
-int zk_listener_adopt(zk_listener *l, int fd)
+int zk_listener_adopt(zk_listener *l, int fd, tls_ctx *tls)
 {
     if (l->n_lis >= ZK_MAX_LISTEN_FDS)
         return -ENOSPC;
@@ -498,6 +532,7 @@ int zk_listener_adopt(zk_listener *l, int fd)
     if (rv != 0)
         return rv;
     t->data = l;
+    l->tls[l->n_lis] = tls;
     l->open_handles++;
     l->n_lis++;
     return uv_tcp_open(t, fd);

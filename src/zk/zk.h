@@ -20,6 +20,7 @@
 #include <uv.h>
 
 #include "base/buf.h"
+#include "tls/tls.h"
 #include "zk/proto.h"
 
 typedef struct zk_listener zk_listener;
@@ -56,8 +57,11 @@ int zk_listener_new(uv_loop_t *loop, const struct zk_conn_handler *h, void *arg,
                     size_t max_packet, zk_listener **out);
 void *zk_listener_arg(const zk_listener *l);
 /* zk_listener_adopt takes a bound, listening socket (closed with the
- * listener); connections are accepted once zk_listener_start is called. */
-int zk_listener_adopt(zk_listener *l, int fd);
+ * listener); connections are accepted once zk_listener_start is called.
+ * With |tls| (a server context, borrowed for the listener's life) its
+ * connections speak TLS (ZooKeeper's secureClientPort), the handshake
+ * first, within 10 s. */
+int zk_listener_adopt(zk_listener *l, int fd, tls_ctx *tls);
 int zk_listener_start(zk_listener *l);
 /* zk_listener_close stops accepting, closes every connection (on_close
  * for each, from their close callbacks) and calls |cb| once every handle
@@ -86,6 +90,8 @@ zk_listener *zk_conn_listener(const zk_conn *c);
  * in |host| when not NULL. */
 const char *zk_conn_peer(const zk_conn *c);
 const char *zk_conn_host(const zk_conn *c);
+/* zk_conn_tls: the connection came through a TLS listener */
+bool zk_conn_tls(const zk_conn *c);
 /* bytes received and sent, packets received and sent (cons) */
 struct zk_conn_stats {
     uint64_t bytes_in, bytes_out, packets_in, packets_out;

@@ -686,5 +686,76 @@ class TLSReloadAndCiphers(unittest.TestCase):
                 s.kill()
 
 
+class TLSZooKeeper(unittest.TestCase):
+    """--listen-zk-urls https://...: ZooKeeper's secureClientPort with the
+    client port's certificate flags. kazoo with the client certificate
+    works; kazoo without TLS, without a certificate or with one from
+    another CA is refused, and the member keeps serving."""
+
+    @unittest.skipIf(TARGET != "quorum", "quorum's ZooKeeper face")
+    def test_kazoo_over_tls(self):
+        from kazoo.client import KazooClient
+        from kazoo.handlers.threading import KazooTimeoutError
+        tmp = tempfile.mkdtemp(prefix="tls-zk-")
+        try:
+            good, other = os.path.join(tmp, "good"), os.path.join(tmp, "other")
+            os.mkdir(good)
+            os.mkdir(other)
+            run_recipe(good)
+            run_recipe(other)
+            p = lambda f: os.path.join(good, f)  # noqa: E731
+            port = harness.free_port()
+            srv = Server("quorum", extra_args=[
+                "--listen-zk-urls", "https://127.0.0.1:%d" % port,
+                "--cert-file", p("server.crt"), "--key-file", p("server.key"),
+                "--trusted-ca-file", p("ca.crt"), "--client-cert-auth"])
+            srv.start()
+            try:
+                hosts = "127.0.0.1:%d" % port
+
+                def client(**kw):
+                    return KazooClient(hosts=hosts, timeout=5, connection_retry={"max_tries": 0},
+                                       **kw)
+                zk = client(use_ssl=True, ca=p("ca.crt"), certfile=p("client.crt"),
+                            keyfile=p("client.key"), verify_certs=True)
+                zk.start(timeout=15)
+                try:
+                    zk.create("/tls", b"secret", ephemeral=True)
+                    self.assertEqual(zk.get("/tls")[0], b"secret")
+                finally:
+                    zk.stop()
+                    zk.close()
+                o = lambda f: os.path.join(other, f)  # noqa: E731
+                for name, kw in (
+                        ("plain text", {}),
+                        ("no certificate", dict(use_ssl=True, ca=p("ca.crt"))),
+                        ("another CA's certificate",
+                         dict(use_ssl=True, ca=p("ca.crt"), certfile=o("client.crt"),
+                              keyfile=o("client.key")))):
+                    bad = client(**kw)
+                    with self.assertRaises(KazooTimeoutError, msg=name):
+                        bad.start(timeout=4)
+                    bad.stop()
+                    bad.close()
+                # still serving
+                zk = client(use_ssl=True, ca=p("ca.crt"), certfile=p("client.crt"),
+                            keyfile=p("client.key"), verify_certs=True)
+                zk.start(timeout=15)
+                self.assertIsNone(zk.exists("/tls"))
+                zk.stop()
+                zk.close()
+                with open(srv.log_path, errors="replace") as f:
+                    log = f.read()
+                for why in ("handshake: wrong version number",
+                            "handshake: peer did not return a certificate",
+                            "handshake: certificate verify failed: unable to get local issuer "
+                            "certificate"):
+                    self.assertRegex(log, refused_line("zk", re.escape(why)))
+            finally:
+                srv.stop()
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -93,7 +93,7 @@ static void setup(struct env *e, size_t max)
     memset(&seen, 0, sizeof(seen));
     uv_loop_init(&e->loop);
     cr_assert_eq(zk_listener_new(&e->loop, &handler, NULL, max, &e->l), 0);
-    cr_assert_eq(zk_listener_adopt(e->l, listen_fd(&e->port)), 0);
+    cr_assert_eq(zk_listener_adopt(e->l, listen_fd(&e->port), NULL), 0);
     cr_assert_eq(zk_listener_start(e->l), 0);
 }
 
