@@ -1949,7 +1949,8 @@ static int dump_item_cmp(const void *a, const void *b)
  * bucket's items */
 static void dump_sets(struct buf *out, const char *title, struct dump_item *v, size_t n)
 {
-    qsort(v, n, sizeof(*v), dump_item_cmp);
+    if (n > 0)
+        qsort(v, n, sizeof(*v), dump_item_cmp);
     size_t buckets = 0;
     for (size_t i = 0; i < n; i++)
         buckets += i == 0 || v[i].at != v[i - 1].at;
@@ -2033,11 +2034,13 @@ static void dump(struct zsvc *z, struct buf *out)
     size_t conns = zk_listener_conns(z->l);
     struct conn_items ci = {z, conns > 0 ? malloc(sizeof(*ci.v) * conns) : NULL, 0, conns, now};
     if (n > 0 && (ids == NULL || sess == NULL || keys == NULL))
-        n = 0;
+        n = 0; /* no memory: the sessions are left out */
     if (ci.v == NULL)
         ci.cap = 0;
-    n = lessor_ids(s->leases, ids, n);
-    qsort(ids, n, sizeof(*ids), i64_cmp);
+    if (n > 0) {
+        lessor_ids(s->leases, ids, n);
+        qsort(ids, n, sizeof(*ids), i64_cmp);
+    }
     size_t ns = 0, with_eph = 0;
     for (size_t i = 0; i < n; i++) {
         lessor_keys(s->leases, ids[i], sess_key, &keys[i]);
