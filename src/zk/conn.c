@@ -321,10 +321,6 @@ const char *zk_conn_host(const zk_conn *c)
 {
     return c->host;
 }
-bool zk_conn_tls(const zk_conn *c)
-{
-    return c->ts.conn != NULL;
-}
 const struct zk_conn_stats *zk_conn_stats(const zk_conn *c)
 {
     return &c->st;

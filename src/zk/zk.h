@@ -90,8 +90,6 @@ zk_listener *zk_conn_listener(const zk_conn *c);
  * in |host| when not NULL. */
 const char *zk_conn_peer(const zk_conn *c);
 const char *zk_conn_host(const zk_conn *c);
-/* zk_conn_tls: the connection came through a TLS listener */
-bool zk_conn_tls(const zk_conn *c);
 /* bytes received and sent, packets received and sent (cons) */
 struct zk_conn_stats {
     uint64_t bytes_in, bytes_out, packets_in, packets_out;
