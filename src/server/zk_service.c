@@ -684,6 +684,14 @@ static void on_connect(zk_conn *c, const struct zk_connect_req *req)
         zk_conn_close(c);
         return;
     }
+    /* a verified client certificate is an identity, as ZooKeeper's
+     * X509AuthenticationProvider makes it: x509:<subject, RFC 2253> */
+    char subject[512];
+    if (zk_conn_peer_subject(c, subject, sizeof(subject)) == 0 &&
+        add_id(zs, "x509", subject) != 0) {
+        zk_conn_close(c);
+        return;
+    }
     int64_t ours = zxid_now(z);
     if (req->last_zxid_seen > ours) {
         /* ZooKeeper's answer: the client has seen a newer state than this

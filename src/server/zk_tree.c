@@ -415,6 +415,11 @@ static int fixup_acl(struct jute_vec in, const struct zk_ids *who, struct arena 
             if (colons != 1)
                 return ZK_INVALIDACL;
             dst[k++] = *e;
+        } else if (bytes_eq(e->id.scheme, "x509", 4)) {
+            /* a client certificate's subject (ZooKeeper's x509 provider) */
+            if (e->id.id.len <= 0)
+                return ZK_INVALIDACL;
+            dst[k++] = *e;
         } else if (bytes_eq(e->id.scheme, "ip", 2)) {
             char id[64];
             if (e->id.id.len <= 0 || (size_t)e->id.id.len >= sizeof(id))

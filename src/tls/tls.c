@@ -990,6 +990,29 @@ const char *tls_conn_peer_cn(const tls_conn *c)
     return c->have_cn ? c->cn : NULL;
 }
 
+int tls_conn_peer_subject(const tls_conn *c, char *out, size_t cap)
+{
+    X509 *peer = c->done ? SSL_get0_peer_certificate(c->ssl) : NULL;
+    if (peer == NULL || SSL_get_verify_result(c->ssl) != X509_V_OK ||
+        SSL_get_verify_mode(c->ssl) == SSL_VERIFY_NONE)
+        return -ENOENT;
+    BIO *b = BIO_new(BIO_s_mem());
+    if (b == NULL)
+        return -ENOMEM;
+    int rv = -ENOMEM;
+    BUF_MEM *m = NULL;
+    if (X509_NAME_print_ex(b, X509_get_subject_name(peer), 0, XN_FLAG_RFC2253) >= 0 &&
+        BIO_get_mem_ptr(b, &m) == 1 && m != NULL) {
+        rv = m->length < cap ? 0 : -ENAMETOOLONG;
+        if (rv == 0) {
+            memcpy(out, m->data, m->length);
+            out[m->length] = '\0';
+        }
+    }
+    BIO_free(b);
+    return rv;
+}
+
 const char *tls_conn_alpn(const tls_conn *c)
 {
     return c->alpn;

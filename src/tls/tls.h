@@ -186,6 +186,12 @@ const char *tls_conn_server_name(const tls_conn *c);
  * handshake completed and the certificate was verified, else NULL. */
 const char *tls_conn_peer_cn(const tls_conn *c);
 
+/* tls_conn_peer_subject writes the verified peer certificate's subject
+ * in RFC 2253 form ("CN=root,O=example", as Java's X500Principal names
+ * it) into |out|. Errors: -ENOENT (no verified certificate),
+ * -ENAMETOOLONG, -ENOMEM. */
+int tls_conn_peer_subject(const tls_conn *c, char *out, size_t cap);
+
 /* tls_conn_alpn is the protocol selected by ALPN ("h2"), or "". */
 const char *tls_conn_alpn(const tls_conn *c);
 

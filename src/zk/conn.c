@@ -321,6 +321,10 @@ const char *zk_conn_host(const zk_conn *c)
 {
     return c->host;
 }
+int zk_conn_peer_subject(const zk_conn *c, char *out, size_t cap)
+{
+    return c->ts.conn != NULL ? tls_conn_peer_subject(c->ts.conn, out, cap) : -ENOENT;
+}
 const struct zk_conn_stats *zk_conn_stats(const zk_conn *c)
 {
     return &c->st;

@@ -90,6 +90,9 @@ zk_listener *zk_conn_listener(const zk_conn *c);
  * in |host| when not NULL. */
 const char *zk_conn_peer(const zk_conn *c);
 const char *zk_conn_host(const zk_conn *c);
+/* zk_conn_peer_subject: the subject of the client's verified certificate
+ * (a TLS listener's), RFC 2253 (tls_conn_peer_subject); -ENOENT without. */
+int zk_conn_peer_subject(const zk_conn *c, char *out, size_t cap);
 /* bytes received and sent, packets received and sent (cons) */
 struct zk_conn_stats {
     uint64_t bytes_in, bytes_out, packets_in, packets_out;

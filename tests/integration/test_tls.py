@@ -716,13 +716,47 @@ class TLSZooKeeper(unittest.TestCase):
                 def client(**kw):
                     return KazooClient(hosts=hosts, timeout=5, connection_retry={"max_tries": 0},
                                        **kw)
+                # a second client certificate from the same CA, another name
+                sub = subprocess.run(
+                    "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+                    "-keyout other.key -out other.csr -subj /CN=other/O=apps && "
+                    "openssl x509 -req -in other.csr -CA ca.crt -CAkey ca.key -CAcreateserial "
+                    "-days 825 -extfile member.ext -out other.crt",
+                    shell=True, cwd=good, capture_output=True, text=True)
+                self.assertEqual(sub.returncode, 0, sub.stderr)
+
+                def subject(crt):
+                    out = subprocess.run(["openssl", "x509", "-in", crt, "-noout", "-subject",
+                                          "-nameopt", "RFC2253"], capture_output=True,
+                                         text=True, check=True).stdout
+                    return out.strip().split("=", 1)[1]
+                from kazoo.exceptions import NoAuthError
+                from kazoo.security import ACL, Id
                 zk = client(use_ssl=True, ca=p("ca.crt"), certfile=p("client.crt"),
                             keyfile=p("client.key"), verify_certs=True)
                 zk.start(timeout=15)
+                two = client(use_ssl=True, ca=p("ca.crt"), certfile=p("other.crt"),
+                             keyfile=p("other.key"), verify_certs=True)
+                two.start(timeout=15)
                 try:
                     zk.create("/tls", b"secret", ephemeral=True)
                     self.assertEqual(zk.get("/tls")[0], b"secret")
+                    # the certificate is the identity of ZooKeeper's x509
+                    # scheme: its subject, RFC 2253; "auth" means it too
+                    self.assertEqual(subject(p("other.crt")), "O=apps,CN=other")
+                    mine = ACL(31, Id("x509", subject(p("client.crt"))))
+                    zk.create("/x509", b"mine", acl=[mine])
+                    zk.create("/auth", b"mine too", acl=[ACL(31, Id("auth", ""))])
+                    self.assertEqual(zk.get_acls("/auth")[0], [mine])
+                    for path in ("/x509", "/auth"):
+                        self.assertEqual(zk.get(path)[0][:4], b"mine")
+                        with self.assertRaises(NoAuthError):
+                            two.get(path)
+                    zk.delete("/x509")
+                    zk.delete("/auth")
                 finally:
+                    two.stop()
+                    two.close()
                     zk.stop()
                     zk.close()
                 o = lambda f: os.path.join(other, f)  # noqa: E731

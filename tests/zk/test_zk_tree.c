@@ -58,6 +58,14 @@ Test(zk_tree, acl_checks)
     const char *far_ids[] = {"ip:10.2.0.1"};
     struct zk_ids far = {far_ids, 1};
     cr_assert_not(zk_acl_permits(digest, 2, ZK_PERM_READ, &far));
+    /* a client certificate's subject: the whole name, exactly */
+    struct zk_acl x509[] = {{ZK_PERM_ALL, {B("x509"), B("CN=root,O=quorum")}}};
+    const char *root_ids[] = {"ip:127.0.0.1", "x509:CN=root,O=quorum"};
+    const char *cn_only_ids[] = {"ip:127.0.0.1", "x509:CN=root"};
+    struct zk_ids root = {root_ids, 2}, cn_only = {cn_only_ids, 2};
+    cr_assert(zk_acl_permits(x509, 1, ZK_PERM_WRITE, &root));
+    cr_assert_not(zk_acl_permits(x509, 1, ZK_PERM_READ, &cn_only));
+    cr_assert_not(zk_acl_permits(x509, 1, ZK_PERM_READ, &user));
 }
 
 /* ZooKeeper's ContainerManager.getCandidates, one node at a time */
