@@ -1320,8 +1320,27 @@ int zk_node_info(mvcc_store *kv, const uint8_t *path, size_t n, struct arena *a,
 
 /* data_size_kv adds a node's path and data lengths (a record it cannot
  * read adds its path only); |a| holds one record's ACL at a time */
+/* d_data_len: the data length in a D record (0 for no data or a record
+ * quorum did not write, whose path alone counts, as zk_tree_stats'),
+ * read past the head and the ACL without copying them */
+static int64_t d_data_len(const uint8_t *v, size_t n)
+{
+    enum { HEAD = 2 + 8 * 3 + 4 * 2 + 8 * 2 };
+    if (n < HEAD || v[0] != ZNODE_VERSION)
+        return 0;
+    struct jute_in in;
+    jute_in_init(&in, v + HEAD, n - HEAD);
+    int32_t acls = jute_get_int(&in);
+    for (int32_t i = 0; i < acls && in.err == 0; i++) {
+        (void)jute_get_int(&in);   /* perms */
+        (void)jute_get_bytes(&in); /* scheme */
+        (void)jute_get_bytes(&in); /* id */
+    }
+    struct jute_bytes data = jute_get_bytes(&in);
+    return in.err != 0 || data.len < 0 ? 0 : data.len;
+}
+
 struct size_walk {
-    struct arena a;
     int64_t sum;
 };
 
@@ -1330,11 +1349,7 @@ static int data_size_kv(const struct mvcc_kv *kv, void *arg)
     struct size_walk *w = arg;
     if (kv->key_len < 6)
         return 0;
-    w->sum += (int64_t)(kv->key_len - 6);
-    struct znode z;
-    arena_reset(&w->a);
-    if (decode_d(kv->value, kv->value_len, &w->a, &z) == 0 && z.data.len > 0)
-        w->sum += z.data.len;
+    w->sum += (int64_t)(kv->key_len - 6) + d_data_len(kv->value, kv->value_len);
     return 0;
 }
 
@@ -1382,7 +1397,7 @@ int zk_tree_stats(mvcc_store *kv, lessor *leases, int64_t budget, struct zk_tree
     out->sessions = res.count;
     if (rv == 0) {
         /* "/": its path (1) and its data once its D key exists */
-        struct size_walk w = {{0}, 0};
+        struct size_walk w = {0};
         struct mvcc_range_opts walk = {.budget = budget};
         rv = mvcc_read_range(r, root, sizeof(root), NULL, 0, NULL, data_size_kv, &w, NULL);
         if (w.sum == 0)
@@ -1390,7 +1405,6 @@ int zk_tree_stats(mvcc_store *kv, lessor *leases, int64_t budget, struct zk_tree
         if (rv == 0)
             rv = mvcc_read_range(r, d_from, sizeof(d_from), d_to, sizeof(d_to), &walk,
                                  data_size_kv, &w, NULL);
-        arena_free(&w.a);
         out->data_size = rv == 0 ? w.sum : -1;
         if (rv == -E2BIG)
             rv = 0;
@@ -1402,26 +1416,6 @@ int zk_tree_stats(mvcc_store *kv, lessor *leases, int64_t budget, struct zk_tree
 }
 
 /* ---- the figures kept as the tree changes ---- */
-
-/* d_data_len: the data length in a D record (0 for no data or a record
- * quorum did not write, whose path alone counts, as zk_tree_stats'),
- * read past the head and the ACL without copying them */
-static int64_t d_data_len(const uint8_t *v, size_t n)
-{
-    enum { HEAD = 2 + 8 * 3 + 4 * 2 + 8 * 2 };
-    if (n < HEAD || v[0] != ZNODE_VERSION)
-        return 0;
-    struct jute_in in;
-    jute_in_init(&in, v + HEAD, n - HEAD);
-    int32_t acls = jute_get_int(&in);
-    for (int32_t i = 0; i < acls && in.err == 0; i++) {
-        (void)jute_get_int(&in);   /* perms */
-        (void)jute_get_bytes(&in); /* scheme */
-        (void)jute_get_bytes(&in); /* id */
-    }
-    struct jute_bytes data = jute_get_bytes(&in);
-    return in.err != 0 || data.len < 0 ? 0 : data.len;
-}
 
 enum fig_kind { FIG_NONE, FIG_NODE, FIG_ROOT, FIG_SESSION };
 
