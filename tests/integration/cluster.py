@@ -27,6 +27,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import traceback
 
 import harness
 
@@ -184,9 +185,13 @@ class Cluster:
     def __enter__(self):
         return self.start()
 
-    def __exit__(self, exc_type, *exc):
+    def __exit__(self, exc_type, exc, tb):
         if exc_type is not None:
             self.dump_logs()
+            # after the logs, so that a reader of the output's last lines
+            # (CI shows the tail) sees what failed, not just the logs
+            print("---- the test failed here ----\n%s"
+                  % "".join(traceback.format_exception(exc_type, exc, tb)), flush=True)
         self.cleanup()
 
     def stop(self):
