@@ -230,9 +230,11 @@ def kv_sequence(qs, es):
             continue
         compare("seq " + " ".join(s), a, b, nq, ne)
     # keep-alive (streaming) until the lease is revoked
+    # (a TTL of 6: both tools renew every TTL/3 s and only learn of the
+    # revocation at the next renewal, so 60 took 20 s per tool)
     outs = []
     for tool, srv, n in (("q", qs, nq), ("e", es, ne)):
-        lid = run(tool, srv.endpoint, ["lease", "grant", "60"])[1].split()[1]
+        lid = run(tool, srv.endpoint, ["lease", "grant", "6"])[1].split()[1]
         exe = [QCTL] if tool == "q" else ["etcdctl"]
         p = subprocess.Popen(exe + ["--endpoints", srv.endpoint, "lease", "keep-alive", lid],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -244,7 +246,7 @@ def kv_sequence(qs, es):
     # the same with -w fields: no "expired or revoked" line; revoke prints the header
     outs = []
     for tool, srv, n in (("q", qs, nq), ("e", es, ne)):
-        lid = run(tool, srv.endpoint, ["lease", "grant", "60"])[1].split()[1]
+        lid = run(tool, srv.endpoint, ["lease", "grant", "6"])[1].split()[1]
         exe = [QCTL] if tool == "q" else ["etcdctl"]
         p = subprocess.Popen(exe + ["--endpoints", srv.endpoint, "-w", "fields", "lease",
                                     "keep-alive", lid],
@@ -352,9 +354,11 @@ def main_in(tmp):
         cluster_flag(ep, ep, n, (["endpoint", "status"], ["endpoint", "hashkv"], ["defrag"]))
         # a dead endpoint
         dead = "127.0.0.1:%d" % harness.free_port()
+        # (etcdctl 3.4 waits out the command timeout there: 2 s, the last
+        # --command-timeout given)
         for args in (["get", "k"], ["endpoint", "health"], ["put", "k", "v"]):
-            a = run("q", dead, ["--dial-timeout=1s"] + args)
-            b = run("e", dead, ["--dial-timeout=1s"] + args)
+            a = run("q", dead, ["--dial-timeout=1s", "--command-timeout=2s"] + args)
+            b = run("e", dead, ["--dial-timeout=1s", "--command-timeout=2s"] + args)
             compare("dead endpoint " + " ".join(args), a, b, n, n)
         # failover: a dead endpoint first, then the live one
         a = run("q", dead + "," + ep, ["get", "k1"])
