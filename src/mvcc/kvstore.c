@@ -33,6 +33,17 @@
 /* quorum only: a revision whose first steps are committed, not its last */
 #define META_STEP_REV "quorumStepRev"
 
+/* The txn's read memo: a put (and a delete) reads the kv it replaces,
+ * for the create revision, the version and the observer's prev; mostly the
+ * txn itself read that key a moment before (ZooKeeper's setData loads the
+ * node it then writes, a Txn compares or ranges before it puts). A write
+ * txn's single-key reads keep a copy of the record here, by its revision
+ * (main, sub), and the put takes it from the copy instead of a second
+ * descent of LMDB's tree. A record never changes once written, and the
+ * memo is emptied at every mvcc_txn_begin, so no batch abort or file swap
+ * can leave a stale one. */
+#define MEMO_SLOTS 4
+#define MEMO_MAX 2048 /* bigger records are fetched again */
 #define READ_SPARES 8
 
 struct mvcc_txn {
@@ -106,6 +117,14 @@ struct mvcc_store {
     void *obs_arg;
     struct buf enc;  /* the kv being written */
     struct buf prev; /* copy of the kv being replaced (LMDB pages move under puts) */
+    /* records the open write txn read by key (see "The txn's read memo") */
+    struct memo {
+        int64_t main;
+        uint32_t sub;
+        bool used;
+        struct buf raw;
+    } memo[MEMO_SLOTS];
+    unsigned memo_next;
     struct buf aux;  /* tombstone event kv */
     /* Ended read txns kept reset for reuse: mdb_txn_renew skips the
      * allocation and reader-slot setup of a fresh mdb_txn_begin. */
@@ -860,6 +879,8 @@ void mvcc_close(mvcc_store *s)
     kindex_free(&s->ix);
     buf_free(&s->enc);
     buf_free(&s->prev);
+    for (int i = 0; i < MEMO_SLOTS; i++)
+        buf_free(&s->memo[i].raw);
     buf_free(&s->aux);
     buf_free(&s->compact_next);
     buf_free(&s->prep_leases);
@@ -955,6 +976,30 @@ static int fetch(mvcc_store *s, MDB_txn *lt, MDB_cursor *cur, const struct kinde
     return mvcc_kv_decode(d.mv_data, d.mv_size, kv);
 }
 
+/* memo_keep copies the record |kv| of |r| into the next memo slot (an
+ * allocation failure only leaves it out). */
+static void memo_keep(mvcc_store *s, const struct kindex_rev *r, const struct mvcc_kv *kv)
+{
+    if (kv->raw_len > MEMO_MAX)
+        return;
+    struct memo *m = &s->memo[s->memo_next];
+    s->memo_next = (s->memo_next + 1) % MEMO_SLOTS;
+    buf_reset(&m->raw);
+    m->used = buf_append(&m->raw, kv->raw, kv->raw_len) == 0;
+    m->main = r->main;
+    m->sub = r->sub;
+}
+
+static const struct memo *memo_find(const mvcc_store *s, const struct kindex_rev *r)
+{
+    for (int i = 0; i < MEMO_SLOTS; i++) {
+        const struct memo *m = &s->memo[i];
+        if (m->used && m->main == r->main && m->sub == r->sub)
+            return m;
+    }
+    return NULL;
+}
+
 static bool is_from_key(const uint8_t *end, size_t end_len)
 {
     return end_len == 1 && end[0] == 0;
@@ -1001,7 +1046,8 @@ static int next_piece(mvcc_store *s, mvcc_read *det, int64_t rev, struct kindex_
 
 static int do_range(mvcc_store *s, MDB_txn *lt, int64_t cur, const uint8_t *key, size_t key_len,
                     const uint8_t *end, size_t end_len, const struct mvcc_range_opts *opts,
-                    mvcc_kv_fn fn, void *arg, struct mvcc_range_result *res, mvcc_read *det)
+                    mvcc_kv_fn fn, void *arg, struct mvcc_range_result *res, mvcc_read *det,
+                    bool memo)
 {
     static const struct mvcc_range_opts none = {0};
     struct mvcc_range_result dummy;
@@ -1060,6 +1106,8 @@ static int do_range(mvcc_store *s, MDB_txn *lt, int64_t cur, const uint8_t *key,
             rv = fetch(s, lt, mc, r, &kv);
             if (rv != 0)
                 break;
+            if (memo && end_len == 0)
+                memo_keep(s, r, &kv);
             spent += (int64_t)(kv.raw_len >> 10);
             sent++;
             rv = fn(&kv, arg);
@@ -1093,6 +1141,8 @@ int mvcc_txn_begin(mvcc_store *s, mvcc_txn **out)
     s->txn.since_pause = 0;
     s->txn.steps = 0;
     s->txn.resumed = false;
+    for (int i = 0; i < MEMO_SLOTS; i++)
+        s->memo[i].used = false;
     if (s->partial_rev != 0) {
         /* the entry that wrote it, applied again: go on where LMDB stops */
         s->txn.begin_rev = s->partial_rev - 1;
@@ -1116,17 +1166,23 @@ int mvcc_txn_range(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_
 {
     mvcc_store *s = t->s;
     return do_range(s, backend_batch_txn(s->be), txn_read_rev(t), key, key_len, end, end_len, opts,
-                    fn, arg, res, NULL);
+                    fn, arg, res, NULL, true);
 }
 
 /* load_prev copies the live kv of |r| into s->prev and decodes it. */
 static int load_prev(mvcc_store *s, MDB_txn *lt, const struct kindex_rev *r, struct mvcc_kv *kv)
 {
+    const struct memo *m = memo_find(s, r);
+    int rv;
+    buf_reset(&s->prev);
+    if (m != NULL) {
+        rv = buf_append(&s->prev, m->raw.data, m->raw.len);
+        return rv != 0 ? rv : mvcc_kv_decode(s->prev.data, s->prev.len, kv);
+    }
     struct mvcc_kv tmp;
-    int rv = fetch(s, lt, NULL, r, &tmp);
+    rv = fetch(s, lt, NULL, r, &tmp);
     if (rv != 0)
         return rv;
-    buf_reset(&s->prev);
     rv = buf_append(&s->prev, tmp.raw, tmp.raw_len);
     if (rv != 0)
         return rv;
@@ -1458,12 +1514,14 @@ int mvcc_read_range(mvcc_read *r, const uint8_t *key, size_t key_len, const uint
                     struct mvcc_range_result *res)
 {
     if (!r->detached)
-        return do_range(r->s, r->txn, r->rev, key, key_len, end, end_len, opts, fn, arg, res, NULL);
+        return do_range(r->s, r->txn, r->rev, key, key_len, end, end_len, opts, fn, arg, res, NULL,
+                        false);
     mvcc_store *s = r->s;
     pthread_rwlock_rdlock(&s->lock);
     int rv = r->txn == NULL
                  ? -ESTALE
-                 : do_range(s, r->txn, r->rev, key, key_len, end, end_len, opts, fn, arg, res, r);
+                 : do_range(s, r->txn, r->rev, key, key_len, end, end_len, opts, fn, arg, res, r,
+                            false);
     pthread_rwlock_unlock(&s->lock);
     return rv;
 }

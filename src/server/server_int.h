@@ -192,6 +192,10 @@ struct server {
     grpc_server *metrics_grpc; /* --listen-metrics-urls (metrics.c) */
     struct fronts *fronts; /* the front loops (front.h), or NULL */
     struct zsvc *zk;       /* the ZooKeeper face (zk_service.c), or NULL */
+    /* /zookeeper is in the store (zk_tree.c ensure_system_nodes): seen
+     * once, it stays (nothing deletes it); forgotten when the store is
+     * replaced (server_zk_store_replaced) */
+    bool zk_sys_nodes;
     struct server_tls tls;
     /* for the front loops, stored by the core each pass (__atomic) */
     uint64_t pub_term, pub_cluster_id;

@@ -2245,6 +2245,7 @@ static void figures_count(struct zsvc *z)
 
 void server_zk_store_replaced(struct server *s)
 {
+    s->zk_sys_nodes = false; /* looked up again by the next write */
     if (s->zk != NULL)
         figures_count(s->zk);
 }

@@ -732,8 +732,12 @@ static void ensure_system_nodes(struct ztx *x)
     static const struct zk_acl open = {ZK_PERM_ALL,
                                        {{(const uint8_t *)"world", 5},
                                         {(const uint8_t *)"anyone", 6}}};
-    /* on every write: only the D key of /zookeeper is looked up (a count,
-     * nothing copied or decoded) until it is missing */
+    /* once the store had them, a write does not look again (the face
+     * refuses to delete /zookeeper, etcd writes to the prefix are refused);
+     * before, only the D key of /zookeeper is looked up (a count, nothing
+     * copied or decoded) */
+    if (x->s->zk_sys_nodes)
+        return;
     size_t kl;
     uint8_t *k = node_key(x->a, 'D', (const uint8_t *)paths[0], strlen(paths[0]), &kl);
     struct mvcc_range_opts count = {.count_only = true};
@@ -747,8 +751,10 @@ static void ensure_system_nodes(struct ztx *x)
         x->storage_err = rv;
         return;
     }
-    if (found.count > 0)
+    if (found.count > 0) {
+        x->s->zk_sys_nodes = true;
         return;
+    }
     struct zover *sys = get(x, (const uint8_t *)paths[0], strlen(paths[0]));
     if (sys == NULL || sys->z.exists)
         return;

@@ -986,6 +986,38 @@ static void check_model(int64_t rev)
     cr_assert_eq(g2.n, want < 2 ? want : 2);
 }
 
+/* txn_read_check reads key |k| inside |t| (a single-key range, which the
+ * txn's read memo keeps) and checks it against |want| (NULL: absent) */
+static void txn_read_check(mvcc_txn *t, int k, const struct mver *want)
+{
+    char key[8];
+    snprintf(key, sizeof(key), "k%02d", k);
+    struct got g;
+    memset(&g, 0, sizeof(g));
+    cr_assert_eq(mvcc_txn_range(t, S(key), NULL, 0, NULL, collect, &g, NULL), 0);
+    cr_assert_eq(g.n, want != NULL ? 1 : 0, "txn read of %s", key);
+    if (want != NULL) {
+        cr_assert_str_eq(g.val[0], want->val);
+        cr_assert_eq(g.mod[0], want->main);
+        cr_assert_eq(g.create[0], want->create);
+        cr_assert_eq(g.ver[0], want->ver);
+    }
+}
+
+/* the kv a put or a delete replaces, as the store hands it to prev_fn */
+static int prev_check(const struct mvcc_kv *kv, void *arg)
+{
+    const struct mver *want = arg;
+    cr_assert_not_null(want, "a prev for a key the model has not");
+    cr_assert_eq(kv->mod_revision, want->main);
+    cr_assert_eq(kv->create_revision, want->create);
+    cr_assert_eq(kv->version, want->ver);
+    cr_assert_eq(kv->lease, want->lease);
+    cr_assert_eq(kv->value_len, strlen(want->val));
+    cr_assert_eq(memcmp(kv->value, want->val, kv->value_len), 0);
+    return 0;
+}
+
 Test(kvstore, random_ops_match_model)
 {
     srand(12345);
@@ -1007,11 +1039,20 @@ Test(kvstore, random_ops_match_model)
                 char key[8];
                 snprintf(key, sizeof(key), "k%02d", k);
                 const struct mver *cur = model_at(k, rev + (changes ? 1 : 0));
+                /* reads in the txn before its writes: of this key or another
+                 * (what a put then replaces may come from the read memo) */
+                if (rand() % 2)
+                    txn_read_check(t, k, cur);
+                if (rand() % 3 == 0) {
+                    int other = rand() % MK;
+                    txn_read_check(t, other, model_at(other, rev + (changes ? 1 : 0)));
+                }
                 if (rand() % 4) {
                     char val[12];
                     snprintf(val, sizeof(val), "v%d", step);
                     int64_t lease = rand() % 3;
-                    cr_assert_eq(mvcc_txn_put(t, S(key), S(val), lease, NULL, NULL), 0);
+                    cr_assert_eq(mvcc_txn_put(t, S(key), S(val), lease, prev_check, (void *)cur),
+                                 0);
                     struct mver *m = &hist[k][nhist[k]++];
                     *m = (struct mver){.main = rev + 1,
                                        .sub = changes,
@@ -1020,9 +1061,12 @@ Test(kvstore, random_ops_match_model)
                                        .lease = lease};
                     snprintf(m->val, sizeof(m->val), "%s", val);
                     changes++;
+                    if (rand() % 3 == 0)
+                        txn_read_check(t, k, m);
                 } else {
                     int64_t n;
-                    cr_assert_eq(mvcc_txn_delete_range(t, S(key), NULL, 0, NULL, NULL, &n), 0);
+                    cr_assert_eq(
+                        mvcc_txn_delete_range(t, S(key), NULL, 0, prev_check, (void *)cur, &n), 0);
                     cr_assert_eq(n, cur ? 1 : 0);
                     if (cur) {
                         hist[k][nhist[k]++] =
