@@ -33,16 +33,19 @@
 /* quorum only: a revision whose first steps are committed, not its last */
 #define META_STEP_REV "quorumStepRev"
 
-/* The txn's read memo: a put (and a delete) reads the kv it replaces,
- * for the create revision, the version and the observer's prev; mostly the
- * txn itself read that key a moment before (ZooKeeper's setData loads the
- * node it then writes, a Txn compares or ranges before it puts). A write
- * txn's single-key reads keep a copy of the record here, by its revision
- * (main, sub), and the put takes it from the copy instead of a second
- * descent of LMDB's tree. A record never changes once written, and the
- * memo is emptied at every mvcc_txn_begin, so no batch abort or file swap
- * can leave a stale one. */
-#define MEMO_SLOTS 4
+/* The record memo: a put (and a delete) reads the kv it replaces, for
+ * the create revision, the version and the observer's prev; mostly that
+ * record was read or written a moment before (ZooKeeper's setData loads
+ * the node it then writes, every ZooKeeper write reads its session's
+ * record and a create its parent's; a Txn compares or ranges before it
+ * puts). The owner's write txns keep copies of the records their
+ * single-key reads fetch and of those their puts write, by revision
+ * (main, sub), in a small direct-mapped table; their reads and the puts'
+ * look there before descending LMDB's tree. A record never changes once
+ * written and a revision is never written twice, except across a rebuild
+ * of the index (load_from: after a batch abort, a failed commit, a file
+ * swap), which empties the table. Only the owner's thread touches it. */
+#define MEMO_SLOTS 64
 #define MEMO_MAX 2048 /* bigger records are fetched again */
 #define READ_SPARES 8
 
@@ -117,14 +120,14 @@ struct mvcc_store {
     void *obs_arg;
     struct buf enc;  /* the kv being written */
     struct buf prev; /* copy of the kv being replaced (LMDB pages move under puts) */
-    /* records the open write txn read by key (see "The txn's read memo") */
+    /* copies of records by revision (see "The record memo") */
     struct memo {
         int64_t main;
         uint32_t sub;
         bool used;
+        uint32_t pins; /* visitors holding pointers into |raw| */
         struct buf raw;
     } memo[MEMO_SLOTS];
-    unsigned memo_next;
     struct buf aux;  /* tombstone event kv */
     /* Ended read txns kept reset for reuse: mdb_txn_renew skips the
      * allocation and reader-slot setup of a fresh mdb_txn_begin. */
@@ -567,6 +570,8 @@ struct mvcc_prepared {
  * (then |prep| is consumed). */
 static int load_from(mvcc_store *s, mvcc_prepared *prep)
 {
+    for (int i = 0; i < MEMO_SLOTS; i++)
+        s->memo[i].used = false;
     s->rev = 1;
     s->compact_rev = -1; /* never compacted, as etcd's compactMainRev */
     s->compacting = false;
@@ -976,28 +981,30 @@ static int fetch(mvcc_store *s, MDB_txn *lt, MDB_cursor *cur, const struct kinde
     return mvcc_kv_decode(d.mv_data, d.mv_size, kv);
 }
 
-/* memo_keep copies the record |kv| of |r| into the next memo slot (an
- * allocation failure only leaves it out). */
-static void memo_keep(mvcc_store *s, const struct kindex_rev *r, const struct mvcc_kv *kv)
+static struct memo *memo_slot(mvcc_store *s, int64_t main, uint32_t sub)
 {
-    if (kv->raw_len > MEMO_MAX)
-        return;
-    struct memo *m = &s->memo[s->memo_next];
-    s->memo_next = (s->memo_next + 1) % MEMO_SLOTS;
-    buf_reset(&m->raw);
-    m->used = buf_append(&m->raw, kv->raw, kv->raw_len) == 0;
-    m->main = r->main;
-    m->sub = r->sub;
+    uint64_t h = ((uint64_t)main * 0x9E3779B97F4A7C15ull) ^ sub;
+    return &s->memo[(h >> 32) % MEMO_SLOTS];
 }
 
-static const struct memo *memo_find(const mvcc_store *s, const struct kindex_rev *r)
+/* memo_keep copies the record |raw| of revision (main, sub) into its slot,
+ * unless a visitor holds that slot's copy (an allocation failure only
+ * leaves it out) */
+static void memo_keep(mvcc_store *s, int64_t main, uint32_t sub, const uint8_t *raw, size_t n)
 {
-    for (int i = 0; i < MEMO_SLOTS; i++) {
-        const struct memo *m = &s->memo[i];
-        if (m->used && m->main == r->main && m->sub == r->sub)
-            return m;
-    }
-    return NULL;
+    struct memo *m = memo_slot(s, main, sub);
+    if (n > MEMO_MAX || m->pins > 0)
+        return;
+    buf_reset(&m->raw);
+    m->used = buf_append(&m->raw, raw, n) == 0;
+    m->main = main;
+    m->sub = sub;
+}
+
+static struct memo *memo_find(mvcc_store *s, int64_t main, uint32_t sub)
+{
+    struct memo *m = memo_slot(s, main, sub);
+    return m->used && m->main == main && m->sub == sub ? m : NULL;
 }
 
 static bool is_from_key(const uint8_t *end, size_t end_len)
@@ -1103,14 +1110,19 @@ static int do_range(mvcc_store *s, MDB_txn *lt, int64_t cur, const uint8_t *key,
             if (mc == NULL && end_len != 0 && mdb_cursor_open(lt, s->kdb, &mc) != 0)
                 mc = NULL; /* mdb_get works too, only slower */
             struct mvcc_kv kv;
-            rv = fetch(s, lt, mc, r, &kv);
+            struct memo *m = memo ? memo_find(s, r->main, r->sub) : NULL;
+            rv = m != NULL ? mvcc_kv_decode(m->raw.data, m->raw.len, &kv) : fetch(s, lt, mc, r, &kv);
             if (rv != 0)
                 break;
-            if (memo && end_len == 0)
-                memo_keep(s, r, &kv);
+            if (memo && m == NULL && end_len == 0)
+                memo_keep(s, r->main, r->sub, kv.raw, kv.raw_len);
             spent += (int64_t)(kv.raw_len >> 10);
             sent++;
+            if (m != NULL)
+                m->pins++; /* kv points into its copy */
             rv = fn(&kv, arg);
+            if (m != NULL)
+                m->pins--;
             if (rv != 0)
                 break;
         }
@@ -1141,8 +1153,6 @@ int mvcc_txn_begin(mvcc_store *s, mvcc_txn **out)
     s->txn.since_pause = 0;
     s->txn.steps = 0;
     s->txn.resumed = false;
-    for (int i = 0; i < MEMO_SLOTS; i++)
-        s->memo[i].used = false;
     if (s->partial_rev != 0) {
         /* the entry that wrote it, applied again: go on where LMDB stops */
         s->txn.begin_rev = s->partial_rev - 1;
@@ -1172,7 +1182,7 @@ int mvcc_txn_range(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_
 /* load_prev copies the live kv of |r| into s->prev and decodes it. */
 static int load_prev(mvcc_store *s, MDB_txn *lt, const struct kindex_rev *r, struct mvcc_kv *kv)
 {
-    const struct memo *m = memo_find(s, r);
+    const struct memo *m = memo_find(s, r->main, r->sub);
     int rv;
     buf_reset(&s->prev);
     if (m != NULL) {
@@ -1350,8 +1360,10 @@ int mvcc_txn_put(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_t 
     rv = mvcc_kv_encode(&s->enc, &kv);
     if (rv == 0)
         rv = write_rev(s, lt, rev, sub, false, &s->enc);
-    if (rv == 0)
+    if (rv == 0) {
+        memo_keep(s, rev, sub, s->enc.data, s->enc.len);
         rv = kindex_slot_append(&s->ix, &slot, key, key_len, rev, sub, false);
+    }
     if (rv != 0)
         return rv;
     t->changes++;

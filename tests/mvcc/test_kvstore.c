@@ -1028,6 +1028,8 @@ Test(kvstore, random_ops_match_model)
         if (op < 75) {
             /* a txn of 1-3 ops on distinct keys: put or delete-range */
             mvcc_txn *t;
+            int saved[MK];
+            memcpy(saved, nhist, sizeof(saved));
             cr_assert_eq(mvcc_batch_begin(s), 0);
             cr_assert_eq(mvcc_txn_begin(s, &t), 0);
             int nops = 1 + rand() % 3, used[3] = {-1, -1, -1}, changes = 0;
@@ -1076,10 +1078,17 @@ Test(kvstore, random_ops_match_model)
                 }
             }
             int64_t after = mvcc_txn_end(t);
-            cr_assert_eq(mvcc_batch_commit(s), 0);
-            if (changes)
-                rev++;
-            cr_assert_eq(after, rev);
+            if (rand() % 10 == 0) {
+                /* the batch is dropped: the store and the model go back
+                 * (the revision its puts took is written again after) */
+                cr_assert_eq(mvcc_batch_abort(s), 0);
+                memcpy(nhist, saved, sizeof(saved));
+            } else {
+                cr_assert_eq(mvcc_batch_commit(s), 0);
+                if (changes)
+                    rev++;
+                cr_assert_eq(after, rev);
+            }
         } else if (op < 85) {
             int64_t at = compact_rev + 1 + rand() % 5;
             if (at > rev) {
