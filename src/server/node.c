@@ -2454,6 +2454,8 @@ static void node_closed_step(struct node_close *nc)
         return;
     struct server *s = nc->s;
     buf_free(&s->deferred);
+    buf_free(&s->zk_body);
+    buf_free(&s->zk_rec);
     mvcc_prepared_free(s->recv_prepared);
     s->recv_prepared = NULL;
     raft_free(s->raft);

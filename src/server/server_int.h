@@ -196,6 +196,9 @@ struct server {
      * once, it stays (nothing deletes it); forgotten when the store is
      * replaced (server_zk_store_replaced) */
     bool zk_sys_nodes;
+    /* the ZooKeeper apply's answer body and record encoding, kept from one
+     * write to the next (no allocation per write) */
+    struct buf zk_body, zk_rec;
     struct server_tls tls;
     /* for the front loops, stored by the core each pass (__atomic) */
     uint64_t pub_term, pub_cluster_id;

@@ -802,12 +802,14 @@ static int run_op(struct ztx *x, int32_t type, const void *body, struct zk_multi
     }
 }
 
+/* the apply's scratch buffers (struct server zk_body, zk_rec) keep at most
+ * this much between writes */
+#define ZK_SCRATCH_KEEP 65536
+
 static int write_overlay(struct ztx *x)
 {
-    struct buf b = {0};
-    /* one allocation for a usual record (a node's header, ACL, data of up
-     * to about a hundred bytes) rather than three doublings from 64 */
-    int rv = buf_reserve(&b, 256);
+    struct buf *b = &x->s->zk_rec; /* kept from write to write */
+    int rv = 0;
     for (struct zover *o = x->head; o != NULL && rv == 0; o = o->next) {
         size_t kl;
         if (o->deleted) {
@@ -825,9 +827,9 @@ static int write_overlay(struct ztx *x)
             continue;
         }
         if (o->d_dirty) {
-            buf_reset(&b);
+            buf_reset(b);
             uint8_t *k = node_key(x->a, 'D', o->path, o->n, &kl);
-            rv = k == NULL ? -ENOMEM : encode_d(&b, &o->z);
+            rv = k == NULL ? -ENOMEM : encode_d(b, &o->z);
             if (rv == 0 && o->in_store && o->z.czxid == x->zxid) {
                 /* deleted and created again in one multi: a new key, so
                  * its create revision (czxid) is this one */
@@ -835,21 +837,22 @@ static int write_overlay(struct ztx *x)
                 rv = mvcc_txn_delete_range(x->st.t, k, kl, NULL, 0, NULL, NULL, &del);
             }
             if (rv == 0)
-                rv = mvcc_txn_put(x->st.t, k, kl, b.data, b.len, o->z.lease, NULL, NULL);
+                rv = mvcc_txn_put(x->st.t, k, kl, b->data, b->len, o->z.lease, NULL, NULL);
         }
         /* a new node's child side is implied (0, czxid, 0) until a child
          * comes: written only for nodes that had a child change */
         if (rv == 0 && o->c_dirty &&
             (o->c_stale || !(o->d_dirty && o->z.num_children == 0 && o->z.cversion == 0 &&
                              o->z.seq == 0 && o->z.pzxid == o->z.czxid))) {
-            buf_reset(&b);
+            buf_reset(b);
             uint8_t *k = node_key(x->a, 'C', o->path, o->n, &kl);
-            rv = k == NULL ? -ENOMEM : encode_c(&b, &o->z);
+            rv = k == NULL ? -ENOMEM : encode_c(b, &o->z);
             if (rv == 0)
-                rv = mvcc_txn_put(x->st.t, k, kl, b.data, b.len, 0, NULL, NULL);
+                rv = mvcc_txn_put(x->st.t, k, kl, b->data, b->len, 0, NULL, NULL);
         }
     }
-    buf_free(&b);
+    if (b->cap > ZK_SCRATCH_KEEP)
+        buf_free(b); /* a big node's record is not kept */
     return rv;
 }
 
@@ -929,9 +932,10 @@ int server_zk_apply(struct server *s, struct entry *e)
         return rv;
     }
     int32_t err = 0;
-    struct buf body = {0};
-    struct jute_out bo = {&body, 0};
-    if (buf_reserve(&body, 128) != 0 || buf_reserve(out, 160) != 0) {
+    struct buf *body = &s->zk_body; /* kept from write to write */
+    buf_reset(body);
+    struct jute_out bo = {body, 0};
+    if (buf_reserve(body, 128) != 0 || buf_reserve(out, 160) != 0) {
         mvcc_txn_end(t);
         return -ENOMEM;
     }
@@ -1011,20 +1015,17 @@ int server_zk_apply(struct server *s, struct entry *e)
         }
     }
     int64_t rev = mvcc_txn_end(t);
-    if (x.storage_err != 0) {
-        buf_free(&body);
+    if (x.storage_err != 0)
         return x.storage_err;
-    }
-    if (rv != 0) {
-        buf_free(&body);
+    if (rv != 0)
         return rv;
-    }
     jute_put_long(&o, rev);
     jute_put_int(&o, err);
-    if (err == 0 && body.len > 0)
-        jute_put_raw(&o, body.data, body.len);
+    if (err == 0 && body->len > 0)
+        jute_put_raw(&o, body->data, body->len);
     int berr = bo.err;
-    buf_free(&body);
+    if (body->cap > ZK_SCRATCH_KEEP)
+        buf_free(body); /* a big answer's room is not kept */
     return o.err != 0 ? o.err : berr;
 }
 
