@@ -1183,20 +1183,18 @@ int mvcc_txn_range(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_
 static int load_prev(mvcc_store *s, MDB_txn *lt, const struct kindex_rev *r, struct mvcc_kv *kv)
 {
     const struct memo *m = memo_find(s, r->main, r->sub);
-    int rv;
-    buf_reset(&s->prev);
+    struct mvcc_kv tmp = {0};
     if (m != NULL) {
-        rv = buf_append(&s->prev, m->raw.data, m->raw.len);
-        return rv != 0 ? rv : mvcc_kv_decode(s->prev.data, s->prev.len, kv);
+        tmp.raw = m->raw.data;
+        tmp.raw_len = m->raw.len;
+    } else {
+        int rv = fetch(s, lt, NULL, r, &tmp);
+        if (rv != 0)
+            return rv;
     }
-    struct mvcc_kv tmp;
-    rv = fetch(s, lt, NULL, r, &tmp);
-    if (rv != 0)
-        return rv;
-    rv = buf_append(&s->prev, tmp.raw, tmp.raw_len);
-    if (rv != 0)
-        return rv;
-    return mvcc_kv_decode(s->prev.data, s->prev.len, kv);
+    buf_reset(&s->prev);
+    int rv = buf_append(&s->prev, tmp.raw, tmp.raw_len);
+    return rv != 0 ? rv : mvcc_kv_decode(s->prev.data, s->prev.len, kv);
 }
 
 /* Revision keys only grow, so every write is an append: MDB_APPEND skips
