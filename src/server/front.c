@@ -19,6 +19,8 @@
 #include "base/tsan.h"
 #include "base/log.h"
 #include "server/server_int.h"
+#include "server/zk_service.h"
+#include "zk/zk.h"
 
 /* What crosses between a front loop and the core. Front to core: MSG (one
  * request message), HALF (the client ended its side), CLOSE (the stream is
@@ -31,7 +33,14 @@
  * A linearizable read whose read index the core reached goes to the front
  * as READ (the request packed, |status| its entry kind, |rev| the
  * revision it must see); a front that cannot read that revision yet hands
- * it back (READ_BACK) and the core serves it. */
+ * it back (READ_BACK) and the core serves it.
+ * ZooKeeper connections (struct zrelay; zk.h, "Relaying"): front to core
+ * ZK_OPEN (a connection's first bytes came: peer, host and certificate
+ * subject in |data|), ZK_DATA (bytes read), ZK_GONE (the socket is
+ * closed); core to front ZK_SEND (bytes to write), ZK_PAUSE (|status|:
+ * stop or resume reading), ZK_CLOSE, ZK_RELEASE (the core forgot it);
+ * front to front ZK_ADOPT (serve the accepted socket in |status|, TLS if
+ * |rev|). */
 enum xop {
     XM_MSG,
     XM_HALF,
@@ -42,16 +51,26 @@ enum xop {
     XM_FINISH,
     XM_RELEASE,
     XM_READ,
-    XM_ADOPT
+    XM_ADOPT,
+    XM_ZK_OPEN,
+    XM_ZK_DATA,
+    XM_ZK_GONE,
+    XM_ZK_SEND,
+    XM_ZK_PAUSE,
+    XM_ZK_CLOSE,
+    XM_ZK_RELEASE,
+    XM_ZK_ADOPT
 };
 
 struct fcall;
+struct zrelay;
 
 struct xmsg {
     struct cds_wfcq_node node;
     enum xop op;
     int status;
     struct fcall *fc;
+    struct zrelay *zr; /* the ZK_ messages' */
     int64_t rev;
     size_t len;
     uint8_t data[]; /* MSG/SEND/READ: the message; FINISH: the text, NUL-terminated */
@@ -78,6 +97,15 @@ struct fcall {
     char *cn;
 };
 
+/* A ZooKeeper connection whose socket a front loop serves and whose
+ * session the core's ZooKeeper service runs (zk.h, "Relaying"). Freed by
+ * the front on ZK_RELEASE (or by the core once the fronts are gone). */
+struct zrelay {
+    struct front *fr;
+    zk_conn *fconn; /* front: the socket's connection, NULL once closed */
+    zk_conn *cconn; /* core: the relayed connection, NULL before or after */
+};
+
 static void fcall_free(struct fcall *fc)
 {
     free(fc->token);
@@ -98,9 +126,11 @@ struct front {
     uv_loop_t loop;
     uv_thread_t thread;
     grpc_server *grpc;
+    zk_listener *zkl;  /* its ZooKeeper connections (relaying), or NULL */
+    int closing;       /* front_stop: grpc and zkl still closing */
     struct mailbox in; /* from the core */
     uv_prepare_t prep; /* once per pass: wake the core, refresh pending bytes */
-    uv_poll_t polls[CONFIG_MAX_URLS];
+    uv_poll_t polls[2 * CONFIG_MAX_URLS]; /* the client listeners, then ZooKeeper's */
     size_t npolls;
     struct arena arena; /* reads answered here */
     struct buf out;
@@ -122,6 +152,9 @@ struct fronts {
     bool wake[CONFIG_MAX_FRONTS];
     int lfd[CONFIG_MAX_URLS];
     size_t nl;
+    int zk_lfd[CONFIG_MAX_URLS]; /* ZooKeeper's listeners (fronts_add_zk) */
+    bool zk_tls[CONFIG_MAX_URLS];
+    size_t nzl;
     bool stopping;
     int closing;
     unsigned next_accept; /* __atomic: round-robin of accepted connections */
@@ -143,6 +176,7 @@ static struct xmsg *xmsg_new(enum xop op, struct fcall *fc, int status, const vo
     m->op = op;
     m->status = status;
     m->fc = fc;
+    m->zr = NULL;
     m->rev = 0;
     m->len = len;
     if (len && p != NULL) /* NULL: the caller fills the bytes */
@@ -247,6 +281,67 @@ static int r_send_take(qcall *c, struct buf *msg)
 
 static const struct qcall_face remote_face = {r_send, r_finish, r_pending, r_send_take};
 
+/* ---- ZooKeeper connections, the core's side ---- */
+
+static int to_front_zk(struct zrelay *zr, enum xop op, int status, const void *p, size_t len)
+{
+    struct front *fr = zr->fr;
+    struct xmsg *m = xmsg_new(op, NULL, status, p, len);
+    if (m == NULL) {
+        if (op == XM_ZK_RELEASE || op == XM_ZK_CLOSE) {
+            log_error("front", "out of memory closing a ZooKeeper connection");
+            abort(); /* the connection would stay open forever */
+        }
+        return -ENOMEM;
+    }
+    m->zr = zr;
+    post(&fr->in, m);
+    fr->all->wake[fr->idx] = true;
+    return 0;
+}
+
+static int zr_send(void *ctx, const uint8_t *p, size_t len)
+{
+    return to_front_zk(ctx, XM_ZK_SEND, 0, p, len);
+}
+
+static void zr_pause(void *ctx, bool paused)
+{
+    /* lost when out of memory: the core still holds back its packets */
+    (void)to_front_zk(ctx, XM_ZK_PAUSE, paused, NULL, 0);
+}
+
+static void zr_close(void *ctx)
+{
+    to_front_zk(ctx, XM_ZK_CLOSE, 0, NULL, 0);
+}
+
+static const struct zk_relay zk_relay_ops = {zr_send, zr_pause, zr_close};
+
+/* core_zk_open: a front's ZooKeeper connection sent its first bytes */
+static void core_zk_open(struct fronts *all, struct zrelay *zr, const struct xmsg *m)
+{
+    const char *peer = (const char *)m->data;
+    const char *host = peer + strlen(peer) + 1;
+    const char *subject = m->status ? host + strlen(host) + 1 : NULL;
+    zk_listener *l = server_zk_relay_listener(all->s);
+    if (l == NULL || zk_conn_relayed(l, &zk_relay_ops, zr, peer, host, subject, &zr->cconn) != 0)
+        to_front_zk(zr, XM_ZK_CLOSE, 0, NULL, 0); /* no ZooKeeper service (closing) */
+}
+
+/* core_zk_gone: a front's ZooKeeper connection is closed */
+static void core_zk_gone(struct fronts *all, struct zrelay *zr)
+{
+    zk_conn *c = zr->cconn;
+    zr->cconn = NULL;
+    if (c != NULL)
+        zk_conn_relay_gone(c);
+    if (all->stopping)
+        free(zr); /* no front loop to release it */
+    else
+        to_front_zk(zr, XM_ZK_RELEASE, 0, NULL, 0);
+}
+
 static void core_close_call(struct fcall *fc)
 {
     qcall *c = fc->qc;
@@ -266,10 +361,22 @@ static void core_handle(struct fronts *all, struct xmsg *m)
         if (m->op == XM_CLOSE) {
             core_close_call(fc);
             fcall_free(fc);
+        } else if (m->op == XM_ZK_GONE) {
+            core_zk_gone(all, m->zr);
         }
         return;
     }
     switch (m->op) {
+    case XM_ZK_OPEN:
+        core_zk_open(all, m->zr, m);
+        break;
+    case XM_ZK_DATA:
+        if (m->zr->cconn != NULL)
+            zk_conn_relay_input(m->zr->cconn, m->data, m->len);
+        break;
+    case XM_ZK_GONE:
+        core_zk_gone(all, m->zr);
+        break;
     case XM_MSG:
     case XM_HALF:
         if (fc->qc == NULL) {
@@ -483,6 +590,67 @@ static void f_on_close(grpc_call *gc)
         fcall_free(fc);
 }
 
+/* ---- ZooKeeper connections, a front loop's side ---- */
+
+static void to_core_zk(struct front *fr, enum xop op, struct zrelay *zr, int status,
+                       const void *p, size_t len)
+{
+    struct xmsg *m = xmsg_new(op, NULL, status, p, len);
+    if (m == NULL) {
+        log_error("front", "out of memory passing ZooKeeper input to the core");
+        abort(); /* the stream would have a hole */
+    }
+    m->zr = zr;
+    post(&fr->all->in, m);
+    fr->wake_core = true;
+}
+
+static void fz_on_bytes(zk_conn *c, const uint8_t *p, size_t len)
+{
+    struct zrelay *zr = zk_conn_get_data(c);
+    if (zr == NULL) {
+        /* the first bytes: the core learns of the connection now, its
+         * TLS handshake (if any) done */
+        struct front *fr = zk_listener_arg(zk_conn_listener(c));
+        zr = calloc(1, sizeof(*zr));
+        if (zr == NULL) {
+            zk_conn_close(c);
+            return;
+        }
+        zr->fr = fr;
+        zr->fconn = c;
+        zk_conn_set_data(c, zr);
+        char subject[1024];
+        bool has_subject = zk_conn_peer_subject(c, subject, sizeof(subject)) == 0;
+        const char *peer = zk_conn_peer(c), *host = zk_conn_host(c);
+        size_t np = strlen(peer) + 1, nh = strlen(host) + 1, ns = has_subject ? strlen(subject) + 1 : 0;
+        struct xmsg *m = xmsg_new(XM_ZK_OPEN, NULL, has_subject, NULL, np + nh + ns);
+        if (m == NULL) {
+            log_error("front", "out of memory passing a ZooKeeper connection to the core");
+            abort();
+        }
+        memcpy(m->data, peer, np);
+        memcpy(m->data + np, host, nh);
+        if (ns > 0)
+            memcpy(m->data + np + nh, subject, ns);
+        m->zr = zr;
+        post(&fr->all->in, m);
+        fr->wake_core = true;
+    }
+    to_core_zk(zr->fr, XM_ZK_DATA, zr, 0, p, len);
+}
+
+static void fz_on_close(zk_conn *c)
+{
+    struct zrelay *zr = zk_conn_get_data(c);
+    if (zr == NULL)
+        return; /* the core never heard of it */
+    zr->fconn = NULL;
+    to_core_zk(zr->fr, XM_ZK_GONE, zr, 0, NULL, 0);
+}
+
+static const struct zk_conn_handler fz_handler = {NULL, NULL, NULL, fz_on_close, fz_on_bytes};
+
 static void front_handle(struct front *fr, struct xmsg *m)
 {
     struct fcall *fc = m->fc;
@@ -544,6 +712,27 @@ static void front_handle(struct front *fr, struct xmsg *m)
         else
             close(m->status);
         break;
+    case XM_ZK_ADOPT:
+        if (fr->zkl != NULL && !fr->stopped)
+            zk_listener_adopt_conn(fr->zkl, m->status, m->rev ? fr->all->s->tls.zk : NULL);
+        else
+            close(m->status);
+        break;
+    case XM_ZK_SEND:
+        if (m->zr->fconn != NULL && zk_conn_write(m->zr->fconn, m->data, m->len) == -ENOMEM)
+            zk_conn_close(m->zr->fconn); /* a hole in the stream: the client starts over */
+        break;
+    case XM_ZK_PAUSE:
+        if (m->zr->fconn != NULL)
+            zk_conn_pause(m->zr->fconn, m->status != 0);
+        break;
+    case XM_ZK_CLOSE:
+        if (m->zr->fconn != NULL)
+            zk_conn_close(m->zr->fconn);
+        break;
+    case XM_ZK_RELEASE:
+        free(m->zr);
+        break;
     default:
         break;
     }
@@ -563,8 +752,9 @@ static void on_front_async(uv_async_t *a)
     struct front *fr = a->data;
     drain(&fr->in, front_handle_fn, fr);
     if (atomic_load(&fr->start_accept) && !atomic_load(&fr->stop_accept) && fr->npolls == 0) {
-        for (size_t k = 0; k < fr->all->nl; k++) {
-            uv_poll_init(&fr->loop, &fr->polls[k], fr->all->lfd[k]);
+        for (size_t k = 0; k < fr->all->nl + fr->all->nzl; k++) {
+            int lfd = k < fr->all->nl ? fr->all->lfd[k] : fr->all->zk_lfd[k - fr->all->nl];
+            uv_poll_init(&fr->loop, &fr->polls[k], lfd);
             fr->polls[k].data = fr;
             uv_poll_start(&fr->polls[k], UV_READABLE, on_poll);
             fr->npolls++;
@@ -670,7 +860,21 @@ static void on_poll(uv_poll_t *h, int status, int events)
         return;
     }
     struct fronts *all = fr->all;
-    const struct url *u = &all->s->cfg.listen_client[h - fr->polls];
+    size_t k = (size_t)(h - fr->polls);
+    if (k >= all->nl) { /* a ZooKeeper listener */
+        bool tls = all->zk_tls[k - all->nl];
+        unsigned to = __atomic_fetch_add(&all->next_accept, 1, __ATOMIC_RELAXED) % all->n;
+        struct xmsg *m = to == fr->idx ? NULL : xmsg_new(XM_ZK_ADOPT, NULL, c, NULL, 0);
+        if (m == NULL) {
+            zk_listener_adopt_conn(fr->zkl, c, tls ? all->s->tls.zk : NULL);
+            return;
+        }
+        m->rev = tls;
+        post(&all->f[to].in, m);
+        uv_async_send(&all->f[to].in.async);
+        return;
+    }
+    const struct url *u = &all->s->cfg.listen_client[k];
     unsigned flags = (u->tls ? GRPC_ADOPT_TLS : 0) | (u->unix_sock ? GRPC_ADOPT_UNIX : 0);
     unsigned to = __atomic_fetch_add(&all->next_accept, 1, __ATOMIC_RELAXED) % all->n;
     struct xmsg *m = to == fr->idx ? NULL : xmsg_new(XM_ADOPT, NULL, c, NULL, 0);
@@ -688,10 +892,10 @@ static void on_front_handle_closed(uv_handle_t *h)
     (void)h; /* the loop ends when the last handle is closed */
 }
 
-static void on_front_grpc_closed(void *arg)
+static void on_front_closed(struct front *fr)
 {
-    struct front *fr = arg;
-    fr->grpc = NULL;
+    if (--fr->closing > 0)
+        return;
     arena_free(&fr->arena);
     buf_free(&fr->out);
     /* the resets above posted CLOSEs: the core learns of them when it
@@ -700,11 +904,29 @@ static void on_front_grpc_closed(void *arg)
     uv_close((uv_handle_t *)&fr->prep, on_front_handle_closed);
 }
 
+static void on_front_grpc_closed(void *arg)
+{
+    struct front *fr = arg;
+    fr->grpc = NULL;
+    on_front_closed(fr);
+}
+
+static void on_front_zk_closed(void *arg)
+{
+    struct front *fr = arg;
+    fr->zkl = NULL;
+    on_front_closed(fr);
+}
+
 static void front_stop(struct front *fr)
 {
     if (fr->stopped)
         return;
     fr->stopped = true;
+    fr->closing = fr->zkl != NULL ? 2 : 1;
+    /* every ZooKeeper connection's on_close posts its ZK_GONE */
+    if (fr->zkl != NULL)
+        zk_listener_close(fr->zkl, on_front_zk_closed, fr);
     grpc_server_close(fr->grpc, on_front_grpc_closed, fr);
 }
 
@@ -765,6 +987,8 @@ static void fronts_free(struct fronts *all)
         if (all->s->cfg.listen_client[i].unix_sock)
             unlink(all->s->cfg.listen_client[i].host);
     }
+    for (size_t i = 0; i < all->nzl; i++)
+        close(all->zk_lfd[i]);
     free(all->f);
     free(all);
 }
@@ -811,6 +1035,8 @@ int fronts_start(struct server *s, unsigned n, bool pin, const struct grpc_serve
         int rv = uv_loop_init(&fr->loop);
         if (rv == 0)
             rv = grpc_server_new(&fr->loop, front_methods, server_methods_n, go, fr, &fr->grpc);
+        if (rv == 0 && s->cfg.n_listen_zk > 0)
+            rv = zk_listener_new(&fr->loop, &fz_handler, fr, JUTE_MAX_BUFFER, &fr->zkl);
         if (rv != 0) {
             log_error("server", "starting front loop %u: %s", i, uv_strerror(rv));
             abort(); /* at start, with nothing served yet */
@@ -832,6 +1058,13 @@ int fronts_start(struct server *s, unsigned n, bool pin, const struct grpc_serve
     }
     *out = all;
     return 0;
+}
+
+void fronts_add_zk(struct fronts *all, int fd, bool tls)
+{
+    all->zk_lfd[all->nzl] = fd;
+    all->zk_tls[all->nzl] = tls;
+    all->nzl++;
 }
 
 void fronts_accept(struct fronts *all)
@@ -889,8 +1122,10 @@ void fronts_close(struct fronts *all, void (*cb)(void *arg), void *arg)
                 struct buf b;
                 memcpy(&b, m->data, sizeof(b));
                 buf_free(&b);
-            } else if (m->op == XM_ADOPT) {
+            } else if (m->op == XM_ADOPT || m->op == XM_ZK_ADOPT) {
                 close(m->status);
+            } else if (m->op == XM_ZK_RELEASE) {
+                free(m->zr);
             }
             free(m);
         }

@@ -14,7 +14,11 @@
  * core produced it (one FIFO queue per front loop).
  *
  * A front loop answers some requests itself, never reaching the core:
- * see front_serve_local in front.c.
+ * see f_on_message in front.c (server_kv_serve_local).
+ *
+ * ZooKeeper connections (--listen-zk-urls) are accepted the same way; a
+ * front loop owns their sockets (TLS included) and relays the bytes to
+ * the core's ZooKeeper service and back (zk/zk.h, "Relaying").
  */
 #ifndef QUORUM_SERVER_FRONT_H
 #define QUORUM_SERVER_FRONT_H
@@ -40,6 +44,13 @@ unsigned fronts_count_auto(void);
  * Errors: negative errno. */
 int fronts_start(struct server *s, unsigned n, bool pin, const struct grpc_server_options *go,
                  int *fds, size_t nfds, struct fronts **out);
+
+/* fronts_add_zk gives the front loops a listening socket of
+ * --listen-zk-urls (theirs from now; TLS with the ZooKeeper context when
+ * |tls|): they accept its connections, serve their sockets and relay
+ * them to the core's ZooKeeper service (zk.h, "Relaying"). Before
+ * fronts_accept. */
+void fronts_add_zk(struct fronts *f, int fd, bool tls);
 
 /* fronts_accept: the front loops start accepting client connections (the
  * member is ready to serve). */

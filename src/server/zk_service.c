@@ -1,6 +1,8 @@
 /* server/zk_service.c: the ZooKeeper face's service (docs/zookeeper.md).
  *
- * Connections come from zk/ (zk.h) on the core loop. Everything a
+ * Connections come from zk/ (zk.h) on the core loop: relayed from the
+ * front loops, which own their sockets (server/front.c), or the core's
+ * own with --front-loops=0; the two look the same here. Everything a
  * ZooKeeper request needs from the store goes through the face-neutral
  * call of call.h, as a gRPC or JSON request does: this file is a face
  * whose calls are its own (struct zcall: the face's context, answers
@@ -30,6 +32,7 @@
 #include "server/server_int.h"
 #include "server/zk_service.h"
 #include "server/zk_tree.h"
+#include "server/front.h"
 #include "zk.pb-c.h"
 
 #include <errno.h>
@@ -2156,7 +2159,7 @@ static void on_4lw(zk_conn *c, const char *cmd, const uint8_t *arg, size_t n_arg
      * (zookeeper.digest.enabled with a digest log); quorum keeps none */
 }
 
-static const struct zk_conn_handler handler = {on_connect, on_packet, on_4lw, on_close};
+static const struct zk_conn_handler handler = {on_connect, on_packet, on_4lw, on_close, NULL};
 
 /* ---- the container sweep (ZooKeeper's ContainerManager) ---- */
 
@@ -2326,6 +2329,10 @@ int server_zk_listen(struct server *s)
             log_error("zk", "cannot listen for ZooKeeper clients: %s", err);
             return rv;
         }
+        if (s->fronts != NULL) {
+            fronts_add_zk(s->fronts, fd, u->tls);
+            continue;
+        }
         if ((rv = zk_listener_adopt(z->l, fd, u->tls ? s->tls.zk : NULL)) != 0) {
             log_error("zk", "cannot listen for ZooKeeper clients on %s: %s", u->text,
                       uv_strerror(rv));
@@ -2333,6 +2340,11 @@ int server_zk_listen(struct server *s)
         }
     }
     return 0;
+}
+
+zk_listener *server_zk_relay_listener(struct server *s)
+{
+    return s->zk != NULL ? s->zk->l : NULL;
 }
 
 void server_zk_serve(struct server *s)

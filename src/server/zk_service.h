@@ -9,11 +9,18 @@
 
 struct server;
 
-/* server_zk_listen binds --listen-zk-urls (nothing when there are none)
- * on the core loop; connections are accepted from server_zk_serve on (the
- * member serves clients). Go's words in the log on failure. */
+/* server_zk_listen binds --listen-zk-urls (nothing when there are none):
+ * with front loops they accept the connections and relay them to the
+ * core (front.h), without, the core loop does; connections are accepted
+ * from server_zk_serve on (the member serves clients). Go's words in the
+ * log on failure. */
 int server_zk_listen(struct server *s);
 void server_zk_serve(struct server *s);
+/* server_zk_relay_listener is the core's listener that front loops'
+ * connections are relayed into (zk_conn_relayed), or NULL when the
+ * service is not running (closed, or no --listen-zk-urls). */
+struct zk_listener;
+struct zk_listener *server_zk_relay_listener(struct server *s);
 /* server_zk_close closes every ZooKeeper connection (their sessions live
  * on until they expire, as when a ZooKeeper server goes away) and the
  * listeners; synchronous for the calls they had open. */

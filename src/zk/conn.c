@@ -38,6 +38,11 @@ struct zk_conn {
     char peer[64];
     char host[48];
     struct zk_conn_stats st;
+    /* a relayed connection (zk_conn_relayed): its socket is on another
+     * loop; |ts| is unused */
+    const struct zk_relay *relay;
+    void *relay_ctx;
+    char *subject; /* the client certificate's, or NULL */
 };
 
 struct zk_listener {
@@ -121,9 +126,8 @@ static void tell_closed(zk_conn *c)
     }
 }
 
-static void on_conn_closed(uv_handle_t *h)
+static void conn_free(zk_conn *c)
 {
-    zk_conn *c = h->data;
     zk_listener *l = c->l;
     tell_closed(c); /* from the loop: never inside a handler's own call */
     for (zk_conn **pp = &l->dirty; *pp != NULL; pp = &(*pp)->dnext)
@@ -133,9 +137,15 @@ static void on_conn_closed(uv_handle_t *h)
         }
     buf_free(&c->out);
     buf_free(&c->in);
+    free(c->subject);
     free(c);
     l->open_handles--;
     maybe_done(l);
+}
+
+static void on_conn_closed(uv_handle_t *h)
+{
+    conn_free(h->data);
 }
 
 /* conn_end: the connection is over (either side): unlink it and close the
@@ -144,6 +154,7 @@ static void conn_end(zk_conn *c)
 {
     if (c->closed)
         return;
+    bool was_closing = c->closing;
     c->closed = true;
     c->closing = true;
     zk_listener *l = c->l;
@@ -154,7 +165,10 @@ static void conn_end(zk_conn *c)
     if (c->next != NULL)
         c->next->prev = c->prev;
     l->n_conns--;
-    tls_stream_close(&c->ts, on_conn_closed);
+    if (c->relay == NULL)
+        tls_stream_close(&c->ts, on_conn_closed);
+    else if (!was_closing)
+        c->relay->close(c->relay_ctx); /* freed at zk_conn_relay_gone */
 }
 
 static void on_write(uv_write_t *req, int status)
@@ -173,6 +187,16 @@ static void on_write(uv_write_t *req, int status)
 
 static int write_raw(zk_conn *c, const uint8_t *hdr, size_t hlen, const uint8_t *p, size_t len)
 {
+    if (c->relay != NULL) {
+        int rv = 0;
+        if (hlen > 0)
+            rv = c->relay->send(c->relay_ctx, hdr, hlen);
+        if (rv == 0 && len > 0)
+            rv = c->relay->send(c->relay_ctx, p, len);
+        if (rv == 0)
+            c->st.bytes_out += hlen + len;
+        return rv;
+    }
     struct zk_write *w = malloc(sizeof(*w) + hlen + len);
     if (w == NULL)
         return -ENOMEM;
@@ -203,7 +227,8 @@ static void flush_conn(zk_conn *c)
      * request; what it does not take is queued behind (and nothing is
      * tried while a queued write is pending: the bytes keep their order) */
     size_t done = 0;
-    if (c->writes == 0 && c->ts.conn == NULL) { /* TLS encrypts in tls_stream_write */
+    if (c->relay == NULL && c->writes == 0 && c->ts.conn == NULL) { /* TLS encrypts in
+                                                                   * tls_stream_write */
         uv_buf_t b = uv_buf_init((char *)c->out.data, (unsigned)c->out.len);
         int n = uv_try_write(c->ts.s, &b, 1);
         if (n > 0) {
@@ -281,6 +306,10 @@ void zk_conn_close(zk_conn *c)
     flush_conn(c); /* what was sent goes out first */
     if (c->closed)
         return;
+    if (c->relay != NULL) {
+        conn_end(c); /* the other loop closes once it has written it all */
+        return;
+    }
     c->closing = true;
     tls_stream_read_stop(&c->ts);
     if (c->writes == 0)
@@ -292,11 +321,15 @@ void zk_conn_pause(zk_conn *c, bool paused)
     if (c->closing || c->paused == paused)
         return;
     c->paused = paused;
+    if (c->relay != NULL)
+        c->relay->pause(c->relay_ctx, paused);
     if (paused) {
-        tls_stream_read_stop(&c->ts);
+        if (c->relay == NULL)
+            tls_stream_read_stop(&c->ts);
         return;
     }
-    tls_stream_read_start(&c->ts, on_alloc, on_read);
+    if (c->relay == NULL)
+        tls_stream_read_start(&c->ts, on_alloc, on_read);
     c->resume_pending = true; /* from the loop, not inside the caller */
     list_dirty(c);
 }
@@ -323,6 +356,14 @@ const char *zk_conn_host(const zk_conn *c)
 }
 int zk_conn_peer_subject(const zk_conn *c, char *out, size_t cap)
 {
+    if (c->relay != NULL) {
+        if (c->subject == NULL)
+            return -ENOENT;
+        if (strlen(c->subject) >= cap)
+            return -ENOSPC;
+        strcpy(out, c->subject);
+        return 0;
+    }
     return c->ts.conn != NULL ? tls_conn_peer_subject(c->ts.conn, out, cap) : -ENOENT;
 }
 const struct zk_conn_stats *zk_conn_stats(const zk_conn *c)
@@ -359,6 +400,14 @@ static void process(zk_conn *c)
 {
     zk_listener *l = c->l;
     size_t off = 0;
+    if (l->h->on_bytes != NULL) { /* a relaying listener: the bytes as they came */
+        if (!c->closing && !c->paused && c->in.len > 0) {
+            size_t n = c->in.len;
+            c->in.len = 0; /* the handler may send, pause or close */
+            l->h->on_bytes(c, c->in.data, n);
+        }
+        return;
+    }
     while (!c->closing && !c->paused) {
         const uint8_t *p = c->in.data + off;
         size_t left = c->in.len - off;
@@ -431,42 +480,42 @@ static void free_handle(uv_handle_t *h)
     free(h);
 }
 
-static void on_connection(uv_stream_t *server, int status)
+/* conn_link lists |c| among |l|'s connections (counted in open_handles
+ * already) */
+static void conn_link(zk_listener *l, zk_conn *c)
 {
-    zk_listener *l = server->data;
-    if (status != 0 || l->closing)
-        return;
-    tls_ctx *ctx = NULL;
-    for (size_t i = 0; i < l->n_lis; i++)
-        if ((uv_stream_t *)&l->lis[i] == server)
-            ctx = l->tls[i];
+    c->l = l;
+    c->next = l->conns;
+    if (l->conns != NULL)
+        l->conns->prev = c;
+    l->conns = c;
+    l->n_conns++;
+}
+
+/* conn_new: a connection of |l| on a fresh socket handle (TLS with |ctx|),
+ * not yet listed; NULL when out of memory */
+static zk_conn *conn_new(zk_listener *l, tls_ctx *ctx)
+{
     zk_conn *c = calloc(1, sizeof(*c));
     tls_conn *tc = NULL;
     if (c != NULL && ctx != NULL && tls_conn_new(ctx, NULL, &tc) != 0) {
         free(c);
-        c = NULL;
+        return NULL;
     }
     if (c == NULL || tls_stream_init(&c->ts, l->loop, tc, "zk") != 0) {
         free(c);
-        /* off the backlog all the same: libuv accepts nothing more until
-         * this one is taken */
-        uv_tcp_t *t = malloc(sizeof(*t));
-        if (t != NULL && uv_tcp_init(l->loop, t) == 0) {
-            (void)uv_accept(server, (uv_stream_t *)t);
-            uv_close((uv_handle_t *)t, free_handle);
-        } else {
-            free(t);
-        }
-        return;
+        return NULL;
     }
     c->l = l;
     c->ts.tcp.data = c;
     l->open_handles++;
-    if (uv_accept(server, c->ts.s) != 0) {
-        c->closed = true;
-        tls_stream_close(&c->ts, on_conn_closed);
-        return;
-    }
+    return c;
+}
+
+/* conn_begin: |c|'s socket is connected: note the peer, list it, read */
+static void conn_begin(zk_conn *c)
+{
+    zk_listener *l = c->l;
     uv_tcp_nodelay(&c->ts.tcp, 1);
     struct sockaddr_storage ss;
     int sl = sizeof(ss);
@@ -485,14 +534,111 @@ static void on_connection(uv_stream_t *server, int status)
             snprintf(c->peer, sizeof(c->peer), "[%s]:%d", c->host, port);
         }
     }
-    if (tc != NULL)
+    if (c->ts.conn != NULL)
         tls_stream_set_handshake_timeout(&c->ts, TLS_HANDSHAKE_MS);
-    c->next = l->conns;
-    if (l->conns != NULL)
-        l->conns->prev = c;
-    l->conns = c;
-    l->n_conns++;
+    conn_link(l, c);
     tls_stream_read_start(&c->ts, on_alloc, on_read);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    zk_listener *l = server->data;
+    if (status != 0 || l->closing)
+        return;
+    tls_ctx *ctx = NULL;
+    for (size_t i = 0; i < l->n_lis; i++)
+        if ((uv_stream_t *)&l->lis[i] == server)
+            ctx = l->tls[i];
+    zk_conn *c = conn_new(l, ctx);
+    if (c == NULL) {
+        /* off the backlog all the same: libuv accepts nothing more until
+         * this one is taken */
+        uv_tcp_t *t = malloc(sizeof(*t));
+        if (t != NULL && uv_tcp_init(l->loop, t) == 0) {
+            (void)uv_accept(server, (uv_stream_t *)t);
+            uv_close((uv_handle_t *)t, free_handle);
+        } else {
+            free(t);
+        }
+        return;
+    }
+    if (uv_accept(server, c->ts.s) != 0) {
+        c->closed = true;
+        tls_stream_close(&c->ts, on_conn_closed);
+        return;
+    }
+    conn_begin(c);
+}
+
+int zk_listener_adopt_conn(zk_listener *l, int fd, tls_ctx *tls)
+{
+    if (l->closing) {
+        close(fd);
+        return -ECANCELED;
+    }
+    zk_conn *c = conn_new(l, tls);
+    if (c == NULL) {
+        close(fd);
+        return -ENOMEM;
+    }
+    int rv = uv_tcp_open(&c->ts.tcp, fd);
+    if (rv != 0) {
+        close(fd);
+        c->closed = true;
+        tls_stream_close(&c->ts, on_conn_closed);
+        return rv;
+    }
+    conn_begin(c);
+    return 0;
+}
+
+int zk_conn_write(zk_conn *c, const uint8_t *p, size_t len)
+{
+    if (c->closing)
+        return -EPIPE;
+    if (buf_append(&c->out, p, len) != 0)
+        return -ENOMEM;
+    c->dirty = true;
+    list_dirty(c);
+    return 0;
+}
+
+int zk_conn_relayed(zk_listener *l, const struct zk_relay *r, void *ctx, const char *peer,
+                    const char *host, const char *subject, zk_conn **out)
+{
+    zk_conn *c = calloc(1, sizeof(*c));
+    if (c == NULL || (subject != NULL && (c->subject = strdup(subject)) == NULL)) {
+        free(c);
+        return -ENOMEM;
+    }
+    c->relay = r;
+    c->relay_ctx = ctx;
+    snprintf(c->peer, sizeof(c->peer), "%s", peer);
+    snprintf(c->host, sizeof(c->host), "%s", host);
+    l->open_handles++; /* until zk_conn_relay_gone */
+    conn_link(l, c);
+    *out = c;
+    return 0;
+}
+
+void zk_conn_relay_input(zk_conn *c, const uint8_t *p, size_t len)
+{
+    if (c->closing || len == 0)
+        return;
+    if (buf_append(&c->in, p, len) != 0) {
+        log_warn("zk", "closing %s: out of memory for its input", c->peer);
+        zk_conn_close(c);
+        return;
+    }
+    c->st.bytes_in += len;
+    process(c);
+}
+
+void zk_conn_relay_gone(zk_conn *c)
+{
+    c->closing = true; /* nothing more to tell the other loop */
+    conn_end(c);
+    conn_free(c);
 }
 
 int zk_listener_new(uv_loop_t *loop, const struct zk_conn_handler *h, void *arg,

@@ -10,6 +10,16 @@
  * text and is closed, as ZooKeeper does.
  *
  * Everything runs on the listener's loop; nothing here knows the store.
+ *
+ * Relaying (server/front.c): a connection's socket may live on one loop
+ * and its handler on another. The socket's loop runs a relaying listener
+ * (a handler with on_bytes: no framing, every read handed on as it came,
+ * zk_conn_write for what goes back); the handler's loop holds a relayed
+ * connection (zk_conn_relayed) that the bytes are fed to
+ * (zk_conn_relay_input) and that sends, pauses and closes through a
+ * struct zk_relay. Framing, the jute.maxbuffer limit, the ConnectRequest
+ * and four-letter words all happen on the handler's side, as for a
+ * connection of its own.
  */
 #ifndef QUORUM_ZK_ZK_H
 #define QUORUM_ZK_ZK_H
@@ -39,6 +49,22 @@ struct zk_conn_handler {
     /* the connection is gone (closed by either side): the last call, always
      * from the loop (never inside zk_conn_close or zk_conn_send) */
     void (*on_close)(zk_conn *c);
+    /* a relaying listener's handler has this instead of on_connect,
+     * on_packet and on_4lw: what was read, unframed (valid during the
+     * call) */
+    void (*on_bytes)(zk_conn *c, const uint8_t *p, size_t len);
+};
+
+/* How a relayed connection reaches its socket on the other loop. Each is
+ * called on the handler's loop and only posts: |send| the bytes for the
+ * client (whole packets with their lengths, or a four-letter word's
+ * answer), |pause| stops or resumes reading, |close| closes the socket
+ * once what was sent is written. The other loop reports the socket's end
+ * with zk_conn_relay_gone, in every case, after the last input. */
+struct zk_relay {
+    int (*send)(void *ctx, const uint8_t *p, size_t len);
+    void (*pause)(void *ctx, bool paused);
+    void (*close)(void *ctx);
 };
 
 /* zk_is_4lw: |p| (4 bytes) is one of the four-letter words ZooKeeper 3.8
@@ -63,6 +89,10 @@ void *zk_listener_arg(const zk_listener *l);
  * first, within 10 s. */
 int zk_listener_adopt(zk_listener *l, int fd, tls_ctx *tls);
 int zk_listener_start(zk_listener *l);
+/* zk_listener_adopt_conn takes a connected socket |fd| (accepted
+ * elsewhere; closed on error) as one of |l|'s connections, TLS with |tls|
+ * as zk_listener_adopt says. */
+int zk_listener_adopt_conn(zk_listener *l, int fd, tls_ctx *tls);
 /* zk_listener_close stops accepting, closes every connection (on_close
  * for each, from their close callbacks) and calls |cb| once every handle
  * is closed; |l| is freed then. */
@@ -75,6 +105,9 @@ size_t zk_listener_conns(const zk_listener *l);
  * the start of the next (an idle handle), or at once by zk_conn_close.
  * Errors: -EPIPE once the connection is closing, -ENOMEM. */
 int zk_conn_send(zk_conn *c, const uint8_t *pkt, size_t len);
+/* zk_conn_write queues bytes as they are (a relaying listener's output),
+ * written as zk_conn_send's are. Errors: as zk_conn_send. */
+int zk_conn_write(zk_conn *c, const uint8_t *p, size_t len);
 /* zk_conn_close closes the connection once what was sent is written;
  * nothing more is read. on_close follows. */
 void zk_conn_close(zk_conn *c);
@@ -100,6 +133,18 @@ struct zk_conn_stats {
 const struct zk_conn_stats *zk_conn_stats(const zk_conn *c);
 /* zk_conn_stats_reset zeroes them (the crst four-letter word). */
 void zk_conn_stats_reset(zk_conn *c);
+/* zk_conn_relayed makes a connection of |l| whose socket is elsewhere
+ * (see "Relaying"): |r| with |ctx| reaches it; |peer|, |host| and the
+ * client certificate's |subject| (NULL: none) are the socket's. Nothing
+ * is handed to the handler until input comes. */
+int zk_conn_relayed(zk_listener *l, const struct zk_relay *r, void *ctx, const char *peer,
+                    const char *host, const char *subject, zk_conn **out);
+/* zk_conn_relay_input: bytes read from the relayed connection's socket, in
+ * order; handled as a connection's own reads are. */
+void zk_conn_relay_input(zk_conn *c, const uint8_t *p, size_t len);
+/* zk_conn_relay_gone: the socket is closed; on_close runs now and |c| is
+ * freed (call it from the loop, not from inside a handler's call). */
+void zk_conn_relay_gone(zk_conn *c);
 /* zk_conn_foreach calls |fn| for every open connection. */
 void zk_conn_foreach(zk_listener *l, void (*fn)(zk_conn *c, void *arg), void *arg);
 
