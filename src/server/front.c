@@ -623,7 +623,8 @@ static void fz_on_bytes(zk_conn *c, const uint8_t *p, size_t len)
         char subject[1024];
         bool has_subject = zk_conn_peer_subject(c, subject, sizeof(subject)) == 0;
         const char *peer = zk_conn_peer(c), *host = zk_conn_host(c);
-        size_t np = strlen(peer) + 1, nh = strlen(host) + 1, ns = has_subject ? strlen(subject) + 1 : 0;
+        size_t np = strlen(peer) + 1, nh = strlen(host) + 1;
+        size_t ns = has_subject ? strlen(subject) + 1 : 0;
         struct xmsg *m = xmsg_new(XM_ZK_OPEN, NULL, has_subject, NULL, np + nh + ns);
         if (m == NULL) {
             log_error("front", "out of memory passing a ZooKeeper connection to the core");

@@ -227,8 +227,8 @@ static void flush_conn(zk_conn *c)
      * request; what it does not take is queued behind (and nothing is
      * tried while a queued write is pending: the bytes keep their order) */
     size_t done = 0;
-    if (c->relay == NULL && c->writes == 0 && c->ts.conn == NULL) { /* TLS encrypts in
-                                                                   * tls_stream_write */
+    /* (TLS encrypts in tls_stream_write; a relayed connection posts) */
+    if (c->relay == NULL && c->writes == 0 && c->ts.conn == NULL) {
         uv_buf_t b = uv_buf_init((char *)c->out.data, (unsigned)c->out.len);
         int n = uv_try_write(c->ts.s, &b, 1);
         if (n > 0) {
