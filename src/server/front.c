@@ -620,23 +620,18 @@ static void fz_on_bytes(zk_conn *c, const uint8_t *p, size_t len)
         zr->fr = fr;
         zr->fconn = c;
         zk_conn_set_data(c, zr);
-        char subject[1024];
-        bool has_subject = zk_conn_peer_subject(c, subject, sizeof(subject)) == 0;
+        /* peer, host and subject, each NUL-terminated (zk_conn's
+         * peer and host fit 64 and 48 bytes) */
+        char open[64 + 48 + 1024];
         const char *peer = zk_conn_peer(c), *host = zk_conn_host(c);
         size_t np = strlen(peer) + 1, nh = strlen(host) + 1;
-        size_t ns = has_subject ? strlen(subject) + 1 : 0;
-        struct xmsg *m = xmsg_new(XM_ZK_OPEN, NULL, has_subject, NULL, np + nh + ns);
-        if (m == NULL) {
-            log_error("front", "out of memory passing a ZooKeeper connection to the core");
-            abort();
-        }
-        memcpy(m->data, peer, np);
-        memcpy(m->data + np, host, nh);
-        if (ns > 0)
-            memcpy(m->data + np + nh, subject, ns);
-        m->zr = zr;
-        post(&fr->all->in, m);
-        fr->wake_core = true;
+        memcpy(open, peer, np);
+        memcpy(open + np, host, nh);
+        size_t n = np + nh;
+        bool has_subject = zk_conn_peer_subject(c, open + n, sizeof(open) - n) == 0;
+        if (has_subject)
+            n += strlen(open + n) + 1;
+        to_core_zk(fr, XM_ZK_OPEN, zr, has_subject, open, n);
     }
     to_core_zk(zr->fr, XM_ZK_DATA, zr, 0, p, len);
 }
@@ -651,6 +646,19 @@ static void fz_on_close(zk_conn *c)
 }
 
 static const struct zk_conn_handler fz_handler = {NULL, NULL, NULL, fz_on_close, fz_on_bytes};
+
+/* adopt_here serves an accepted socket |c| on |fr|: a client one (|op|
+ * XM_ADOPT, |flags| GRPC_ADOPT_* of its listener) or a ZooKeeper one
+ * (XM_ZK_ADOPT, |flags| non-zero for TLS); closed if |fr| is stopping */
+static void adopt_here(struct front *fr, enum xop op, int c, unsigned flags)
+{
+    if (op == XM_ADOPT && fr->grpc != NULL)
+        grpc_server_adopt_flags(fr->grpc, c, flags);
+    else if (op == XM_ZK_ADOPT && fr->zkl != NULL && !fr->stopped)
+        zk_listener_adopt_conn(fr->zkl, c, flags ? fr->all->s->tls.zk : NULL);
+    else
+        close(c);
+}
 
 static void front_handle(struct front *fr, struct xmsg *m)
 {
@@ -707,17 +715,9 @@ static void front_handle(struct front *fr, struct xmsg *m)
         }
         break;
     }
-    case XM_ADOPT: /* |rev|: GRPC_ADOPT_* flags of the listener */
-        if (fr->grpc != NULL)
-            grpc_server_adopt_flags(fr->grpc, m->status, (unsigned)m->rev);
-        else
-            close(m->status);
-        break;
+    case XM_ADOPT:
     case XM_ZK_ADOPT:
-        if (fr->zkl != NULL && !fr->stopped)
-            zk_listener_adopt_conn(fr->zkl, m->status, m->rev ? fr->all->s->tls.zk : NULL);
-        else
-            close(m->status);
+        adopt_here(fr, m->op, m->status, (unsigned)m->rev);
         break;
     case XM_ZK_SEND:
         if (m->zr->fconn != NULL && zk_conn_write(m->zr->fconn, m->data, m->len) == -ENOMEM)
@@ -862,25 +862,19 @@ static void on_poll(uv_poll_t *h, int status, int events)
     }
     struct fronts *all = fr->all;
     size_t k = (size_t)(h - fr->polls);
+    enum xop op = XM_ADOPT;
+    unsigned flags;
     if (k >= all->nl) { /* a ZooKeeper listener */
-        bool tls = all->zk_tls[k - all->nl];
-        unsigned to = __atomic_fetch_add(&all->next_accept, 1, __ATOMIC_RELAXED) % all->n;
-        struct xmsg *m = to == fr->idx ? NULL : xmsg_new(XM_ZK_ADOPT, NULL, c, NULL, 0);
-        if (m == NULL) {
-            zk_listener_adopt_conn(fr->zkl, c, tls ? all->s->tls.zk : NULL);
-            return;
-        }
-        m->rev = tls;
-        post(&all->f[to].in, m);
-        uv_async_send(&all->f[to].in.async);
-        return;
+        op = XM_ZK_ADOPT;
+        flags = all->zk_tls[k - all->nl];
+    } else {
+        const struct url *u = &all->s->cfg.listen_client[k];
+        flags = (u->tls ? GRPC_ADOPT_TLS : 0) | (u->unix_sock ? GRPC_ADOPT_UNIX : 0);
     }
-    const struct url *u = &all->s->cfg.listen_client[k];
-    unsigned flags = (u->tls ? GRPC_ADOPT_TLS : 0) | (u->unix_sock ? GRPC_ADOPT_UNIX : 0);
     unsigned to = __atomic_fetch_add(&all->next_accept, 1, __ATOMIC_RELAXED) % all->n;
-    struct xmsg *m = to == fr->idx ? NULL : xmsg_new(XM_ADOPT, NULL, c, NULL, 0);
+    struct xmsg *m = to == fr->idx ? NULL : xmsg_new(op, NULL, c, NULL, 0);
     if (m == NULL) {
-        grpc_server_adopt_flags(fr->grpc, c, flags);
+        adopt_here(fr, op, c, flags);
         return;
     }
     m->rev = flags;
