@@ -43,6 +43,7 @@ if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
 try:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
 except ImportError:
     print("SKIP: test_console needs python3-selenium (apt-get install python3-selenium)")
@@ -143,8 +144,15 @@ class Console(unittest.TestCase):
         return self.d.execute_script(script, *args)
 
     def text(self, css):
-        els = self.d.find_elements(By.CSS_SELECTOR, css)
-        return els[0].text if els else ""
+        # the page redraws its panels as answers arrive: an element found
+        # may be replaced before its text is read; read the new one then
+        for _ in range(20):
+            els = self.d.find_elements(By.CSS_SELECTOR, css)
+            try:
+                return els[0].text if els else ""
+            except StaleElementReferenceException:
+                time.sleep(0.05)
+        raise AssertionError("%s kept being replaced while read" % css)
 
     def wait(self, pred, what, timeout=WAIT):
         wait_for(pred, timeout=timeout, step=0.2, what=what)
