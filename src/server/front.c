@@ -20,6 +20,7 @@
 #include "base/log.h"
 #include "server/server_int.h"
 #include "server/zk_service.h"
+#include "server/zk_tree.h"
 #include "zk/zk.h"
 
 /* What crosses between a front loop and the core. Front to core: MSG (one
@@ -40,7 +41,8 @@
  * closed); core to front ZK_SEND (bytes to write), ZK_PAUSE (|status|:
  * stop or resume reading), ZK_CLOSE, ZK_RELEASE (the core forgot it);
  * front to front ZK_ADOPT (serve the accepted socket in |status|, TLS if
- * |rev|). */
+ * |rev|); front to core ZK_SERVED (reads the front answered itself, a
+ * struct zk_served in |data|: "ZooKeeper reads on the front loop"). */
 enum xop {
     XM_MSG,
     XM_HALF,
@@ -59,7 +61,8 @@ enum xop {
     XM_ZK_PAUSE,
     XM_ZK_CLOSE,
     XM_ZK_RELEASE,
-    XM_ZK_ADOPT
+    XM_ZK_ADOPT,
+    XM_ZK_SERVED
 };
 
 struct fcall;
@@ -104,7 +107,31 @@ struct zrelay {
     struct front *fr;
     zk_conn *fconn; /* front: the socket's connection, NULL once closed */
     zk_conn *cconn; /* core: the relayed connection, NULL before or after */
+    /* front: its framing and the reads answered here ("ZooKeeper reads on
+     * the front loop") */
+    struct buf in;        /* the start of a packet not yet whole */
+    bool raw;             /* everything goes to the core unframed */
+    bool connect_seen;    /* the ConnectRequest went by */
+    bool established;     /* the core's ConnectResponse went by, with a timeout */
+    bool watching;        /* a request that sets a watch went to the core */
+    uint64_t at_core;     /* requests handed on, not answered yet */
+    uint8_t rhdr[12];     /* the first bytes of the core's reply going by */
+    size_t rhave;         /* of rhdr */
+    uint64_t rskip;       /* the rest of that reply, to pass */
+    bool reply_connect_seen;
+    struct zk_served sv;  /* answered here since the last report */
+    uint64_t sv_ms;       /* when the last report went */
+    char *ids[2];         /* "ip:host" and "x509:subject", as the core's */
+    size_t n_ids;
 };
+
+static void zrelay_free(struct zrelay *zr)
+{
+    buf_free(&zr->in);
+    for (size_t i = 0; i < zr->n_ids; i++)
+        free(zr->ids[i]);
+    free(zr);
+}
 
 static void fcall_free(struct fcall *fc)
 {
@@ -337,7 +364,7 @@ static void core_zk_gone(struct fronts *all, struct zrelay *zr)
     if (c != NULL)
         zk_conn_relay_gone(c);
     if (all->stopping)
-        free(zr); /* no front loop to release it */
+        zrelay_free(zr); /* no front loop to release it */
     else
         to_front_zk(zr, XM_ZK_RELEASE, 0, NULL, 0);
 }
@@ -376,6 +403,13 @@ static void core_handle(struct fronts *all, struct xmsg *m)
         break;
     case XM_ZK_GONE:
         core_zk_gone(all, m->zr);
+        break;
+    case XM_ZK_SERVED:
+        if (m->zr->cconn != NULL) {
+            struct zk_served sv;
+            memcpy(&sv, m->data, sizeof(sv));
+            zk_conn_relay_served(m->zr->cconn, &sv);
+        }
         break;
     case XM_MSG:
     case XM_HALF:
@@ -605,6 +639,198 @@ static void to_core_zk(struct front *fr, enum xop op, struct zrelay *zr, int sta
     fr->wake_core = true;
 }
 
+/* ---- ZooKeeper reads on the front loop ----
+ *
+ * A front loop frames what its ZooKeeper connections send and answers
+ * some reads itself from a shared read of the store (zk_read_shared), with
+ * no trip to the core: exists, getData, getChildren and getChildren2
+ * without a watch, on a connection
+ *  - whose session is established: the core's ConnectResponse went by,
+ *    with a timeout (an expired session's answer has none);
+ *  - with nothing at the core: every request handed on was answered (the
+ *    core's replies are counted as they go by; an event, xid -1, answers
+ *    nothing), so the replies keep the requests' order;
+ *  - that never set a watch (getData, exists or getChildren with the watch
+ *    flag, addWatch, setWatches): ZooKeeper promises that a client sees a
+ *    watch's event before the data that fired it, and events come from
+ *    the core; a connection with no watch gets none;
+ * and only when the shared read is at the store's current revision (the
+ * newest the member answered: the connection has seen no later zxid) and
+ * the ACL lets the identities known here read (ip, x509: a subset of the
+ * session's, so a grant here is one at the core too); a NOAUTH here goes
+ * to the core, which knows the session's addAuth digests as well.
+ * Everything else goes to the core as before, in order. A stream not to
+ * be framed here (a four-letter word; a length past jute.maxbuffer or
+ * negative) goes to the core unframed from there on, where it is refused
+ * as before. What was answered here is reported to the core (ZK_SERVED)
+ * before the next bytes handed on and every FZ_REPORT_MS while reads go
+ * on: it keeps the session alive as any packet does, and counts in cons
+ * and mntr. */
+#define FZ_REPORT_MS 100
+
+static uint32_t be32_at(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static void fz_report(struct zrelay *zr)
+{
+    if (zr->sv.packets == 0)
+        return;
+    to_core_zk(zr->fr, XM_ZK_SERVED, zr, 0, &zr->sv, sizeof(zr->sv));
+    memset(&zr->sv, 0, sizeof(zr->sv));
+    zr->sv_ms = uv_now(&zr->fr->loop);
+}
+
+static void fz_forward(struct zrelay *zr, const uint8_t *p, size_t len)
+{
+    if (len == 0)
+        return;
+    fz_report(zr);
+    to_core_zk(zr->fr, XM_ZK_DATA, zr, 0, p, len);
+}
+
+/* fz_count_replies counts the core's replies in bytes going to the client
+ * (whole packets or not): the first is the ConnectResponse */
+static void fz_count_replies(struct zrelay *zr, const uint8_t *p, size_t len)
+{
+    size_t i = 0;
+    while (i < len && !zr->raw) {
+        if (zr->rskip > 0) {
+            size_t k = len - i < zr->rskip ? len - i : (size_t)zr->rskip;
+            zr->rskip -= k;
+            i += k;
+            continue;
+        }
+        /* length and xid; the ConnectResponse's length, version, timeout */
+        size_t need = zr->reply_connect_seen ? 8 : 12;
+        size_t k = need - zr->rhave < len - i ? need - zr->rhave : len - i;
+        memcpy(zr->rhdr + zr->rhave, p + i, k);
+        zr->rhave += k;
+        i += k;
+        if (zr->rhave < need)
+            break;
+        zr->rhave = 0;
+        uint64_t plen = be32_at(zr->rhdr);
+        if (plen + 4 < need) { /* not a reply: count no more, answer nothing here */
+            zr->watching = true;
+            zr->raw = true;
+            break;
+        }
+        zr->rskip = plen + 4 - need;
+        if (!zr->reply_connect_seen) {
+            zr->reply_connect_seen = true;
+            zr->established = (int32_t)be32_at(zr->rhdr + 8) > 0;
+        } else if ((int32_t)be32_at(zr->rhdr + 4) != -1 && zr->at_core > 0) {
+            zr->at_core--;
+        }
+    }
+}
+
+/* fz_packet takes one whole request (|pkt|, without its length): true
+ * when it was answered here, false when it must go to the core (counted
+ * there) */
+static bool fz_packet(struct zrelay *zr, const uint8_t *pkt, size_t len)
+{
+    struct front *fr = zr->fr;
+    int32_t type = len >= 8 ? (int32_t)be32_at(pkt + 4) : 0;
+    if (type == ZK_OP_ADD_WATCH || type == ZK_OP_SET_WATCHES || type == ZK_OP_SET_WATCHES2)
+        zr->watching = true;
+    if (!zk_read_shareable(type))
+        goto core;
+    arena_reset(&fr->arena);
+    struct zk_request req;
+    if (zk_request_decode(pkt, len, &fr->arena, &req) != 0)
+        goto core;
+    if (req.u.pw.watch)
+        zr->watching = true;
+    if (!zr->established || zr->watching || zr->at_core > 0 || zr->fconn == NULL)
+        goto core;
+    struct buf *out = &fr->out;
+    buf_reset(out);
+    static const uint8_t room[4];
+    int32_t err = 0;
+    struct zk_ids who = {(const char *const *)zr->ids, zr->n_ids};
+    if (buf_append(out, room, 4) != 0 ||
+        zk_read_shared(fr->all->s->kv, &req, &who, &fr->arena, out, &err) != 1 ||
+        err == ZK_NOAUTH)
+        goto core;
+    uint32_t n = (uint32_t)(out->len - 4);
+    out->data[0] = (uint8_t)(n >> 24);
+    out->data[1] = (uint8_t)(n >> 16);
+    out->data[2] = (uint8_t)(n >> 8);
+    out->data[3] = (uint8_t)n;
+    if (zk_conn_write(zr->fconn, out->data, out->len) != 0) {
+        zk_conn_close(zr->fconn);
+        return true;
+    }
+    zr->sv.packets++;
+    zr->sv.bytes_in += len + 4;
+    zr->sv.bytes_out += out->len;
+    zr->sv.last_op = type;
+    zr->sv.last_xid = req.h.xid;
+    zr->sv.last_zxid = (int64_t)((uint64_t)be32_at(out->data + 8) << 32 | be32_at(out->data + 12));
+    metrics_inc(server_metrics.zk_front_reads);
+    return true;
+core:
+    zr->at_core++;
+    return false;
+}
+
+/* fz_input frames what the client sent: each whole request is answered
+ * here or handed on, runs of handed-on bytes as one message */
+static void fz_input(struct zrelay *zr, const uint8_t *p, size_t len)
+{
+    if (zr->raw) {
+        fz_forward(zr, p, len);
+        return;
+    }
+    if (buf_append(&zr->in, p, len) != 0) {
+        log_warn("front", "closing ZooKeeper client %s: out of memory for its input",
+                 zk_conn_peer(zr->fconn));
+        zk_conn_close(zr->fconn);
+        return;
+    }
+    const uint8_t *b = zr->in.data;
+    size_t n = zr->in.len, off = 0, from = 0; /* [from, off): to hand on */
+    if (!zr->connect_seen && n >= 4 && zk_is_4lw(b))
+        zr->raw = true; /* the core answers the word */
+    while (!zr->raw && n - off >= 4) {
+        uint32_t plen = be32_at(b + off);
+        if (plen > JUTE_MAX_BUFFER) {
+            zr->raw = true; /* the core refuses it */
+            break;
+        }
+        if (n - off - 4 < plen)
+            break;
+        if (!zr->connect_seen) {
+            zr->connect_seen = true;
+        } else if (fz_packet(zr, b + off + 4, plen)) {
+            fz_forward(zr, b + from, off - from); /* empty: see fz_packet's checks */
+            from = off + 4 + plen;
+        }
+        off += 4 + plen;
+        if (zr->fconn == NULL)
+            return;
+    }
+    if (zr->raw)
+        off = n;
+    fz_forward(zr, b + from, off - from);
+    buf_consume(&zr->in, off);
+    if (zr->sv.packets > 0 && uv_now(&zr->fr->loop) - zr->sv_ms >= FZ_REPORT_MS)
+        fz_report(zr);
+}
+
+/* join_id makes "scheme:id" (malloc'd, NULL when out of memory) */
+static char *join_id(const char *scheme, const char *id)
+{
+    size_t n = strlen(scheme) + 1 + strlen(id) + 1;
+    char *e = malloc(n);
+    if (e != NULL)
+        snprintf(e, n, "%s:%s", scheme, id);
+    return e;
+}
+
 static void fz_on_bytes(zk_conn *c, const uint8_t *p, size_t len)
 {
     struct zrelay *zr = zk_conn_get_data(c);
@@ -629,11 +855,19 @@ static void fz_on_bytes(zk_conn *c, const uint8_t *p, size_t len)
         memcpy(open + np, host, nh);
         size_t n = np + nh;
         bool has_subject = zk_conn_peer_subject(c, open + n, sizeof(open) - n) == 0;
+        /* the identities the core gives the session at its start */
+        if (host[0] != '\0')
+            zr->ids[zr->n_ids++] = join_id("ip", host);
+        if (has_subject)
+            zr->ids[zr->n_ids++] = join_id("x509", open + n);
+        for (size_t i = 0; i < zr->n_ids; i++)
+            if (zr->ids[i] == NULL)
+                zr->raw = true; /* out of memory: no reads here */
         if (has_subject)
             n += strlen(open + n) + 1;
         to_core_zk(fr, XM_ZK_OPEN, zr, has_subject, open, n);
     }
-    to_core_zk(zr->fr, XM_ZK_DATA, zr, 0, p, len);
+    fz_input(zr, p, len);
 }
 
 static void fz_on_close(zk_conn *c)
@@ -641,11 +875,13 @@ static void fz_on_close(zk_conn *c)
     struct zrelay *zr = zk_conn_get_data(c);
     if (zr == NULL)
         return; /* the core never heard of it */
+    fz_report(zr);
     zr->fconn = NULL;
     to_core_zk(zr->fr, XM_ZK_GONE, zr, 0, NULL, 0);
 }
 
-static const struct zk_conn_handler fz_handler = {NULL, NULL, NULL, fz_on_close, fz_on_bytes};
+static const struct zk_conn_handler fz_handler = {NULL,        NULL, NULL, fz_on_close,
+                                                  fz_on_bytes, NULL};
 
 /* adopt_here serves an accepted socket |c| on |fr|: a client one (|op|
  * XM_ADOPT, |flags| GRPC_ADOPT_* of its listener) or a ZooKeeper one
@@ -720,6 +956,7 @@ static void front_handle(struct front *fr, struct xmsg *m)
         adopt_here(fr, m->op, m->status, (unsigned)m->rev);
         break;
     case XM_ZK_SEND:
+        fz_count_replies(m->zr, m->data, m->len);
         if (m->zr->fconn != NULL && zk_conn_write(m->zr->fconn, m->data, m->len) == -ENOMEM)
             zk_conn_close(m->zr->fconn); /* a hole in the stream: the client starts over */
         break;
@@ -732,7 +969,7 @@ static void front_handle(struct front *fr, struct xmsg *m)
             zk_conn_close(m->zr->fconn);
         break;
     case XM_ZK_RELEASE:
-        free(m->zr);
+        zrelay_free(m->zr);
         break;
     default:
         break;
@@ -1120,7 +1357,7 @@ void fronts_close(struct fronts *all, void (*cb)(void *arg), void *arg)
             } else if (m->op == XM_ADOPT || m->op == XM_ZK_ADOPT) {
                 close(m->status);
             } else if (m->op == XM_ZK_RELEASE) {
-                free(m->zr);
+                zrelay_free(m->zr);
             }
             free(m);
         }

@@ -174,6 +174,11 @@ void server_metrics_register(struct server *s)
                                        "The total number of expired leases.");
     pub_gauge("etcd_debugging_auth_revision", "The current revision of auth store.", &pub.auth_rev,
               false);
+
+    /* ---- the ZooKeeper face (quorum's own) ---- */
+    m->zk_front_reads =
+        metrics_counter("quorum_zk_front_loop_reads_total",
+                        "Total number of ZooKeeper reads answered on a front loop, without the core.");
 }
 
 void server_metrics_publish(struct server *s)

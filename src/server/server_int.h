@@ -349,6 +349,7 @@ struct server_metrics {
     metric_t leader_changes, proposals_failed, slow_apply, heartbeat_failures;
     metric_t proposals_pending, snapshot_applying, defrag_inflight; /* gauges (added to) */
     metric_t events, compaction_keys, lease_expired;
+    metric_t zk_front_reads; /* ZooKeeper reads a front loop answered (front.c) */
     struct metrics_series *snapshot_seconds, *defrag_seconds, *hash_seconds, *hash_rev_seconds;
     struct metrics_series *compaction_pause, *compaction_total; /* milliseconds */
 };

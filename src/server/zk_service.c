@@ -104,6 +104,14 @@ static void lat_add(struct zlat *l, uint64_t ms)
     l->last = ms;
 }
 
+/* lat_add_zeros adds |n| latencies of 0 ms (answered as they came) */
+static void lat_add_zeros(struct zlat *l, uint64_t n)
+{
+    l->min = 0;
+    l->count += n;
+    l->last = 0;
+}
+
 /* A reply slot, in request order. */
 struct zslot {
     struct zslot *next;
@@ -2159,7 +2167,27 @@ static void on_4lw(zk_conn *c, const char *cmd, const uint8_t *arg, size_t n_arg
      * (zookeeper.digest.enabled with a digest log); quorum keeps none */
 }
 
-static const struct zk_conn_handler handler = {on_connect, on_packet, on_4lw, on_close, NULL};
+/* on_served: reads the front loop answered itself (server/front.c): they
+ * keep the session alive as any packet does, and count in the figures
+ * (cons, mntr) as if answered here, at once */
+static void on_served(zk_conn *c, const struct zk_served *sv)
+{
+    struct zsess *zs = zk_conn_get_data(c);
+    if (zs == NULL || zs->closing || !zs->established || sv->packets == 0)
+        return;
+    struct zsvc *z = zs->svc;
+    z->packets_in += sv->packets;
+    z->packets_out += sv->packets;
+    renew(zs, false);
+    zs->last_op = sv->last_op;
+    struct zk_reply_header h = {sv->last_xid, sv->last_zxid, 0};
+    answered(zs, &h);
+    lat_add_zeros(&zs->lat, sv->packets);
+    lat_add_zeros(&z->lat, sv->packets);
+}
+
+static const struct zk_conn_handler handler = {on_connect, on_packet, on_4lw, on_close, NULL,
+                                               on_served};
 
 /* ---- the container sweep (ZooKeeper's ContainerManager) ---- */
 

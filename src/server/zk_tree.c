@@ -1240,13 +1240,11 @@ static int read_one(struct zstore *st, struct arena *a, lessor *leases, int32_t 
     }
 }
 
-int zk_read(mvcc_store *kv, lessor *leases, const struct zk_request *req, int64_t session,
-            const struct zk_ids *who, struct arena *a, struct buf *out)
+/* read_with is zk_read on a read already begun (ended by the caller) */
+static int read_with(mvcc_read *r, lessor *leases, const struct zk_request *req, int64_t session,
+                     const struct zk_ids *who, struct arena *a, struct buf *out)
 {
-    mvcc_read *r;
-    int rv = mvcc_read_begin(kv, &r);
-    if (rv != 0)
-        return rv;
+    int rv = 0;
     struct zstore st = {NULL, r};
     struct jute_out o = {out, 0};
     bool writes_in_read = false;
@@ -1258,10 +1256,8 @@ int zk_read(mvcc_store *kv, lessor *leases, const struct zk_request *req, int64_
     } else if (req->h.type == ZK_OP_MULTI_READ) {
         size_t n = req->n_multi;
         struct zk_multi_result *res = n ? arena_alloc(a, sizeof(*res) * n) : NULL;
-        if (n > 0 && res == NULL) {
-            mvcc_read_end(r);
+        if (n > 0 && res == NULL)
             return -ENOMEM;
-        }
         struct buf scratch = {0};
         for (size_t i = 0; i < n && rv == 0; i++) {
             struct jute_out so = {&scratch, 0};
@@ -1298,10 +1294,56 @@ int zk_read(mvcc_store *kv, lessor *leases, const struct zk_request *req, int64_
             out->data[at + 3] = (uint8_t)u;
         }
     }
-    mvcc_read_end(r);
     if (rv == 0 && o.err != 0)
         rv = o.err;
     return rv;
+}
+
+int zk_read(mvcc_store *kv, lessor *leases, const struct zk_request *req, int64_t session,
+            const struct zk_ids *who, struct arena *a, struct buf *out)
+{
+    mvcc_read *r;
+    int rv = mvcc_read_begin(kv, &r);
+    if (rv != 0)
+        return rv;
+    rv = read_with(r, leases, req, session, who, a, out);
+    mvcc_read_end(r);
+    return rv;
+}
+
+bool zk_read_shareable(int32_t type)
+{
+    return type == ZK_OP_EXISTS || type == ZK_OP_GET_DATA || type == ZK_OP_GET_CHILDREN ||
+           type == ZK_OP_GET_CHILDREN2;
+}
+
+int zk_read_shared(mvcc_store *kv, const struct zk_request *req, const struct zk_ids *who,
+                   struct arena *a, struct buf *out, int32_t *err)
+{
+    if (!zk_read_shareable(req->h.type) || req->u.pw.watch)
+        return 0;
+    mvcc_read *r;
+    if (mvcc_read_begin_shared(kv, 0, &r) != 0)
+        return 0; /* not now (uncommitted changes, a write under way): the core reads */
+    size_t at = out->len;
+    struct jute_out o = {out, 0};
+    jute_put_int(&o, req->h.xid);
+    jute_put_long(&o, mvcc_read_rev(r));
+    int rv = o.err;
+    if (rv == 0)
+        rv = read_with(r, NULL, req, 0, who, a, out);
+    mvcc_read_end(r);
+    if (rv != 0) {
+        out->len = at;
+        return rv;
+    }
+    if (out->len < at + 16) { /* xid, zxid and err at least */
+        out->len = at;
+        return -EINVAL;
+    }
+    const uint8_t *e = out->data + at + 12;
+    *err = (int32_t)((uint32_t)e[0] << 24 | (uint32_t)e[1] << 16 | (uint32_t)e[2] << 8 | e[3]);
+    return 1;
 }
 
 int zk_node_info(mvcc_store *kv, const uint8_t *path, size_t n, struct arena *a, bool *exists,

@@ -78,6 +78,22 @@ int server_zk_session_end(struct server *s, int64_t lease);
 int zk_read(mvcc_store *kv, lessor *leases, const struct zk_request *req, int64_t session,
             const struct zk_ids *who, struct arena *a, struct buf *out);
 
+/* zk_read_shared answers, on a thread other than the store's owner (a
+ * front loop), a read that may be answered there: exists, getData,
+ * getChildren or getChildren2 without a watch (zk_read_shareable), from a
+ * shared read at the store's current revision (mvcc_read_begin_shared:
+ * everything the member has answered). The ReplyHeader (the request's xid,
+ * the read's revision as zxid, err) and the reply's record are appended to
+ * |out|, and *err set. Returns 1 when answered; 0 when it cannot be
+ * answered here now (another type, a watch, or a store the owner is
+ * changing: the owner serves it); or a storage error (|out| as it was).
+ * The caller keeps the connection's FIFO order and ZooKeeper's promise
+ * that a watch's event comes before the data that fired it
+ * (server/front.c, "ZooKeeper reads on the front loop"). */
+bool zk_read_shareable(int32_t type);
+int zk_read_shared(mvcc_store *kv, const struct zk_request *req, const struct zk_ids *who,
+                   struct arena *a, struct buf *out, int32_t *err);
+
 /* The tree's figures for the four-letter words (srvr's Node count, mntr's
  * zk_znode_count, zk_ephemerals_count, zk_global_sessions,
  * zk_approximate_data_size), read on the core loop. |znodes| counts "/"

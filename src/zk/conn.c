@@ -634,6 +634,18 @@ void zk_conn_relay_input(zk_conn *c, const uint8_t *p, size_t len)
     process(c);
 }
 
+void zk_conn_relay_served(zk_conn *c, const struct zk_served *sv)
+{
+    if (c->closing)
+        return;
+    c->st.packets_in += sv->packets;
+    c->st.packets_out += sv->packets;
+    c->st.bytes_in += sv->bytes_in;
+    c->st.bytes_out += sv->bytes_out;
+    if (c->l->h->on_served != NULL)
+        c->l->h->on_served(c, sv);
+}
+
 void zk_conn_relay_gone(zk_conn *c)
 {
     c->closing = true; /* nothing more to tell the other loop */

@@ -19,7 +19,10 @@
  * (zk_conn_relay_input) and that sends, pauses and closes through a
  * struct zk_relay. Framing, the jute.maxbuffer limit, the ConnectRequest
  * and four-letter words all happen on the handler's side, as for a
- * connection of its own.
+ * connection of its own. The socket's side may answer some requests
+ * itself (server/front.c answers reads there); it reports them with
+ * zk_conn_relay_served, so the relayed connection's figures and its
+ * handler (the session's liveness) count them.
  */
 #ifndef QUORUM_ZK_ZK_H
 #define QUORUM_ZK_ZK_H
@@ -35,6 +38,15 @@
 
 typedef struct zk_listener zk_listener;
 typedef struct zk_conn zk_conn;
+
+/* Requests a relaying side answered itself since its last report: how
+ * many (one reply each), their bytes each way, and the last one's type,
+ * xid and zxid. */
+struct zk_served {
+    uint64_t packets, bytes_in, bytes_out;
+    int32_t last_op, last_xid;
+    int64_t last_zxid;
+};
 
 struct zk_conn_handler {
     /* the first packet, decoded (|req|'s bytes live during the call) */
@@ -53,6 +65,9 @@ struct zk_conn_handler {
      * on_packet and on_4lw: what was read, unframed (valid during the
      * call) */
     void (*on_bytes)(zk_conn *c, const uint8_t *p, size_t len);
+    /* a relayed connection's: requests its socket's side answered itself
+     * (zk_conn_relay_served); optional */
+    void (*on_served)(zk_conn *c, const struct zk_served *sv);
 };
 
 /* How a relayed connection reaches its socket on the other loop. Each is
@@ -142,6 +157,10 @@ int zk_conn_relayed(zk_listener *l, const struct zk_relay *r, void *ctx, const c
 /* zk_conn_relay_input: bytes read from the relayed connection's socket, in
  * order; handled as a connection's own reads are. */
 void zk_conn_relay_input(zk_conn *c, const uint8_t *p, size_t len);
+/* zk_conn_relay_served: what the socket's side answered itself (see
+ * "Relaying"), counted in the connection's figures and handed to the
+ * handler's on_served. */
+void zk_conn_relay_served(zk_conn *c, const struct zk_served *sv);
 /* zk_conn_relay_gone: the socket is closed; on_close runs now and |c| is
  * freed (call it from the loop, not from inside a handler's call). */
 void zk_conn_relay_gone(zk_conn *c);

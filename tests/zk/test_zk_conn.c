@@ -80,7 +80,22 @@ static void h_close(zk_conn *c)
         seen.closed_inside = true;
 }
 
-static const struct zk_conn_handler handler = {h_connect, h_packet, h_4lw, h_close, NULL};
+static struct zk_served served; /* what on_served was given, summed */
+static int served_calls;
+
+static void h_served(zk_conn *c, const struct zk_served *sv)
+{
+    (void)c;
+    served_calls++;
+    served.packets += sv->packets;
+    served.bytes_in += sv->bytes_in;
+    served.bytes_out += sv->bytes_out;
+    served.last_op = sv->last_op;
+    served.last_xid = sv->last_xid;
+    served.last_zxid = sv->last_zxid;
+}
+
+static const struct zk_conn_handler handler = {h_connect, h_packet, h_4lw, h_close, NULL, h_served};
 
 struct env {
     uv_loop_t loop;
@@ -162,7 +177,7 @@ static void s_close(zk_conn *c)
     pr->sock = NULL;
     push(&q_in_tail, OP_GONE, pr, NULL, 0);
 }
-static const struct zk_conn_handler relaying = {NULL, NULL, NULL, s_close, s_bytes};
+static const struct zk_conn_handler relaying = {NULL, NULL, NULL, s_close, s_bytes, NULL};
 
 static struct op *take(struct op **head, struct op ***tail)
 {
@@ -234,6 +249,8 @@ static int listen_fd(int *port)
 static void setup(struct env *e, size_t max, bool relayed)
 {
     memset(&seen, 0, sizeof(seen));
+    memset(&served, 0, sizeof(served));
+    served_calls = 0;
     memset(e, 0, sizeof(*e));
     relay_sends = 0;
     uv_loop_init(&e->loop);
@@ -315,6 +332,11 @@ static bool readable(int fd, uint8_t *out, size_t want)
             usleep(1000);
     }
     return got == want;
+}
+
+static void find_conn(zk_conn *c, void *arg)
+{
+    *(zk_conn **)arg = c;
 }
 
 static void byte_at_a_time_then_answers_framed(bool relayed)
@@ -461,6 +483,49 @@ static void pause_holds_packets(bool relayed)
     close(fd);
     SPIN(&e, seen.closes == 1);
     cr_assert_eq(seen.closes, 1);
+    teardown(&e);
+}
+
+/* what the sockets' side answered itself (the front loop's reads) counts
+ * in the relayed connection's figures beside what it handled, and reaches
+ * the handler; nothing once the connection is closing */
+Test(zk_conn_relayed, served_reports_count)
+{
+    struct env e;
+    setup(&e, JUTE_MAX_BUFFER, true);
+    int fd = dial(e.port);
+    uint8_t req[64];
+    size_t n = connect_request(req);
+    const uint8_t pkt[] = {0, 0, 0, 8, 0, 0, 0, 7, 0, 0, 0, 11};
+    memcpy(req + n, pkt, sizeof(pkt));
+    send(fd, req, n + sizeof(pkt), 0);
+    SPIN(&e, seen.packets == 1);
+    cr_assert_eq(seen.packets, 1);
+    /* the relayed connection: the only one of the handler's listener */
+    zk_conn *c = NULL;
+    zk_conn_foreach(e.l, find_conn, &c);
+    cr_assert_not_null(c);
+    const struct zk_conn_stats before = *zk_conn_stats(c);
+    struct zk_served sv = {3, 60, 300, 4, 17, 1234};
+    zk_conn_relay_served(c, &sv);
+    struct zk_served sv2 = {2, 40, 100, 3, 18, 1240};
+    zk_conn_relay_served(c, &sv2);
+    const struct zk_conn_stats *st = zk_conn_stats(c);
+    cr_assert_eq(st->packets_in, before.packets_in + 5);
+    cr_assert_eq(st->packets_out, before.packets_out + 5);
+    cr_assert_eq(st->bytes_in, before.bytes_in + 100);
+    cr_assert_eq(st->bytes_out, before.bytes_out + 400);
+    cr_assert_eq(served_calls, 2);
+    cr_assert_eq(served.packets, 5);
+    cr_assert_eq(served.last_op, 3);
+    cr_assert_eq(served.last_xid, 18);
+    cr_assert_eq(served.last_zxid, 1240);
+    zk_conn_close(c);
+    zk_conn_relay_served(c, &sv);
+    cr_assert_eq(served_calls, 2, "a closing connection takes no more");
+    SPIN(&e, seen.closes == 1);
+    cr_assert_eq(seen.closes, 1);
+    close(fd);
     teardown(&e);
 }
 
