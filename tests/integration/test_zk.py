@@ -133,6 +133,25 @@ def four(word):
     return zkref.four_letter(SERVER[0], SERVER[1], word)
 
 
+def front_loops():
+    """quorum answers some reads on its front loops (docs/zookeeper.md):
+    whether the member under test has any (not with --front-loops=0)."""
+    return TARGET == "quorum" and \
+        "serving clients on the core loop" not in QUORUM.log_tail(n=1 << 30)
+
+
+def front_reads():
+    """quorum_zk_front_loop_reads_total of the member under test (0 for ZooKeeper)."""
+    if TARGET != "quorum":
+        return 0
+    import urllib.request
+    with urllib.request.urlopen("http://%s/metrics" % QUORUM.endpoint, timeout=10) as f:
+        for line in f.read().decode().splitlines():
+            if line.startswith("quorum_zk_front_loop_reads_total "):
+                return int(float(line.split()[1]))
+    raise AssertionError("no quorum_zk_front_loop_reads_total in /metrics")
+
+
 class Session(unittest.TestCase):
     def test_new_session_and_timeout_negotiation(self):
         # ZooKeeper 3.8: the asked timeout clamped to [2, 20] x tickTime
@@ -243,6 +262,29 @@ class Session(unittest.TestCase):
         while time.time() < end:
             self.assertEqual(c.request(-2, 11)["err"], 0)
             time.sleep(1)
+        d = Raw()
+        self.assertEqual(d.connect(timeout_ms=4000, session=r["session"],
+                                   passwd=r["passwd"])["session"], r["session"])
+        d.close()
+        c.close()
+
+
+    def test_session_kept_alive_by_reads(self):
+        # a client busy with reads sends no pings (ZooKeeper's clients ping
+        # only when idle): its reads alone keep the session. On quorum most
+        # are answered on a front loop, without the core (the counter says
+        # so), and the session lives on what the front loop reports
+        c = Raw()
+        r = c.connect(timeout_ms=4000)
+        before = front_reads()
+        end = time.time() + 9  # more than twice the timeout
+        n = 0
+        while time.time() < end:
+            self.assertEqual(c.request(n, 3, jpath("/") + b"\0")["err"], 0)  # exists
+            n += 1
+            time.sleep(0.02)
+        if front_loops():
+            self.assertGreater(front_reads() - before, n // 2)
         d = Raw()
         self.assertEqual(d.connect(timeout_ms=4000, session=r["session"],
                                    passwd=r["passwd"])["session"], r["session"])
