@@ -109,19 +109,19 @@ struct zrelay {
     zk_conn *cconn; /* core: the relayed connection, NULL before or after */
     /* front: its framing and the reads answered here ("ZooKeeper reads on
      * the front loop") */
-    struct buf in;        /* the start of a packet not yet whole */
-    bool raw;             /* everything goes to the core unframed */
-    bool connect_seen;    /* the ConnectRequest went by */
-    bool established;     /* the core's ConnectResponse went by, with a timeout */
-    bool watching;        /* a request that sets a watch went to the core */
-    uint64_t at_core;     /* requests handed on, not answered yet */
-    uint8_t rhdr[12];     /* the first bytes of the core's reply going by */
-    size_t rhave;         /* of rhdr */
-    uint64_t rskip;       /* the rest of that reply, to pass */
+    struct buf in;     /* the start of a packet not yet whole */
+    bool raw;          /* everything goes to the core unframed */
+    bool connect_seen; /* the ConnectRequest went by */
+    bool established;  /* the core's ConnectResponse went by, with a timeout */
+    bool watching;     /* a request that sets a watch went to the core */
+    uint64_t at_core;  /* requests handed on, not answered yet */
+    uint8_t rhdr[12];  /* the first bytes of the core's reply going by */
+    size_t rhave;      /* of rhdr */
+    uint64_t rskip;    /* the rest of that reply, to pass */
     bool reply_connect_seen;
-    struct zk_served sv;  /* answered here since the last report */
-    uint64_t sv_ms;       /* when the last report went */
-    char *ids[2];         /* "ip:host" and "x509:subject", as the core's */
+    struct zk_served sv; /* answered here since the last report */
+    uint64_t sv_ms;      /* when the last report went */
+    char *ids[2];        /* "ip:host" and "x509:subject", as the core's */
     size_t n_ids;
 };
 

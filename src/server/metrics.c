@@ -176,9 +176,9 @@ void server_metrics_register(struct server *s)
               false);
 
     /* ---- the ZooKeeper face (quorum's own) ---- */
-    m->zk_front_reads =
-        metrics_counter("quorum_zk_front_loop_reads_total",
-                        "Total number of ZooKeeper reads answered on a front loop, without the core.");
+    m->zk_front_reads = metrics_counter(
+        "quorum_zk_front_loop_reads_total",
+        "Total number of ZooKeeper reads answered on a front loop, without the core.");
 }
 
 void server_metrics_publish(struct server *s)

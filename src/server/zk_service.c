@@ -2186,8 +2186,8 @@ static void on_served(zk_conn *c, const struct zk_served *sv)
     lat_add_zeros(&z->lat, sv->packets);
 }
 
-static const struct zk_conn_handler handler = {on_connect, on_packet, on_4lw, on_close, NULL,
-                                               on_served};
+static const struct zk_conn_handler handler = {on_connect, on_packet, on_4lw,
+                                               on_close,   NULL,      on_served};
 
 /* ---- the container sweep (ZooKeeper's ContainerManager) ---- */
 
