@@ -109,19 +109,15 @@ struct zrelay {
     zk_conn *cconn; /* core: the relayed connection, NULL before or after */
     /* front: its framing and the reads answered here ("ZooKeeper reads on
      * the front loop") */
-    struct buf in;     /* the start of a packet not yet whole */
-    bool raw;          /* everything goes to the core unframed */
-    bool connect_seen; /* the ConnectRequest went by */
-    bool established;  /* the core's ConnectResponse went by, with a timeout */
-    bool watching;     /* a request that sets a watch went to the core */
-    uint64_t at_core;  /* requests handed on, not answered yet */
-    uint8_t rhdr[12];  /* the first bytes of the core's reply going by */
-    size_t rhave;      /* of rhdr */
-    uint64_t rskip;    /* the rest of that reply, to pass */
-    bool reply_connect_seen;
-    struct zk_served sv; /* answered here since the last report */
-    uint64_t sv_ms;      /* when the last report went */
-    char *ids[2];        /* "ip:host" and "x509:subject", as the core's */
+    struct buf in;         /* the start of a packet not yet whole */
+    struct zk_cutter cut;  /* the client's requests */
+    struct zk_answers ans; /* the core's answers */
+    bool watching;         /* a request that sets a watch went to the core */
+    bool no_reads;         /* answer nothing here (out of memory at the start) */
+    uint64_t at_core;      /* requests handed on, not answered yet */
+    struct zk_served sv;   /* answered here since the last report */
+    uint64_t sv_ms;        /* when the last report went */
+    char *ids[2];          /* "ip:host" and "x509:subject", as the core's */
     size_t n_ids;
 };
 
@@ -641,15 +637,16 @@ static void to_core_zk(struct front *fr, enum xop op, struct zrelay *zr, int sta
 
 /* ---- ZooKeeper reads on the front loop ----
  *
- * A front loop frames what its ZooKeeper connections send and answers
- * some reads itself from a shared read of the store (zk_read_shared), with
- * no trip to the core: exists, getData, getChildren and getChildren2
- * without a watch, on a connection
+ * A front loop cuts what its ZooKeeper connections send into requests
+ * (zk/stream.h, zk_cut_next) and answers some reads itself from a shared
+ * read of the store (zk_read_shared), with no trip to the core: exists,
+ * getData, getChildren and getChildren2 without a watch, on a connection
  *  - whose session is established: the core's ConnectResponse went by,
  *    with a timeout (an expired session's answer has none);
  *  - with nothing at the core: every request handed on was answered (the
- *    core's replies are counted as they go by; an event, xid -1, answers
- *    nothing), so the replies keep the requests' order;
+ *    core's answers are counted as they go by, zk_answers_count; an
+ *    event, xid -1, answers nothing), so the replies keep the requests'
+ *    order;
  *  - that never set a watch (getData, exists or getChildren with the watch
  *    flag, addWatch, setWatches): ZooKeeper promises that a client sees a
  *    watch's event before the data that fired it, and events come from
@@ -690,41 +687,11 @@ static void fz_forward(struct zrelay *zr, const uint8_t *p, size_t len)
     to_core_zk(zr->fr, XM_ZK_DATA, zr, 0, p, len);
 }
 
-/* fz_count_replies counts the core's replies in bytes going to the client
- * (whole packets or not): the first is the ConnectResponse */
-static void fz_count_replies(struct zrelay *zr, const uint8_t *p, size_t len)
+/* fz_answers: the core's bytes for the client going by */
+static void fz_answers(struct zrelay *zr, const uint8_t *p, size_t len)
 {
-    size_t i = 0;
-    while (i < len && !zr->raw) {
-        if (zr->rskip > 0) {
-            size_t k = len - i < zr->rskip ? len - i : (size_t)zr->rskip;
-            zr->rskip -= k;
-            i += k;
-            continue;
-        }
-        /* length and xid; the ConnectResponse's length, version, timeout */
-        size_t need = zr->reply_connect_seen ? 8 : 12;
-        size_t k = need - zr->rhave < len - i ? need - zr->rhave : len - i;
-        memcpy(zr->rhdr + zr->rhave, p + i, k);
-        zr->rhave += k;
-        i += k;
-        if (zr->rhave < need)
-            break;
-        zr->rhave = 0;
-        uint64_t plen = be32_at(zr->rhdr);
-        if (plen + 4 < need) { /* not a reply: count no more, answer nothing here */
-            zr->watching = true;
-            zr->raw = true;
-            break;
-        }
-        zr->rskip = plen + 4 - need;
-        if (!zr->reply_connect_seen) {
-            zr->reply_connect_seen = true;
-            zr->established = (int32_t)be32_at(zr->rhdr + 8) > 0;
-        } else if ((int32_t)be32_at(zr->rhdr + 4) != -1 && zr->at_core > 0) {
-            zr->at_core--;
-        }
-    }
+    uint64_t n = zk_answers_count(&zr->ans, p, len);
+    zr->at_core = n < zr->at_core ? zr->at_core - n : 0;
 }
 
 /* fz_packet takes one whole request (|pkt|, without its length): true
@@ -744,7 +711,8 @@ static bool fz_packet(struct zrelay *zr, const uint8_t *pkt, size_t len)
         goto core;
     if (req.u.pw.watch)
         zr->watching = true;
-    if (!zr->established || zr->watching || zr->at_core > 0 || zr->fconn == NULL)
+    if (!zr->ans.established || zr->ans.broken || zr->watching || zr->no_reads ||
+        zr->at_core > 0 || zr->fconn == NULL)
         goto core;
     struct buf *out = &fr->out;
     buf_reset(out);
@@ -777,11 +745,11 @@ core:
     return false;
 }
 
-/* fz_input frames what the client sent: each whole request is answered
+/* fz_input cuts what the client sent into requests: each is answered
  * here or handed on, runs of handed-on bytes as one message */
 static void fz_input(struct zrelay *zr, const uint8_t *p, size_t len)
 {
-    if (zr->raw) {
+    if (zr->cut.raw) {
         fz_forward(zr, p, len);
         return;
     }
@@ -793,19 +761,16 @@ static void fz_input(struct zrelay *zr, const uint8_t *p, size_t len)
     }
     const uint8_t *b = zr->in.data;
     size_t n = zr->in.len, off = 0, from = 0; /* [from, off): to hand on */
-    if (!zr->connect_seen && n >= 4 && zk_is_4lw(b))
-        zr->raw = true; /* the core answers the word */
-    while (!zr->raw && n - off >= 4) {
-        uint32_t plen = be32_at(b + off);
-        if (plen > JUTE_MAX_BUFFER) {
-            zr->raw = true; /* the core refuses it */
+    for (;;) {
+        size_t plen = 0;
+        enum zk_cut k = zk_cut_next(&zr->cut, b + off, n - off, JUTE_MAX_BUFFER, &plen);
+        if (k == ZK_CUT_MORE)
+            break;
+        if (k == ZK_CUT_RAW) {
+            off = n; /* the core answers or refuses it */
             break;
         }
-        if (n - off - 4 < plen)
-            break;
-        if (!zr->connect_seen) {
-            zr->connect_seen = true;
-        } else if (fz_packet(zr, b + off + 4, plen)) {
+        if (k == ZK_CUT_PACKET && fz_packet(zr, b + off + 4, plen)) {
             fz_forward(zr, b + from, off - from); /* empty: see fz_packet's checks */
             from = off + 4 + plen;
         }
@@ -813,8 +778,6 @@ static void fz_input(struct zrelay *zr, const uint8_t *p, size_t len)
         if (zr->fconn == NULL)
             return;
     }
-    if (zr->raw)
-        off = n;
     fz_forward(zr, b + from, off - from);
     buf_consume(&zr->in, off);
     if (zr->sv.packets > 0 && uv_now(&zr->fr->loop) - zr->sv_ms >= FZ_REPORT_MS)
@@ -862,7 +825,7 @@ static void fz_on_bytes(zk_conn *c, const uint8_t *p, size_t len)
             zr->ids[zr->n_ids++] = join_id("x509", open + n);
         for (size_t i = 0; i < zr->n_ids; i++)
             if (zr->ids[i] == NULL)
-                zr->raw = true; /* out of memory: no reads here */
+                zr->no_reads = true; /* out of memory */
         if (has_subject)
             n += strlen(open + n) + 1;
         to_core_zk(fr, XM_ZK_OPEN, zr, has_subject, open, n);
@@ -956,7 +919,7 @@ static void front_handle(struct front *fr, struct xmsg *m)
         adopt_here(fr, m->op, m->status, (unsigned)m->rev);
         break;
     case XM_ZK_SEND:
-        fz_count_replies(m->zr, m->data, m->len);
+        fz_answers(m->zr, m->data, m->len);
         if (m->zr->fconn != NULL && zk_conn_write(m->zr->fconn, m->data, m->len) == -ENOMEM)
             zk_conn_close(m->zr->fconn); /* a hole in the stream: the client starts over */
         break;

@@ -71,17 +71,6 @@ struct zk_write {
     uint8_t data[];
 };
 
-bool zk_is_4lw(const uint8_t *p)
-{
-    static const char *const words[] = {"ruok", "srvr", "stat", "mntr", "conf", "cons", "crst",
-                                        "dump", "envi", "gtmk", "stmk", "srst", "wchc", "wchp",
-                                        "wchs", "dirs", "isro", "hash"};
-    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
-        if (memcmp(p, words[i], 4) == 0)
-            return true;
-    return false;
-}
-
 bool zk_4lw_allowed(const char *whitelist, const char *cmd)
 {
     size_t n = strlen(cmd);

@@ -35,6 +35,7 @@
 #include "base/buf.h"
 #include "tls/tls.h"
 #include "zk/proto.h"
+#include "zk/stream.h"
 
 typedef struct zk_listener zk_listener;
 typedef struct zk_conn zk_conn;
@@ -81,10 +82,6 @@ struct zk_relay {
     void (*pause)(void *ctx, bool paused);
     void (*close)(void *ctx);
 };
-
-/* zk_is_4lw: |p| (4 bytes) is one of the four-letter words ZooKeeper 3.8
- * knows (whitelisted or not). */
-bool zk_is_4lw(const uint8_t *p);
 
 /* zk_4lw_allowed: |cmd| (a NUL-terminated word) may run under |whitelist|,
  * ZooKeeper's 4lw.commands.whitelist: comma-separated words, blanks

@@ -10,7 +10,10 @@
  *      encoding.
  *
  * Whatever decodes must round trip stably: encode, decode, encode gives
- * the same bytes (tests/zk/jute_stream.h). Anything else aborts. The
+ * the same bytes (tests/zk/jute_stream.h). Modes 0 and 1 also give the
+ * streams to src/zk/stream.c (what a front loop reads of them): cut and
+ * counted whole or in pieces, the results must agree, and no packet cut
+ * may reach past the bytes held. Anything else aborts. The
  * kept corpus (corpus/fuzz_jute) holds real kazoo and zkCli connections
  * to Apache ZooKeeper 3.8 (tests/zk/capture_jute.py) and what fuzzing
  * found. */
@@ -20,6 +23,7 @@
 
 #include "../zk/jute_stream.h"
 #include "zk/proto.h"
+#include "zk/stream.h"
 
 static void fail(const char *what, size_t packet)
 {
@@ -77,6 +81,72 @@ static void one_record(const uint8_t *p, size_t len)
     buf_free(&e2);
 }
 
+/* src/zk/stream.c on the same bytes: the client's stream cut whole and
+ * in pieces of |step| bytes (held and appended to, as a front loop does)
+ * gives the same packets; the server's stream counted whole and in
+ * pieces gives the same answers and state. */
+static size_t cut_in_pieces(const uint8_t *p, size_t n, size_t step, size_t *lens, size_t max)
+{
+    struct zk_cutter c = {0};
+    uint8_t *held = malloc(n + 1);
+    size_t have = 0, count = 0;
+    if (held == NULL)
+        abort();
+    for (size_t at = 0; at < n; at += step) {
+        size_t k = n - at < step ? n - at : step;
+        memcpy(held + have, p + at, k);
+        have += k;
+        size_t off = 0;
+        for (;;) {
+            size_t len = 0;
+            enum zk_cut r = zk_cut_next(&c, held + off, have - off, JUTE_MAX_BUFFER, &len);
+            if (r == ZK_CUT_MORE)
+                break;
+            if (r == ZK_CUT_RAW) {
+                off = have;
+                if (count < max)
+                    lens[count] = SIZE_MAX; /* marks the switch to raw */
+                count++;
+                break;
+            }
+            if (len > JUTE_MAX_BUFFER || 4 + len > have - off)
+                abort(); /* a packet past what was held */
+            if (count < max)
+                lens[count] = len;
+            count++;
+            off += 4 + len;
+        }
+        memmove(held, held + off, have - off);
+        have -= off;
+        if (c.raw)
+            break;
+    }
+    free(held);
+    return count;
+}
+
+static void stream_views(const uint8_t *client, size_t cn, const uint8_t *server, size_t sn,
+                         size_t step)
+{
+    enum { MAX = 4096 };
+    size_t *a = calloc(MAX, sizeof(size_t)), *b = calloc(MAX, sizeof(size_t));
+    if (a == NULL || b == NULL)
+        abort();
+    size_t na = cut_in_pieces(client, cn, cn ? cn : 1, a, MAX);
+    size_t nb = cut_in_pieces(client, cn, step, b, MAX);
+    if (na != nb || memcmp(a, b, (na < MAX ? na : MAX) * sizeof(size_t)) != 0)
+        abort();
+    free(a);
+    free(b);
+    struct zk_answers w = {0}, q = {0};
+    uint64_t whole = zk_answers_count(&w, server, sn), pieces = 0;
+    for (size_t at = 0; at < sn; at += step)
+        pieces += zk_answers_count(&q, server + at, sn - at < step ? sn - at : step);
+    if (whole != pieces || w.established != q.established || w.broken != q.broken ||
+        w.skip != q.skip || w.have != q.have)
+        abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
@@ -88,6 +158,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     switch (data[0] % 3) {
     case 0:
         js_client(data + 1, size - 1, false, x, &st, fail);
+        stream_views(data + 1, size - 1, data + 1, size - 1, 1 + data[0] / 3 % 13);
         break;
     case 1: {
         if (size < 5)
@@ -97,6 +168,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             n = size - 5;
         js_client(data + 5, n, false, x, &st, fail);
         js_server(data + 5 + n, size - 5 - n, false, x, &st, fail);
+        stream_views(data + 5, n, data + 5 + n, size - 5 - n, 1 + data[0] / 3 % 13);
         break;
     }
     default:
