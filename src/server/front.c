@@ -780,6 +780,8 @@ static void fz_input(struct zrelay *zr, const uint8_t *p, size_t len)
     }
     fz_forward(zr, b + from, off - from);
     buf_consume(&zr->in, off);
+    if (zr->in.len == 0 && zr->in.cap > (1u << 18))
+        buf_free(&zr->in); /* a big packet went by: not kept for every connection */
     if (zr->sv.packets > 0 && uv_now(&zr->fr->loop) - zr->sv_ms >= FZ_REPORT_MS)
         fz_report(zr);
 }

@@ -444,8 +444,11 @@ static void process(zk_conn *c)
             l->h->on_packet(c, pkt, plen);
         }
     }
-    if (off > 0 && !c->closed)
+    if (off > 0 && !c->closed) {
         buf_consume(&c->in, off);
+        if (c->in.len == 0 && c->in.cap > (1u << 18))
+            buf_free(&c->in); /* a big packet went by: not kept for every connection */
+    }
 }
 
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)

@@ -4,6 +4,8 @@
 
 #include <string.h>
 
+#include "zk/jute.h"
+
 bool zk_is_4lw(const uint8_t *p)
 {
     static const char *const words[] = {"ruok", "srvr", "stat", "mntr", "conf", "cons",
@@ -33,12 +35,14 @@ enum zk_cut zk_cut_next(struct zk_cutter *c, const uint8_t *p, size_t n, size_t 
         c->raw = true;
         return ZK_CUT_RAW;
     }
-    uint32_t l = be32(p);
-    if (l > max_packet || l > INT32_MAX) { /* the handler's side refuses it */
+    const uint8_t *pkt;
+    size_t l, used;
+    int rc = jute_frame(p, n, max_packet, &pkt, &l, &used);
+    if (rc < 0) { /* the handler's side refuses it */
         c->raw = true;
         return ZK_CUT_RAW;
     }
-    if (n - 4 < l)
+    if (rc == 0)
         return ZK_CUT_MORE;
     *len = l;
     if (!c->connect_seen) {
