@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../zk/cut_pieces.h"
 #include "../zk/jute_stream.h"
 #include "zk/proto.h"
 #include "zk/stream.h"
@@ -85,59 +86,24 @@ static void one_record(const uint8_t *p, size_t len)
  * in pieces of |step| bytes (held and appended to, as a front loop does)
  * gives the same packets; the server's stream counted whole and in
  * pieces gives the same answers and state. */
-static size_t cut_in_pieces(const uint8_t *p, size_t n, size_t step, size_t *lens, size_t max)
-{
-    struct zk_cutter c = {0};
-    uint8_t *held = malloc(n + 1);
-    size_t have = 0, count = 0;
-    if (held == NULL)
-        abort();
-    for (size_t at = 0; at < n; at += step) {
-        size_t k = n - at < step ? n - at : step;
-        memcpy(held + have, p + at, k);
-        have += k;
-        size_t off = 0;
-        for (;;) {
-            size_t len = 0;
-            enum zk_cut r = zk_cut_next(&c, held + off, have - off, JUTE_MAX_BUFFER, &len);
-            if (r == ZK_CUT_MORE)
-                break;
-            if (r == ZK_CUT_RAW) {
-                off = have;
-                if (count < max)
-                    lens[count] = SIZE_MAX; /* marks the switch to raw */
-                count++;
-                break;
-            }
-            if (len > JUTE_MAX_BUFFER || 4 + len > have - off)
-                abort(); /* a packet past what was held */
-            if (count < max)
-                lens[count] = len;
-            count++;
-            off += 4 + len;
-        }
-        memmove(held, held + off, have - off);
-        have -= off;
-        if (c.raw)
-            break;
-    }
-    free(held);
-    return count;
-}
-
 static void stream_views(const uint8_t *client, size_t cn, const uint8_t *server, size_t sn,
                          size_t step)
 {
     enum { MAX = 4096 };
     size_t *a = calloc(MAX, sizeof(size_t)), *b = calloc(MAX, sizeof(size_t));
-    if (a == NULL || b == NULL)
+    enum zk_cut *ka = calloc(MAX, sizeof(*ka)), *kb = calloc(MAX, sizeof(*kb));
+    if (a == NULL || b == NULL || ka == NULL || kb == NULL)
         abort();
-    size_t na = cut_in_pieces(client, cn, cn ? cn : 1, a, MAX);
-    size_t nb = cut_in_pieces(client, cn, step, b, MAX);
-    if (na != nb || memcmp(a, b, (na < MAX ? na : MAX) * sizeof(size_t)) != 0)
+    size_t na = cut_pieces(client, cn, cn ? cn : 1, JUTE_MAX_BUFFER, ka, a, MAX);
+    size_t nb = cut_pieces(client, cn, step, JUTE_MAX_BUFFER, kb, b, MAX);
+    size_t cmp = na < MAX ? na : MAX;
+    if (na != nb || memcmp(a, b, cmp * sizeof(size_t)) != 0 ||
+        memcmp(ka, kb, cmp * sizeof(*ka)) != 0)
         abort();
     free(a);
     free(b);
+    free(ka);
+    free(kb);
     struct zk_answers w = {0}, q = {0};
     uint64_t whole = zk_answers_count(&w, server, sn), pieces = 0;
     for (size_t at = 0; at < sn; at += step)

@@ -14,45 +14,25 @@
 #include "zk/jute.h"
 #include "zk/stream.h"
 
+#include "cut_pieces.h"
+
 struct cuts {
-    int kinds[64];
+    enum zk_cut kinds[64];
     size_t lens[64];
     size_t n;
     bool raw;
 };
 
-/* feed |p| in pieces of |step| bytes to a cutter, as a front loop does:
- * what is not cut yet is kept and the next piece appended */
+/* feed |p| in pieces of |step| bytes to a cutter, as a front loop does */
 static void cut_all(const uint8_t *p, size_t n, size_t step, size_t max, struct cuts *out)
 {
     memset(out, 0, sizeof(*out));
-    struct zk_cutter c = {0};
-    uint8_t *held = malloc(n + 1);
-    size_t have = 0;
-    for (size_t at = 0; at < n; at += step) {
-        size_t k = n - at < step ? n - at : step;
-        memcpy(held + have, p + at, k);
-        have += k;
-        size_t off = 0;
-        for (;;) {
-            size_t len = 0;
-            enum zk_cut r = zk_cut_next(&c, held + off, have - off, max, &len);
-            if (r == ZK_CUT_MORE)
-                break;
-            if (r == ZK_CUT_RAW) {
-                out->raw = true;
-                off = have;
-                break;
-            }
-            cr_assert_lt(out->n, 64);
-            out->kinds[out->n] = r;
-            out->lens[out->n++] = len;
-            off += 4 + len;
-        }
-        memmove(held, held + off, have - off);
-        have -= off;
+    out->n = cut_pieces(p, n, step, max, out->kinds, out->lens, 64);
+    cr_assert_leq(out->n, 64);
+    if (out->n > 0 && out->kinds[out->n - 1] == ZK_CUT_RAW) {
+        out->raw = true;
+        out->n--; /* the packets cut before */
     }
-    free(held);
 }
 
 static size_t put_packet(uint8_t *p, const void *body, uint32_t len)
