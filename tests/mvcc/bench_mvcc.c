@@ -30,7 +30,7 @@ static int sink(const struct mvcc_kv *kv, void *arg)
     return 0;
 }
 
-static void die(const char *what, int rv)
+_Noreturn static void die(const char *what, int rv)
 {
     fprintf(stderr, "bench-mvcc: %s failed: %d\n", what, rv);
     exit(1);
