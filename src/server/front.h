@@ -7,7 +7,7 @@
  * HTTP/2, gRPC framing and buffering. Calls are handed to the core loop
  * (the one that owns Raft, apply and the services) in messages on
  * wait-free queues (liburcu's wfcqueue), and their output comes back the
- * same way; each side wakes the other with one uv_async_send per loop pass
+ * same way; each side wakes the other with one eventfd write per loop pass
  * at most, not per message. On the core, a forwarded call is an ordinary
  * qcall (call.h) whose face posts to its front loop, so the services do
  * not know where the client is. Per call, output leaves in the order the
