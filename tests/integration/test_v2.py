@@ -411,6 +411,24 @@ class V2Case(unittest.TestCase):
         self.raft_headers(w)
 
 
+class ServerPerTest(V2Case):
+    """A V2Case whose tests each get a fresh server."""
+
+    @classmethod
+    def setUpClass(cls):
+        pass
+
+    @classmethod
+    def tearDownClass(cls):
+        pass
+
+    def setUp(self):
+        super().setUp()
+        self.s = harness.Server(TARGET, extra_args=self.flags).start()
+        self.ep = self.s.endpoint
+        self.addCleanup(self.s.cleanup)
+
+
 # == 1. the keys API: reads, writes, CAS, deletes, directories, errors ==========
 
 class Keys(V2Case):
@@ -1061,27 +1079,12 @@ class Waits(V2Case):
 
 # == 3. TTLs: none in v2v3 mode =======================================================
 
-class Ttl(V2Case):
+class Ttl(ServerPerTest):
     """etcd's v2v3 refuses every ttl; quorum keeps each on a v3 lease of the
     key's own (its deliberate departure from v2v3, see the module doc and
-    src/http/v2.c)."""
-
-    # each test on a member of its own: the keys one leaves on 5 s leases
-    # expire while the next runs, and every expiry moves the index it counts
-    # on (seen when the suite ran two tests at a time)
-    @classmethod
-    def setUpClass(cls):
-        pass
-
-    @classmethod
-    def tearDownClass(cls):
-        pass
-
-    def setUp(self):
-        super().setUp()
-        type(self).s = harness.Server(TARGET, extra_args=self.flags).start()
-        type(self).ep = self.s.endpoint
-        self.addCleanup(self.s.cleanup)
+    src/http/v2.c). Each test on a member of its own: the keys one leaves
+    on 5 s leases expire while the next runs, and every expiry moves the
+    index it counts on (seen when the suite ran two tests at a time)."""
 
     def test_seed_lock_commands_verbatim(self):
         if TARGET == "etcd":
@@ -1302,23 +1305,8 @@ class Ttl(V2Case):
 
 # == 4. the v3 layout, on a fresh server per case ======================================
 
-class Layout(V2Case):
-
-    @classmethod
-    def setUpClass(cls):
-        pass
-
-    @classmethod
-    def tearDownClass(cls):
-        pass
-
-    def setUp(self):
-        super().setUp()
-        self.s = harness.Server(TARGET, extra_args=self.flags).start()
-        self.ep = self.s.endpoint
-
-    def tearDown(self):
-        self.s.cleanup()
+class Layout(ServerPerTest):
+    pass
 
     def test_fresh_store_and_v3_keys(self):
         self.ok(self.get("/"), 200, event("get", node(dir=True)), 0)
