@@ -34,6 +34,9 @@ import time
 import grpc
 from etcd3 import etcdrpc
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+import harness  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ETCD = "/usr/bin/etcd"
 ETCDCTL = "/usr/bin/etcdctl"
@@ -63,11 +66,9 @@ def b64e(b):
 
 
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+    # harness's: below the ephemeral range, where no outgoing connection of
+    # a test running beside this one can take the port before etcd listens
+    return harness.free_port()
 
 
 def run(cmd, **kw):
