@@ -23,6 +23,8 @@
 #include "grpc/grpc.h"         /* fake members */
 #include "quorum/client.h"
 
+#include "../free_port.h"
+
 /* ---- a tiny harness, as tests/integration/harness.py ---- */
 
 struct srv {
@@ -30,18 +32,6 @@ struct srv {
     char dir[128];
     char ep[64];
 };
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    cr_assert(fd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    socklen_t len = sizeof(a);
-    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
 
 static void sleep_ms(int ms)
 {

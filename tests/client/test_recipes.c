@@ -25,24 +25,14 @@
 
 #include "quorum/recipes.h"
 
+#include "../free_port.h"
+
 /* ---- one server, as tests/client/test_client.c starts it ---- */
 
 static pid_t srv_pid;
 static char srv_dir[128], srv_ep[64];
 static qc_client *C;       /* shared by every thread of a test */
 static char fail_msg[512]; /* the first failure in a thread (below) */
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    cr_assert(fd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    socklen_t len = sizeof(a);
-    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
 
 static void sleep_ms(int ms)
 {

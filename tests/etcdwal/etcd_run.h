@@ -18,38 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* free_port: a port free on 127.0.0.1 now, chosen at random below the
- * kernel's ephemeral range (as tests/integration/harness.py does): a port
- * bind(0) hands out can be taken as the source port of another test's
- * outgoing connection before etcd listens on it. */
-static inline int free_port(void)
-{
-    int lo = 32768;
-    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
-    if (f != NULL) {
-        if (fscanf(f, "%d", &lo) != 1)
-            lo = 32768;
-        fclose(f);
-    }
-    int top = (lo < 32768 ? lo : 32768) - 1;
-    static unsigned seed;
-    if (seed == 0)
-        seed = (unsigned)getpid() ^ (unsigned)time(NULL);
-    for (int tries = 0; tries < 200; tries++) {
-        int port = 10000 + (int)(rand_r(&seed) % (unsigned)(top - 10000 + 1));
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        if (fd < 0)
-            return -1;
-        struct sockaddr_in sa = {.sin_family = AF_INET,
-                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
-                                 .sin_port = htons((uint16_t)port)};
-        int ok = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-        close(fd);
-        if (ok)
-            return port;
-    }
-    return -1;
-}
+#include "../free_port.h"
 
 struct etcd_run {
     pid_t pid;
@@ -62,9 +31,7 @@ struct etcd_run {
 static inline int etcd_start(struct etcd_run *r, const char *dir, ...)
 {
     r->cport = free_port();
-    do
-        r->pport = free_port();
-    while (r->pport == r->cport && r->cport > 0);
+    r->pport = free_port();
     snprintf(r->ep, sizeof(r->ep), "127.0.0.1:%d", r->cport);
     char curl[64], purl[64], ic[96], log[1100];
     snprintf(curl, sizeof(curl), "http://127.0.0.1:%d", r->cport);

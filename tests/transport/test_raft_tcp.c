@@ -16,6 +16,8 @@
 #include "base/crc32c.h"
 #include "transport/transport.h"
 
+#include "../free_port.h"
+
 #define N 3
 #define CLUSTER 0xabcdef
 #define DEADLINE_MS 60000
@@ -118,17 +120,6 @@ static void on_tick(uv_timer_t *h)
             pump(&mem[i]);
         }
     }
-}
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    socklen_t len = sizeof(a);
-    getsockname(fd, (struct sockaddr *)&a, &len);
-    close(fd);
-    return ntohs(a.sin_port);
 }
 
 static void member_start(struct member *m)
