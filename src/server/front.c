@@ -153,8 +153,8 @@ struct mailbox {
     uv_poll_t poll;
     int efd;
     atomic_int armed; /* the eventfd was written and not yet read */
+    /* the receiver's callback; its data is poll.data */
     void (*on_wake)(struct mailbox *mb);
-    void *data;
 };
 
 struct front {
@@ -244,15 +244,15 @@ static void on_mailbox_readable(uv_poll_t *p, int status, int events)
 }
 
 /* mailbox_listen: |loop| (the receiver's) calls |on_wake| after a wake-up
- * (mailbox_wake); |mb->data| is the receiver's. At start: aborts when the
- * eventfd cannot be made. */
+ * (mailbox_wake); |data| is the receiver's (mb->poll.data). At start:
+ * aborts when the eventfd cannot be made. */
 static void mailbox_listen(uv_loop_t *loop, struct mailbox *mb, void (*on_wake)(struct mailbox *),
                            void *data)
 {
     mb->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     int rv = mb->efd < 0 ? -errno : uv_poll_init(loop, &mb->poll, mb->efd);
     if (rv == 0) {
-        mb->poll.data = data; /* for close callbacks, as other handles' */
+        mb->poll.data = data; /* for on_wake and close callbacks */
         rv = uv_poll_start(&mb->poll, UV_READABLE, on_mailbox_readable);
     }
     if (rv != 0) {
@@ -260,7 +260,6 @@ static void mailbox_listen(uv_loop_t *loop, struct mailbox *mb, void (*on_wake)(
         abort(); /* at start, with nothing served yet */
     }
     mb->on_wake = on_wake;
-    mb->data = data;
     atomic_init(&mb->armed, 0);
 }
 
@@ -570,7 +569,7 @@ static void core_drain(struct fronts *all)
 
 static void on_core_wake(struct mailbox *mb)
 {
-    core_drain(mb->data);
+    core_drain(mb->poll.data);
 }
 
 /* once per core pass: wake the front loops that were posted to */
@@ -1028,7 +1027,7 @@ static void front_handle_fn(void *fr, struct xmsg *m)
 
 static void on_front_wake(struct mailbox *mb)
 {
-    struct front *fr = mb->data;
+    struct front *fr = mb->poll.data;
     drain(&fr->in, front_handle_fn, fr);
     if (atomic_load(&fr->start_accept) && !atomic_load(&fr->stop_accept) && fr->npolls == 0) {
         for (size_t k = 0; k < fr->all->nl + fr->all->nzl; k++) {
