@@ -116,6 +116,11 @@ struct zrelay {
     bool watching;         /* a request that sets a watch went to the core */
     bool no_reads;         /* answer nothing here (out of memory at the start) */
     uint64_t at_core;      /* requests handed on, not answered yet */
+    bool core_paused;      /* the core asked: read nothing for now */
+    bool held;             /* not read until the core's next round ("Held") */
+    uint64_t held_round;   /* the core's round count when held */
+    struct zrelay *hnext;  /* the front's held connections */
+    struct zrelay *hprev;  /* (a list both ways) */
     struct zk_served sv;   /* answered here since the last report */
     uint64_t sv_ms;        /* when the last report went */
     char *ids[2];          /* "ip:host" and "x509:subject", as the core's */
@@ -179,6 +184,8 @@ struct front {
     atomic_bool stop;  /* set by the core once no loop accepts any more */
     bool stopped;      /* front_stop ran */
     struct fcall *plist; /* calls whose output grpc has not written yet */
+    struct zrelay *held; /* ZooKeeper connections held ("Held") */
+    atomic_uint n_held;  /* how many: read by the core (fronts_round) */
 };
 
 struct fronts {
@@ -188,6 +195,7 @@ struct fronts {
     struct mailbox in; /* to the core */
     uv_prepare_t prep; /* the core's: wake the fronts it posted to */
     bool wake[CONFIG_MAX_FRONTS];
+    atomic_uint_fast64_t round; /* write rounds the core began (fronts_round) */
     int lfd[CONFIG_MAX_URLS];
     size_t nl;
     int zk_lfd[CONFIG_MAX_URLS]; /* ZooKeeper's listeners (fronts_add_zk) */
@@ -583,6 +591,17 @@ static void on_core_prepare(uv_prepare_t *p)
         }
 }
 
+void fronts_round(struct fronts *all)
+{
+    if (all == NULL)
+        return;
+    /* the round is counted before the holders are: see fz_hold */
+    atomic_fetch_add(&all->round, 1);
+    for (unsigned i = 0; i < all->n; i++)
+        if (atomic_load(&all->f[i].n_held) > 0)
+            all->wake[i] = true; /* on_core_prepare wakes it */
+}
+
 /* ---- a front loop's side ---- */
 
 static void plist_add(struct front *fr, struct fcall *fc)
@@ -762,11 +781,82 @@ static void fz_forward(struct zrelay *zr, const uint8_t *p, size_t len)
     to_core_zk(zr->fr, XM_ZK_DATA, zr, 0, p, len);
 }
 
+/* ---- Held: a connection read once a core round ----
+ *
+ * A write the core is handed while it waits for the disk (a round's
+ * fdatasync) waits with the core for the next round, and so does a
+ * request behind it on its connection (ZooKeeper answers a session's
+ * requests in order: a read behind a write waits for the write). Reading
+ * such requests as they trickle in would cost the front loop a wake-up
+ * each (a ZooKeeper client writes requests one by one as its callbacks
+ * issue them, its C library a packet's length apart from its body) and
+ * gain nothing. So once what a connection sent went to the core and is
+ * not all answered (at_core), its socket is not read until the core
+ * begins its next write round (fronts_round: what is read from then on
+ * goes with the round after) or answers everything (a read, a ping: no
+ * round follows). One wake-up a round then reads all the connection sent
+ * meanwhile, in one batch for the core. A connection with nothing at the
+ * core is read as it comes: the reads answered here wait for nothing. */
+
+static void fz_pause_apply(struct zrelay *zr)
+{
+    if (zr->fconn != NULL)
+        zk_conn_pause(zr->fconn, zr->core_paused || zr->held);
+}
+
+static void fz_hold(struct zrelay *zr)
+{
+    struct front *fr = zr->fr;
+    zr->held = true;
+    zr->hprev = NULL;
+    zr->hnext = fr->held;
+    if (fr->held != NULL)
+        fr->held->hprev = zr;
+    fr->held = zr;
+    /* counted before the round is read, as fronts_round counts the round
+     * before it reads this: one of the two sees the other's (seq_cst) */
+    atomic_fetch_add(&fr->n_held, 1);
+    zr->held_round = atomic_load(&fr->all->round);
+    fz_pause_apply(zr);
+}
+
+static void fz_unhold(struct zrelay *zr)
+{
+    struct front *fr = zr->fr;
+    if (!zr->held)
+        return;
+    zr->held = false;
+    if (zr->hprev != NULL)
+        zr->hprev->hnext = zr->hnext;
+    else
+        fr->held = zr->hnext;
+    if (zr->hnext != NULL)
+        zr->hnext->hprev = zr->hprev;
+    zr->hnext = zr->hprev = NULL;
+    atomic_fetch_sub(&fr->n_held, 1);
+    fz_pause_apply(zr);
+}
+
+/* a round began since these were held: read them again */
+static void fz_release_due(struct front *fr)
+{
+    if (fr->held == NULL)
+        return;
+    uint64_t r = atomic_load(&fr->all->round);
+    for (struct zrelay *zr = fr->held, *next; zr != NULL; zr = next) {
+        next = zr->hnext;
+        if (r != zr->held_round)
+            fz_unhold(zr);
+    }
+}
+
 /* fz_answers: the core's bytes for the client going by */
 static void fz_answers(struct zrelay *zr, const uint8_t *p, size_t len)
 {
     uint64_t n = zk_answers_count(&zr->ans, p, len);
     zr->at_core = n < zr->at_core ? zr->at_core - n : 0;
+    if (zr->at_core == 0 || zr->ans.broken)
+        fz_unhold(zr);
 }
 
 /* fz_packet takes one whole request (|pkt|, without its length): true
@@ -859,6 +949,8 @@ static void fz_input(struct zrelay *zr, const uint8_t *p, size_t len)
         buf_free(&zr->in); /* a big packet went by: not kept for every connection */
     if (zr->sv.packets > 0 && uv_now(&zr->fr->loop) - zr->sv_ms >= FZ_REPORT_MS)
         fz_report(zr);
+    if (zr->at_core > 0 && !zr->held && !zr->ans.broken && !zr->cut.raw && zr->fconn != NULL)
+        fz_hold(zr);
 }
 
 /* join_id makes "scheme:id" (malloc'd, NULL when out of memory) */
@@ -916,6 +1008,7 @@ static void fz_on_close(zk_conn *c)
     if (zr == NULL)
         return; /* the core never heard of it */
     fz_report(zr);
+    fz_unhold(zr);
     zr->fconn = NULL;
     to_core_zk(zr->fr, XM_ZK_GONE, zr, 0, NULL, 0);
 }
@@ -1001,8 +1094,8 @@ static void front_handle(struct front *fr, struct xmsg *m)
             zk_conn_close(m->zr->fconn); /* a hole in the stream: the client starts over */
         break;
     case XM_ZK_PAUSE:
-        if (m->zr->fconn != NULL)
-            zk_conn_pause(m->zr->fconn, m->status != 0);
+        m->zr->core_paused = m->status != 0;
+        fz_pause_apply(m->zr);
         break;
     case XM_ZK_CLOSE:
         if (m->zr->fconn != NULL)
@@ -1029,6 +1122,7 @@ static void on_front_wake(struct mailbox *mb)
 {
     struct front *fr = mb->poll.data;
     drain(&fr->in, front_handle_fn, fr);
+    fz_release_due(fr);
     if (atomic_load(&fr->start_accept) && !atomic_load(&fr->stop_accept) && fr->npolls == 0) {
         for (size_t k = 0; k < fr->all->nl + fr->all->nzl; k++) {
             int lfd = k < fr->all->nl ? fr->all->lfd[k] : fr->all->zk_lfd[k - fr->all->nl];

@@ -2011,8 +2011,10 @@ static void run_ready(struct server *s)
             s->persisting = true;
             s->work.data = s;
             rv = uv_queue_work(s->loop, &s->work, persist_work, persist_done);
-            if (rv == 0)
+            if (rv == 0) {
+                fronts_round(s->fronts);
                 return;
+            }
             s->persisting = false;
         } else if (rv == 0 && rd->hs_changed) {
             rv = wal_save(s->wal, &rd->hs, NULL, 0);
