@@ -3,7 +3,7 @@
 # that are missing (one apt-get update, one install).
 QUORUM_DEBS="gcc meson ninja-build pkg-config libuv1-dev libnghttp2-dev protobuf-c-compiler \
 libprotobuf-c-dev liblmdb-dev libcriterion-dev etcd-server etcd-client python3 python3-etcd3 \
-python3-grpcio python3-protobuf nghttp2-client clang lmdb-utils liburcu-dev \
+python3-grpcio python3-protobuf nghttp2-client clang lmdb-utils liburcu-dev libjemalloc-dev \
 libssl-dev openssl libcrypt-dev libjansson-dev libhttp-parser-dev curl \
 python3-prometheus-client prometheus python3-yaml libyaml-dev chromium chromium-driver python3-selenium \
 dnsmasq-base nftables iproute2 util-linux \
