@@ -118,6 +118,7 @@ struct zrelay {
     uint64_t at_core;      /* requests handed on, not answered yet */
     bool core_paused;      /* the core asked: read nothing for now */
     bool held;             /* not read until the core's next round ("Held") */
+    bool no_hold;          /* never held: a request whose answer is not counted */
     uint64_t held_round;   /* the core's round count when held */
     struct zrelay *hnext;  /* the front's held connections */
     struct zrelay *hprev;  /* (a list both ways) */
@@ -855,7 +856,7 @@ static void fz_answers(struct zrelay *zr, const uint8_t *p, size_t len)
 {
     uint64_t n = zk_answers_count(&zr->ans, p, len);
     zr->at_core = n < zr->at_core ? zr->at_core - n : 0;
-    if (zr->at_core == 0 || zr->ans.broken)
+    if (zr->at_core == 0 || zr->ans.broken || zr->no_hold)
         fz_unhold(zr);
 }
 
@@ -866,6 +867,10 @@ static bool fz_packet(struct zrelay *zr, const uint8_t *pkt, size_t len)
 {
     struct front *fr = zr->fr;
     int32_t type = len >= 8 ? (int32_t)be32_at(pkt + 4) : 0;
+    /* its answer would have xid -1, an event's, and not be counted:
+     * at_core stays above 0 from here on (no reads here, no holding) */
+    if (len < 4 || (int32_t)be32_at(pkt) == -1)
+        zr->no_hold = true;
     if (type == ZK_OP_ADD_WATCH || type == ZK_OP_SET_WATCHES || type == ZK_OP_SET_WATCHES2)
         zr->watching = true;
     if (!zk_read_shareable(type))
@@ -949,7 +954,8 @@ static void fz_input(struct zrelay *zr, const uint8_t *p, size_t len)
         buf_free(&zr->in); /* a big packet went by: not kept for every connection */
     if (zr->sv.packets > 0 && uv_now(&zr->fr->loop) - zr->sv_ms >= FZ_REPORT_MS)
         fz_report(zr);
-    if (zr->at_core > 0 && !zr->held && !zr->ans.broken && !zr->cut.raw && zr->fconn != NULL)
+    if (zr->at_core > 0 && !zr->held && !zr->no_hold && !zr->ans.broken && !zr->cut.raw &&
+        zr->fconn != NULL)
         fz_hold(zr);
 }
 

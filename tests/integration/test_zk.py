@@ -1131,6 +1131,28 @@ class RawOperations(unittest.TestCase):
         self.assertEqual(c.request(9999, 2, jpath("/pipe") + struct.pack(">i", -1))["err"], 0)
         c.close()
 
+    def test_request_with_the_event_xid_leaves_the_connection_working(self):
+        # xid -1 is the one events carry: a request sent with it is answered
+        # with it (an answer nothing can tell from an event), and the
+        # requests after it are answered as usual. (quorum's front loops
+        # count answers to know what a connection has at the core; this one
+        # is not counted, so such a connection is never held for a round,
+        # front.c "Held": held, it would wait for the member's next write,
+        # which the session's own lease writes bring within seconds, so
+        # this cannot tell that apart; it checks the answers and their order.)
+        c = Raw()
+        c.connect()
+        self.assertEqual(c.request(1, 3, jpath("/") + b"\0")["err"], 0)
+        c.send_packet(struct.pack(">ii", -1, 4) + jpath("/") + b"\1")  # getData, watch
+        p = c.recv_packet()
+        self.assertIsNotNone(p)
+        xid, zxid, err = struct.unpack(">iqi", p[:16])
+        self.assertEqual((xid, err), (-1, 0))
+        for i in range(3):
+            r = c.request(7 + i, 3, jpath("/") + b"\0")  # exists
+            self.assertEqual((r["xid"], r["err"]), (7 + i, 0))
+        c.close()
+
     def test_watch_event_before_the_reads_that_show_the_change(self):
         # a connection with a data watch pipelines reads of the node while
         # another connection changes it: whatever the interleaving, every
