@@ -75,9 +75,9 @@ int server_accept_client(int lfd);
 struct qcall;
 bool fronts_read_elsewhere(struct qcall *call, int kind, const void *request, int64_t rev);
 
-/* fronts_round: the core began a write round (its entries went to the
- * disk): the front loops read again the ZooKeeper connections they held
- * for it (front.c, "Held"). NULL: no front loops. */
+/* fronts_round: the core began a write round (a Ready's entries were
+ * handed to the disk worker): the front loops read again the ZooKeeper
+ * connections they held for it (front.c, "Held"). NULL: no front loops. */
 void fronts_round(struct fronts *f);
 
 /* fronts_close stops accepting, resets every call (the services get
