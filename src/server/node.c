@@ -2330,7 +2330,7 @@ int server_node_start(struct server *s)
     uint64_t hb = c->heartbeat_ms ? c->heartbeat_ms : 100;
     int rv;
     char err[WAL_ERR_LEN] = "";
-    struct wal_options wo = {.data_dir = c->data_dir, .wal_dir = c->wal_dir};
+    struct wal_options wo = {.data_dir = c->data_dir, .wal_dir = c->wal_dir, .written_ahead = true};
     wal_no_sync = c->unsafe_no_fsync;
     /* the member is its log: built by server_bootstrap on a first start */
     struct wal_state st;

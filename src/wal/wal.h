@@ -141,6 +141,11 @@ struct wal_options {
     size_t segment_size;  /* preallocation and cut size; 0 = 64 MiB */
     uint64_t node_id;     /* wal_create: written to METADATA; wal_open: ignored */
     uint64_t cluster_id;
+    /* written_ahead: the space appends go to is written with zeros before
+     * they come (the open segment's rest at wal_open, the next segment on
+     * a thread of its own: see "SPACE WRITTEN AHEAD" in wal.c), so that a
+     * sync flushes the appended data only. Off: preallocated only. */
+    bool written_ahead;
 };
 
 /* What wal_open read back. Owns all its memory: free with wal_state_free.
@@ -250,6 +255,11 @@ extern bool wal_no_sync;
 
 /* wal_last_index is the index of the last entry saved (0 if none known). */
 uint64_t wal_last_index(const struct wal *w);
+
+/* wal_wait_ahead waits until the next segment written ahead (wal_options'
+ * written_ahead) is made and tells how that went: 0, or -errno (the cuts
+ * then preallocate). Tests only: a member never waits for it. */
+int wal_wait_ahead(struct wal *w);
 
 /* wal_segment_count is the number of segment files (tests, metrics). */
 size_t wal_segment_count(const struct wal *w);

@@ -46,4 +46,9 @@ int wal__fsync_dir(const char *path);
  * and EINTR). Returns 0 or -errno. */
 int wal__write_all(int fd, const void *p, size_t n, uint64_t off);
 
+/* wal__unwritten tells whether [from, to) of |fd| has an extent the file
+ * system holds preallocated and not yet written (FIEMAP): 1, 0, or -errno
+ * (no extent maps here, e.g. tmpfs). */
+int wal__unwritten(int fd, uint64_t from, uint64_t to);
+
 #endif

@@ -13,6 +13,11 @@
 #include "helpers.h"
 #include "base/log.h"
 #include "wal/wal.h"
+#include "wal/wal_int.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 
 #define NODE 0x1111
 #define CLUSTER 0x2222
@@ -770,6 +775,155 @@ Test(wal, leftover_tmp_segment_is_removed)
     cr_assert_eq(file_put(p, "partial", 7), 0);
     expect_entries(0, 3, false, "tmp left over");
     cr_assert_neq(access(p, F_OK), 0);
+}
+
+/* ------------------------------------------- space written ahead */
+
+static struct wal_options ahead_opts(size_t seg)
+{
+    struct wal_options o = opts(seg);
+    o.written_ahead = true;
+    return o;
+}
+
+/* unwritten_in tells whether the file |name| in the WAL directory has
+ * preallocated space not yet written (wal__unwritten on the whole file). */
+static int unwritten_in(const char *name)
+{
+    char p[600];
+    snprintf(p, sizeof(p), "%s/member/wal/%s", dir, name);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    cr_assert_geq(fd, 0, "%s: %s", p, strerror(errno));
+    struct stat sb;
+    cr_assert_eq(fstat(fd, &sb), 0);
+    int rv = wal__unwritten(fd, 0, (uint64_t)sb.st_size);
+    close(fd);
+    return rv;
+}
+
+/* last_segment_name: the name of the segment with the highest sequence */
+static void last_segment_name(char *out, size_t n)
+{
+    char p[600];
+    snprintf(p, sizeof(p), "%s/member/wal", dir);
+    DIR *d = opendir(p);
+    cr_assert_not_null(d);
+    struct dirent *de;
+    out[0] = '\0';
+    while ((de = readdir(d)) != NULL) {
+        size_t len = strlen(de->d_name);
+        if (len > 4 && strcmp(de->d_name + len - 4, ".wal") == 0 && strcmp(de->d_name, out) > 0)
+            snprintf(out, n, "%s", de->d_name);
+    }
+    closedir(d);
+    cr_assert_neq(out[0], '\0');
+}
+
+static off_t spare_size(void)
+{
+    char p[600];
+    snprintf(p, sizeof(p), "%s/member/wal/spare.tmp", dir);
+    struct stat sb;
+    return stat(p, &sb) == 0 ? sb.st_size : -1;
+}
+
+Test(wal, written_ahead_segments)
+{
+    /* preallocated (the default): the file system must report unwritten
+     * space, or this file system cannot tell the two apart */
+    struct wal *w = create(SMALL);
+    save_range(w, 1, 10, 1, 5);
+    cr_assert_eq(wal_sync(w), 0);
+    wal_close(w);
+    char seg[300];
+    last_segment_name(seg, sizeof(seg));
+    int u = unwritten_in(seg);
+    if (u < 0)
+        cr_skip_test("no extent maps here (FIEMAP: %s)", strerror(-u));
+    if (u == 0)
+        cr_skip_test("this file system preallocates written space");
+    /* open written ahead: the open segment's rest is written, and the
+     * spare is made beside it */
+    struct wal_options o = ahead_opts(SMALL);
+    struct wal_state st;
+    char err[WAL_ERR_LEN] = "";
+    cr_assert_eq(wal_open(&o, &w, &st, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(st.n_entries, 10);
+    wal_state_free(&st);
+    cr_assert_eq(unwritten_in(seg), 0, "the open segment is still preallocated only");
+    cr_assert_eq(wal_wait_ahead(w), 0);
+    cr_assert_eq(spare_size(), (off_t)SMALL);
+    cr_assert_eq(unwritten_in("spare.tmp"), 0);
+    /* a cut takes the spare, and the next one is made */
+    size_t nseg = wal_segment_count(w);
+    uint64_t i = 11;
+    while (wal_segment_count(w) == nseg) {
+        save_one(w, i++, 1);
+        cr_assert_eq(wal_sync(w), 0);
+        cr_assert_lt(i, 10000, "no cut");
+    }
+    char seg2[300];
+    last_segment_name(seg2, sizeof(seg2));
+    cr_assert_str_neq(seg2, seg);
+    cr_assert_eq(unwritten_in(seg2), 0, "the new segment was not the spare");
+    cr_assert_eq(wal_wait_ahead(w), 0);
+    cr_assert_eq(spare_size(), (off_t)SMALL);
+    /* many cuts in a row, each waiting for its spare or not: every entry
+     * is read back, and the spare is gone after the close */
+    save_range(w, i, i + 599, 1, 16);
+    cr_assert_eq(wal_sync(w), 0);
+    wal_close(w);
+    cr_assert_eq(spare_size(), -1, "the spare is left behind");
+    cr_assert_eq(wal_open(&o, &w, &st, err, sizeof(err)), 0, "%s", err);
+    cr_assert_eq(st.n_entries, i + 599);
+    for (uint64_t k = 1; k <= i + 599; k++)
+        check_entry(&st.entries[k - 1], k, 1);
+    wal_state_free(&st);
+    wal_close(w);
+}
+
+Test(wal, written_ahead_spare_left_over_or_failing)
+{
+    struct wal *w = create(SMALL);
+    save_range(w, 1, 10, 1, 5);
+    cr_assert_eq(wal_sync(w), 0);
+    wal_close(w);
+    /* a spare left by a crash while it was made: removed at open and
+     * made again, all zeros */
+    char p[600];
+    snprintf(p, sizeof(p), "%s/member/wal/spare.tmp", dir);
+    cr_assert_eq(file_put(p, "half-made", 9), 0);
+    struct wal_options o = ahead_opts(SMALL);
+    struct wal_state st;
+    char err[WAL_ERR_LEN] = "";
+    cr_assert_eq(wal_open(&o, &w, &st, err, sizeof(err)), 0, "%s", err);
+    wal_state_free(&st);
+    cr_assert_eq(wal_wait_ahead(w), 0);
+    size_t n = 0;
+    uint8_t *b = file_get(p, &n);
+    cr_assert_not_null(b);
+    cr_assert_eq(n, (size_t)SMALL);
+    for (size_t k = 0; k < n; k++)
+        cr_assert_eq(b[k], 0, "byte %zu of the spare is %u", k, b[k]);
+    free(b);
+    wal_close(w);
+    /* a spare that cannot be made (a directory holds its name): the cuts
+     * preallocate as without it, and nothing is lost */
+    cr_assert_eq(mkdir(p, 0700), 0);
+    cr_assert_eq(wal_open(&o, &w, &st, err, sizeof(err)), 0, "%s", err);
+    wal_state_free(&st);
+    cr_assert_eq(wal_wait_ahead(w), -EEXIST);
+    size_t nseg = wal_segment_count(w);
+    save_range(w, 11, 400, 1, 16);
+    cr_assert_eq(wal_sync(w), 0);
+    cr_assert_gt(wal_segment_count(w), nseg);
+    wal_close(w);
+    cr_assert_eq(open_state(SMALL, &w, &st, err), 0, "%s", err);
+    cr_assert_eq(st.n_entries, 400);
+    check_entry(&st.entries[399], 400, 1);
+    wal_state_free(&st);
+    wal_close(w);
+    rmdir(p);
 }
 
 /* ------------------------------------------- with the real Raft core */
