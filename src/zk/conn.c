@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include "base/log.h"
@@ -305,6 +306,25 @@ void zk_conn_close(zk_conn *c)
         conn_end(c);
 }
 
+/* forget_fd takes a plaintext socket whose reading stopped out of the
+ * loop's epoll set at once. libuv leaves it there until it next reports
+ * readable and only then removes it, so each pause would cost the loop a
+ * wake-up as soon as the client sent more, which is what pausing a
+ * pipelining client is for avoiding (front.c, "Held"). libuv adds it back
+ * at the next read start (it holds the socket as not in the set since the
+ * stop: an add, which now finds nothing there) and does not mind a removal
+ * that finds nothing when the socket closes. */
+static void forget_fd(zk_conn *c)
+{
+    uv_os_fd_t fd;
+    /* only while libuv watches it for nothing (no write waiting either):
+     * its next change is then an add */
+    if (c->ts.conn != NULL || c->ts.s->io_watcher.pevents != 0 ||
+        uv_fileno((const uv_handle_t *)c->ts.s, &fd) != 0)
+        return;
+    (void)epoll_ctl(uv_backend_fd(c->ts.s->loop), EPOLL_CTL_DEL, fd, NULL);
+}
+
 void zk_conn_pause(zk_conn *c, bool paused)
 {
     if (c->closing || c->paused == paused)
@@ -313,8 +333,10 @@ void zk_conn_pause(zk_conn *c, bool paused)
     if (c->relay != NULL)
         c->relay->pause(c->relay_ctx, paused);
     if (paused) {
-        if (c->relay == NULL)
+        if (c->relay == NULL) {
             tls_stream_read_stop(&c->ts);
+            forget_fd(c);
+        }
         return;
     }
     if (c->relay == NULL)
