@@ -164,9 +164,9 @@ static int prealloc(int fd, size_t size)
  * on ext4 with its journal (docs/architecture.md has the numbers). So with
  * opts->written_ahead (the member's WAL):
  *  - wal_open writes zeros over the rest of the open segment (at most one
- *    segment's size, once per start), unless the file system reports no
- *    unwritten extent there (wal__unwritten) — and on one without extent
- *    maps (tmpfs) there is nothing to gain;
+ *    segment's size, once per start) where the file system reports an
+ *    unwritten extent (wal__unwritten); on one without extent maps
+ *    (tmpfs) there is nothing to gain and nothing is written ahead;
  *  - the next segment is made ahead, as etcd's WAL pipeline does, on a
  *    thread of its own: "spare.tmp" in the WAL directory, seg_size bytes of
  *    zeros, synced. A cut takes it (renamed to the new segment's temporary
@@ -1299,10 +1299,16 @@ int wal_open(const struct wal_options *opts, struct wal **out, struct wal_state 
         set_errf(err, errlen, "wal: cannot open %s: %s", path, strerror(-rv));
         goto fail;
     }
-    if (w->ahead && wal__unwritten(w->fd, tail_end, w->seg_size) == 1 &&
-        (rv = zero_fill(w->fd, tail_end, w->seg_size)) != 0) {
-        set_errf(err, errlen, "wal: cannot write ahead in %s: %s", path, strerror(-rv));
-        goto fail;
+    if (w->ahead) {
+        /* where extents cannot be told (no FIEMAP: tmpfs, ...), writing
+         * ahead gains nothing and a spare would only take the space; a
+         * zero fill that fails leaves the rest as it was (zeros to the
+         * reader either way), and the appends find out about the disk */
+        int u = wal__unwritten(w->fd, tail_end, w->seg_size);
+        if (u < 0)
+            w->ahead = false;
+        else if (u == 1)
+            (void)zero_fill(w->fd, tail_end, w->seg_size);
     }
     w->off = tail_end;
     w->hdr_end = padded(1 + SEG_PAYLOAD) + padded(1 + META_PAYLOAD);
