@@ -827,14 +827,22 @@ static off_t spare_size(void)
     return stat(p, &sb) == 0 ? sb.st_size : -1;
 }
 
-Test(wal, written_ahead_segments)
+/* small_log_of_ten: a log of SMALL segments holding entries 1..10, closed
+ * (made as wal_create makes it: preallocated, nothing written ahead) */
+static void small_log_of_ten(void)
 {
-    /* preallocated (the default): the file system must report unwritten
-     * space, or this file system cannot tell the two apart */
     struct wal *w = create(SMALL);
     save_range(w, 1, 10, 1, 5);
     cr_assert_eq(wal_sync(w), 0);
     wal_close(w);
+}
+
+Test(wal, written_ahead_segments)
+{
+    /* preallocated (the default): the file system must report unwritten
+     * space, or this file system cannot tell the two apart */
+    small_log_of_ten();
+    struct wal *w;
     char seg[300];
     last_segment_name(seg, sizeof(seg));
     int u = unwritten_in(seg);
@@ -884,10 +892,8 @@ Test(wal, written_ahead_segments)
 
 Test(wal, written_ahead_spare_left_over_or_failing)
 {
-    struct wal *w = create(SMALL);
-    save_range(w, 1, 10, 1, 5);
-    cr_assert_eq(wal_sync(w), 0);
-    wal_close(w);
+    small_log_of_ten();
+    struct wal *w;
     /* a spare left by a crash while it was made: removed at open and
      * made again, all zeros */
     char p[600];
