@@ -182,21 +182,29 @@ static void spare_name(char *out, size_t outlen, const char *dir)
 
 #define ZERO_CHUNK ((size_t)1 << 20)
 
-/* zero_fill writes zeros over [from, to) of |fd| and syncs them. */
-static int zero_fill(int fd, uint64_t from, uint64_t to)
+/* zero_range writes zeros over [from, to) of |fd|, a chunk at a time. */
+static int zero_range(int fd, uint64_t from, uint64_t to)
 {
     if (from >= to)
         return 0;
-    uint8_t *z = calloc(1, ZERO_CHUNK);
+    size_t chunk = to - from < ZERO_CHUNK ? (size_t)(to - from) : ZERO_CHUNK;
+    uint8_t *z = calloc(1, chunk);
     if (z == NULL)
         return -ENOMEM;
     int rv = 0;
     for (uint64_t off = from; off < to && rv == 0;) {
-        size_t n = to - off < ZERO_CHUNK ? (size_t)(to - off) : ZERO_CHUNK;
+        size_t n = to - off < chunk ? (size_t)(to - off) : chunk;
         rv = wal__write_all(fd, z, n, off);
         off += n;
     }
     free(z);
+    return rv;
+}
+
+/* zero_fill is zero_range, synced. */
+static int zero_fill(int fd, uint64_t from, uint64_t to)
+{
+    int rv = zero_range(fd, from, to);
     if (rv == 0 && !wal_no_sync && fdatasync(fd) != 0)
         rv = -errno;
     return rv;
@@ -743,12 +751,7 @@ static bool out_of_space(int rv)
  * follow the next one. */
 static int scrub(struct wal *w)
 {
-    size_t n = (size_t)(w->dirty_end - w->off);
-    uint8_t *z = calloc(1, n);
-    if (z == NULL)
-        return -ENOMEM;
-    int rv = wal__write_all(w->fd, z, n, w->off);
-    free(z);
+    int rv = zero_range(w->fd, w->off, w->dirty_end);
     if (rv == 0)
         w->dirty_end = 0;
     return rv;
