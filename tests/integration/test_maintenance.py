@@ -129,6 +129,7 @@ class Maintenance(unittest.TestCase):
                 self.assertEqual((e.code(), e.details()),
                                  (grpc.StatusCode.RESOURCE_EXHAUSTED, NOSPACE))
                 failed_at = i
+                refused = (key, val)
                 break
             latest[key] = val
         self.assertIsNotNone(failed_at, "the quota was never reached")
@@ -155,9 +156,16 @@ class Maintenance(unittest.TestCase):
         self.assert_nospace(lambda: self.rpc.call("/etcdserverpb.KV/Txn", "TxnRequest",
                                                   "TxnResponse", success=[put_op]))
 
-        # allowed: reads, deletes
+        # allowed: reads, deletes. etcd 3.4 refuses a put past the quota
+        # either before Raft (the API's check) or when applying it, and
+        # there its quotaApplierV3 writes the put and then answers NOSPACE:
+        # the refused value may be what etcd holds. quorum's apply writes
+        # nothing for a refused entry.
         for k, v in latest.items():
-            self.assertEqual(self.rpc.get(k), v)
+            got = self.rpc.get(k)
+            if TARGET == "etcd" and k == refused[0] and got == refused[1]:
+                continue
+            self.assertEqual(got, v)
         self.assertEqual(s.etcdctl("del", "k7").stdout, "1\n")
         latest.pop("k7")
 
