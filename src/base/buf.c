@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int buf_reserve(struct buf *b, size_t n)
+int buf_grow(struct buf *b, size_t n)
 {
     if (b->cap - b->len >= n)
         return 0;
@@ -23,18 +23,6 @@ int buf_reserve(struct buf *b, size_t n)
         return -ENOMEM;
     b->data = p;
     b->cap = cap;
-    return 0;
-}
-
-int buf_append(struct buf *b, const void *p, size_t n)
-{
-    if (n == 0)
-        return 0;
-    int rv = buf_reserve(b, n);
-    if (rv != 0)
-        return rv;
-    memcpy(b->data + b->len, p, n);
-    b->len += n;
     return 0;
 }
 
@@ -60,11 +48,6 @@ void buf_consume(struct buf *b, size_t n)
     }
     memmove(b->data, b->data + n, b->len - n);
     b->len -= n;
-}
-
-void buf_reset(struct buf *b)
-{
-    b->len = 0;
 }
 
 void buf_free(struct buf *b)

@@ -17,16 +17,41 @@ struct buf {
     size_t cap;
 };
 
-/* buf_reserve makes room for |n| more bytes without changing len. */
-int buf_reserve(struct buf *b, size_t n);
-int buf_append(struct buf *b, const void *p, size_t n);
+/* buf_grow is buf_reserve's way when the room is not there: it reallocates. */
+int buf_grow(struct buf *b, size_t n);
+
+/* buf_reserve makes room for |n| more bytes without changing len. Inline,
+ * as buf_append: the encoders append a few bytes at a time, and the room
+ * is almost always there already. */
+static inline int buf_reserve(struct buf *b, size_t n)
+{
+    return b->cap - b->len >= n ? 0 : buf_grow(b, n);
+}
+
+static inline int buf_append(struct buf *b, const void *p, size_t n)
+{
+    if (n == 0)
+        return 0;
+    if (b->cap - b->len < n) {
+        int rv = buf_grow(b, n);
+        if (rv != 0)
+            return rv;
+    }
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+    return 0;
+}
+
 int buf_append_byte(struct buf *b, uint8_t c);
 /* buf_append_varint appends |v| as a protobuf base-128 varint. */
 int buf_append_varint(struct buf *b, uint64_t v);
 /* buf_consume drops the first |n| bytes (n <= len). */
 void buf_consume(struct buf *b, size_t n);
-void buf_reset(struct buf *b); /* len = 0, keeps memory */
-void buf_free(struct buf *b);  /* frees memory, back to empty */
+static inline void buf_reset(struct buf *b) /* len = 0, keeps memory */
+{
+    b->len = 0;
+}
+void buf_free(struct buf *b); /* frees memory, back to empty */
 
 /* bytes_compare orders byte strings as memcmp, a proper prefix first (the
  * order of etcd keys and of Go's bytes.Compare). Inline: the key index
