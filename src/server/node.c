@@ -35,10 +35,12 @@
 #include "server/server_int.h"
 #include "server/front.h"
 #include "server/zk_service.h"
+#include "server/zk_write.h"
 #include "zk.pb-c.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -234,7 +236,11 @@ int server_entry_encode(struct buf *out, enum entry_kind kind, bool internal, ui
     if (ulen > 0xffff)
         return -EINVAL;
     size_t hdr = ENTRY_HDR + (user != NULL ? ENTRY_AUTH_FIXED + ulen + 1 : 0);
-    size_t n = protobuf_c_message_get_packed_size(msg);
+    /* a ZooKeeper write, the one kind made for every write of its face,
+     * is packed by hand (zk_write.h): the same bytes */
+    bool zk = msg->descriptor == &quorumzk__write__descriptor;
+    size_t n = zk ? zk_write_size((const Quorumzk__Write *)msg)
+                  : protobuf_c_message_get_packed_size(msg);
     buf_reset(out);
     if (buf_reserve(out, hdr + n + 1) != 0)
         return -ENOMEM;
@@ -250,7 +256,8 @@ int server_entry_encode(struct buf *out, enum entry_kind kind, bool internal, ui
         p[9] = (uint8_t)(ulen >> 8);
         memcpy(p + ENTRY_AUTH_FIXED, user, ulen + 1);
     }
-    out->len = hdr + protobuf_c_message_pack(msg, d + hdr);
+    out->len = hdr + (zk ? zk_write_pack((const Quorumzk__Write *)msg, d + hdr)
+                         : protobuf_c_message_pack(msg, d + hdr));
     if (hdr_len != NULL)
         *hdr_len = hdr;
     return 0;
@@ -1378,7 +1385,13 @@ static int apply_normal(struct server *s, const struct raft_entry *le, struct en
         auth_user = (const char *)d + ENTRY_HDR + ENTRY_AUTH_FIXED;
         hdr += ENTRY_AUTH_FIXED + ulen + 1;
     }
-    ProtobufCMessage *req = protobuf_c_message_unpack(desc, NULL, le->len - hdr, d + hdr);
+    /* a ZooKeeper write in the layout zk_write_pack makes is read by hand
+     * (zk_write.h), anything else by protobuf-c */
+    ProtobufCMessage *req =
+        kind == ENTRY_ZK_WRITE ? (ProtobufCMessage *)zk_write_unpack(d + hdr, le->len - hdr) : NULL;
+    bool plain = req != NULL; /* one block from malloc */
+    if (req == NULL)
+        req = protobuf_c_message_unpack(desc, NULL, le->len - hdr, d + hdr);
     if (req == NULL) {
         log_error("server", "entry %llu: undecodable request, skipped",
                   (unsigned long long)le->index);
@@ -1443,9 +1456,13 @@ static int apply_normal(struct server *s, const struct raft_entry *le, struct en
                   (unsigned long long)s->applying_steps, q_strerror(rv),
                   lrc ? mdb_strerror(lrc) : "none");
     }
-    protobuf_c_message_free_unpacked(req, NULL);
+    if (plain)
+        free(req);
+    else
+        protobuf_c_message_free_unpacked(req, NULL);
     e->req = NULL;
-    e->auth_user = NULL; /* it pointed into the log entry */
+    e->auth_user = NULL; /* it pointed into the log entry (so did a
+                            ZooKeeper write's request, read by hand) */
     buf_free(&tmp.out);
     if (w != NULL)
         list_push(done, w);
