@@ -1927,6 +1927,139 @@ static void node_closed_step(struct node_close *nc);
 
 static void persist_done(uv_work_t *w, int status);
 
+/* ---- the WAL's thread ----
+ *
+ * Each round's write and fdatasync (persist_work) run on a thread of the
+ * member's own, not on libuv's pool: the pool's four threads took the
+ * rounds in turn, so each round began on a thread whose cache held
+ * nothing of the last, and snapshot copies, defragmentation and bcrypt,
+ * which share the pool, could make a round wait behind them. One round is
+ * handed over at a time (s->persisting); its end comes back to the loop
+ * through an async handle, which calls persist_done as the pool did.
+ * When the thread cannot be made, the pool takes the rounds as before. */
+struct persister {
+    struct server *s;
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool job;    /* a round handed over, not written yet */
+    bool done;   /* written: persist_done not called yet */
+    bool stop;   /* server_node_close: end once no round is left */
+    bool exited; /* the thread returned: join it */
+    uv_async_t async;
+    struct node_close *nc; /* the close waiting for the handle */
+};
+
+static void *persister_main(void *arg)
+{
+    struct persister *p = arg;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->job && !p->stop)
+            pthread_cond_wait(&p->cv, &p->mu);
+        if (!p->job)
+            break;
+        pthread_mutex_unlock(&p->mu);
+        persist_work(&p->s->work);
+        pthread_mutex_lock(&p->mu);
+        p->job = false;
+        p->done = true;
+        uv_async_send(&p->async);
+    }
+    p->exited = true;
+    uv_async_send(&p->async);
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+static void on_persister_closed(uv_handle_t *h)
+{
+    struct persister *p = h->data;
+    struct node_close *nc = p->nc;
+    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+    node_closed_step(nc);
+}
+
+static void on_persister(uv_async_t *a)
+{
+    struct persister *p = a->data;
+    pthread_mutex_lock(&p->mu);
+    bool done = p->done, exited = p->exited;
+    p->done = false;
+    pthread_mutex_unlock(&p->mu);
+    if (done)
+        persist_done(&p->s->work, 0);
+    if (exited && !uv_is_closing((uv_handle_t *)&p->async)) {
+        pthread_join(p->th, NULL);
+        p->s->persister = NULL;
+        uv_close((uv_handle_t *)&p->async, on_persister_closed);
+    }
+}
+
+static void free_persister(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void persister_start(struct server *s)
+{
+    struct persister *p = calloc(1, sizeof(*p));
+    if (p == NULL)
+        return;
+    p->s = s;
+    int rv = uv_async_init(s->loop, &p->async, on_persister);
+    if (rv != 0) {
+        free(p);
+        log_warn("wal", "no thread of its own for the log (%s): libuv's pool writes it",
+                 uv_strerror(rv));
+        return;
+    }
+    p->async.data = p;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    if ((rv = pthread_create(&p->th, NULL, persister_main, p)) != 0) {
+        log_warn("wal", "no thread of its own for the log (%s): libuv's pool writes it",
+                 strerror(rv));
+        pthread_cond_destroy(&p->cv);
+        pthread_mutex_destroy(&p->mu);
+        uv_close((uv_handle_t *)&p->async, free_persister);
+        return;
+    }
+    s->persister = p;
+}
+
+/* persister_stop ends the thread once the round it may have has come back
+ * (persist_done) and then closes the handle: one step of |nc| */
+static void persister_stop(struct persister *p, struct node_close *nc)
+{
+    p->nc = nc;
+    pthread_mutex_lock(&p->mu);
+    p->stop = true;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* persist_submit hands the Ready in s->rd to the WAL's thread (or the
+ * pool): persist_done follows. */
+static int persist_submit(struct server *s)
+{
+    s->work.data = s;
+    struct persister *p = s->persister;
+    if (p == NULL)
+        return uv_queue_work(s->loop, &s->work, persist_work, persist_done);
+    pthread_mutex_lock(&p->mu);
+    bool stopping = p->stop;
+    if (!stopping) {
+        p->job = true;
+        pthread_cond_signal(&p->cv);
+    }
+    pthread_mutex_unlock(&p->mu);
+    /* after server_node_close the thread takes no more rounds */
+    return stopping ? uv_queue_work(s->loop, &s->work, persist_work, persist_done) : 0;
+}
+
 static void hold_for_space(struct server *s)
 {
     uint64_t now = uv_now(s->loop);
@@ -1951,8 +2084,7 @@ static void hold_for_space(struct server *s)
 static void persist_retry(struct server *s)
 {
     s->persist_waiting = false;
-    s->work.data = s;
-    if (uv_queue_work(s->loop, &s->work, persist_work, persist_done) != 0) {
+    if (persist_submit(s) != 0) {
         s->persist_waiting = true;
         s->disk_retry_ms = uv_now(s->loop) + DISK_RETRY_MS;
     }
@@ -2026,8 +2158,7 @@ static void run_ready(struct server *s)
                 s->rd_sent = true;
             }
             s->persisting = true;
-            s->work.data = s;
-            rv = uv_queue_work(s->loop, &s->work, persist_work, persist_done);
+            rv = persist_submit(s);
             if (rv == 0) {
                 fronts_round(s->fronts);
                 return;
@@ -2447,6 +2578,7 @@ int server_node_start(struct server *s)
     const struct raft_membership *m = raft_get_membership(s->raft);
     if (m->n_voters == 1 && m->voters[0] == s->member_id && s->wal != NULL)
         raft_campaign(s->raft);
+    persister_start(s);
     uv_timer_init(s->loop, &s->tick);
     s->tick.data = s;
     uv_timer_start(&s->tick, on_tick, hb, hb);
@@ -2513,6 +2645,10 @@ void server_node_close(struct server *s, void (*cb)(void *), void *arg)
     nc->pending = 4 + (s->persisting && !s->persist_waiting ? 1 : 0) + (int)s->snap_jobs;
     if (nc->pending > 4)
         s->node_closing = nc; /* persist_done and snap_job_done finish it */
+    if (s->persister != NULL) {
+        nc->pending++; /* the WAL's thread: on_persister_closed */
+        persister_stop(s->persister, nc);
+    }
     s->tick.data = nc;
     s->sweep.data = nc;
     s->purge.data = nc;

@@ -277,6 +277,7 @@ struct server {
     struct raft_ready rd;
     bool rd_sent; /* its messages went out already (leader) */
     uv_work_t work;
+    struct persister *persister; /* the thread that writes it (node.c) */
     int work_rv;
     unsigned client_conns; /* __atomic: open client connections, every loop's */
     bool work_sync_failed; /* work_rv came from the fdatasync, not the write */
