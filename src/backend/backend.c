@@ -39,6 +39,7 @@ struct backend {
     uint64_t reserved_to;          /* backend_reserve: blocks allocated up to here */
     uint64_t reserved_ino;         /* ... in the file of this inode (a defrag swaps it) */
     bool no_reserve;               /* the file system has no FALLOC_FL_KEEP_SIZE */
+    uint64_t changes;              /* commits and file swaps so far, from 1 (backend_changes) */
     int failed;                    /* a commit or sync failed (its error): the file may not hold
                                       what LMDB believes it wrote, so no write is tried again
                                       (a failed fdatasync is never retried: its dirty pages may
@@ -192,6 +193,7 @@ int backend_replace_file(backend *be, const char *path)
     int keep = open(be->path, O_RDONLY | O_CLOEXEC);
     mdb_env_close(be->env);
     be->env = NULL;
+    be->changes++;
     int rv = 0;
     if (rename(path, be->path) != 0) {
         rv = -errno;
@@ -246,6 +248,7 @@ int backend_open(const struct backend_options *opts, backend **out)
     }
     be->map_size = opts->map_size ? opts->map_size : DEFAULT_MAP_SIZE;
     be->retired_fd = -1;
+    be->changes = 1;
     be->flags = MDB_NOTLS | (opts->no_sync ? MDB_NOSYNC : 0) |
                 (opts->no_meta_sync ? MDB_NOMETASYNC : 0);
     rv = open_env(be);
@@ -324,6 +327,7 @@ int backend_batch_commit(backend *be)
     uint64_t t0 = metrics_now_ns();
     int rc = mdb_txn_commit(be->batch); /* frees the txn even on failure */
     be->batch = NULL;
+    be->changes++;
     if (rc != 0) {
         log_error("backend", "batch commit: %s", mdb_strerror(rc));
         int rv = backend_err(rc);
@@ -424,6 +428,11 @@ int backend_meta_put(backend *be, const char *name, uint64_t v)
         b[i] = (uint8_t)v;
     MDB_val k = {strlen(name), (void *)name}, d = {8, b};
     return backend_err(backend_put(be, be->batch, BACKEND_DB_META, &k, &d, 0));
+}
+
+uint64_t backend_changes(const backend *be)
+{
+    return be->changes;
 }
 
 uint64_t backend_size(backend *be)

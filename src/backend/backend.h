@@ -191,6 +191,11 @@ int backend_file_meta(const char *path, const char *name, uint64_t *v);
 uint64_t backend_size(backend *be);
 uint64_t backend_size_in_use(backend *be);
 
+/* backend_changes counts the batch commits and file swaps so far (from 1):
+ * the file's size changes only with one, so a caller on the batch's
+ * thread reads it again (a stat) only when this moved. */
+uint64_t backend_changes(const backend *be);
+
 /* backend_metrics_register registers etcd's
  * etcd_disk_backend_commit_duration_seconds: every batch commit, its sync
  * included (base/metrics.h). */

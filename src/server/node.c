@@ -1566,7 +1566,11 @@ static void apply_run(void *arg)
     struct server *s = arg;
     struct entry_list *done = &s->applied_done;
     s->env.now_ms = (int64_t)uv_now(s->loop);
-    s->db_size = backend_size(s->be); /* the file grows only at commit */
+    uint64_t changes = backend_changes(s->be);
+    if (changes != s->db_size_changes) { /* the file grows only at commit */
+        s->db_size = backend_size(s->be);
+        s->db_size_changes = changes;
+    }
     struct raft_membership cur = *raft_get_membership(s->raft);
     int rv = 0;
     mvcc_set_step(s->kv, s->cfg.apply_step_limit ? s->cfg.apply_step_limit : APPLY_STEP_DEFAULT,

@@ -216,7 +216,8 @@ struct server {
     uint64_t id_prefix, id_suffix; /* etcd's request id generator */
     uv_check_t apply_hook;
     uv_signal_t sigs[2];
-    uint64_t db_size;       /* the database file's size, read once per batch */
+    uint64_t db_size;       /* the database file's size, read again after a commit */
+    uint64_t db_size_changes; /* backend_changes when db_size was read */
     uint64_t applied_index; /* consistent index: entries applied */
     uint64_t member_id;
     uint64_t cluster_id;

@@ -155,6 +155,48 @@ Test(backend, size_in_use_grows_with_data_and_survives_reopen)
     cr_assert_eq(v, 1);
 }
 
+/* backend_changes moves with each commit and file swap, and only then may
+ * the file's size change: the core reads the size again only when it
+ * moved (node.c apply_run). An aborted batch or an open one changes
+ * neither. */
+Test(backend, changes_count_commits_and_swaps)
+{
+    uint64_t c0 = backend_changes(be), size0 = backend_size(be);
+    cr_assert_geq(c0, 1);
+    cr_assert_eq(backend_batch_begin(be), 0);
+    static uint8_t val[1000];
+    for (int i = 0; i < 4000; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "k%05d", i);
+        MDB_val k = {strlen(key), key}, d = {sizeof(val), val};
+        cr_assert_eq(mdb_put(backend_batch_txn(be), backend_dbi(be, BACKEND_DB_LEASE), &k, &d, 0),
+                     0);
+    }
+    cr_assert_eq(backend_changes(be), c0, "an open batch is no change yet");
+    cr_assert_eq(backend_size(be), size0, "nor does the file grow before its commit");
+    cr_assert_eq(backend_batch_commit(be), 0);
+    cr_assert_eq(backend_changes(be), c0 + 1);
+    cr_assert_gt(backend_size(be), size0 + 4000 * 1000);
+
+    cr_assert_eq(backend_batch_begin(be), 0);
+    cr_assert_eq(backend_meta_put(be, "x", 1), 0);
+    backend_batch_abort(be);
+    cr_assert_eq(backend_changes(be), c0 + 1);
+
+    /* drop it all and swap in a packed copy: the file shrinks, a change */
+    cr_assert_eq(backend_batch_begin(be), 0);
+    cr_assert_eq(mdb_drop(backend_batch_txn(be), backend_dbi(be, BACKEND_DB_LEASE), 0), 0);
+    cr_assert_eq(backend_batch_commit(be), 0);
+    cr_assert_eq(backend_changes(be), c0 + 2);
+    uint64_t big = backend_size(be);
+    char other[300];
+    snprintf(other, sizeof(other), "%s/packed.mdb", dir);
+    cr_assert_eq(backend_rewrite_copy(be, other), 0);
+    cr_assert_eq(backend_replace_file(be, other), 0);
+    cr_assert_eq(backend_changes(be), c0 + 3);
+    cr_assert_lt(backend_size(be), big / 2);
+}
+
 /* backend_rewrite_copy packs what deletions left half empty (a plain
  * compacting copy keeps such pages), and keeps every record. */
 Test(backend, rewrite_copy_packs_and_keeps_records)
