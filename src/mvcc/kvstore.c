@@ -1179,6 +1179,17 @@ int mvcc_txn_range(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_
                     fn, arg, res, NULL, true);
 }
 
+int64_t mvcc_txn_key_rev(mvcc_txn *t, const uint8_t *key, size_t key_len, uint32_t *sub)
+{
+    *sub = 0;
+    struct kindex_entry *e = kindex_get(&t->s->ix, key, key_len);
+    const struct kindex_rev *r = e != NULL ? kentry_at(e, txn_read_rev(t)) : NULL;
+    if (r == NULL || r->tomb)
+        return 0;
+    *sub = r->sub;
+    return r->main;
+}
+
 /* load_prev copies the live kv of |r| into s->prev and decodes it. */
 static int load_prev(mvcc_store *s, MDB_txn *lt, const struct kindex_rev *r, struct mvcc_kv *kv)
 {

@@ -207,6 +207,13 @@ int mvcc_txn_range(mvcc_txn *t, const uint8_t *key, size_t key_len, const uint8_
                    size_t end_len, const struct mvcc_range_opts *opts, mvcc_kv_fn fn, void *arg,
                    struct mvcc_range_result *res);
 
+/* mvcc_txn_key_rev is the revision of the version of |key| the txn sees
+ * (its mod revision: *|sub| gets its sub-revision), 0 when there is none
+ * (never written, or deleted). From the key index alone: nothing is read
+ * from the database. A revision names one write: a caller may keep what
+ * it read of the value until the key's revision moves. */
+int64_t mvcc_txn_key_rev(mvcc_txn *t, const uint8_t *key, size_t key_len, uint32_t *sub);
+
 /* mvcc_txn_put writes |key| = |value| with |lease| (0 = none). If the key
  * exists, |prev_fn| (may be NULL) is called first with its current kv; a
  * non-zero return from it cancels the put (nothing written) and is returned.

@@ -196,6 +196,14 @@ struct server {
      * once, it stays (nothing deletes it); forgotten when the store is
      * replaced (server_zk_store_replaced) */
     bool zk_sys_nodes;
+    /* sessions' owners as their records were at a revision (zk_tree.c
+     * session_moved): a write checks the record's revision in the key
+     * index and reads the record itself only when it moved */
+    struct zk_owner_memo {
+        int64_t session, main;
+        uint32_t sub;
+        uint64_t owner;
+    } zk_owners[16];
     /* the ZooKeeper apply's answer body and record encoding, kept from one
      * write to the next (no allocation per write) */
     struct buf zk_body, zk_rec;

@@ -2277,6 +2277,9 @@ static void figures_count(struct zsvc *z)
 void server_zk_store_replaced(struct server *s)
 {
     s->zk_sys_nodes = false; /* looked up again by the next write */
+    /* the sessions' records are read again by their next writes (their
+     * revisions would tell, but the store is a new one: nothing is kept) */
+    memset(s->zk_owners, 0, sizeof(s->zk_owners));
     if (s->zk != NULL)
         figures_count(s->zk);
 }

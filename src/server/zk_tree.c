@@ -885,12 +885,21 @@ static int session_moved(struct ztx *x, uint64_t member, bool *moved)
         return 0;
     uint8_t k[ZK_SESSION_KEY_LEN];
     zk_session_key(x->session, k);
-    struct kvcopy c = {x->a, false, NULL, 0, 0, 0};
-    int rv = zrange(&x->st, k, sizeof(k), NULL, 0, copy_kv, &c);
-    if (rv != 0)
-        return rv;
-    uint64_t owner = c.found ? zk_session_owner(c.v, c.n) : 0;
-    *moved = owner != 0 && owner != member;
+    uint32_t sub;
+    int64_t main = mvcc_txn_key_rev(x->st.t, k, sizeof(k), &sub);
+    if (main == 0)
+        return 0; /* no record: no owner */
+    /* every write of a session reads its record: once per revision */
+    struct zk_owner_memo *m = &x->s->zk_owners[(uint64_t)x->session % 16];
+    if (m->session != x->session || m->main != main || m->sub != sub) {
+        struct kvcopy c = {x->a, false, NULL, 0, 0, 0};
+        int rv = zrange(&x->st, k, sizeof(k), NULL, 0, copy_kv, &c);
+        if (rv != 0)
+            return rv;
+        *m = (struct zk_owner_memo){x->session, main, sub,
+                                    c.found ? zk_session_owner(c.v, c.n) : 0};
+    }
+    *moved = m->owner != 0 && m->owner != member;
     return 0;
 }
 

@@ -446,6 +446,43 @@ Test(kvstore, txn_reads_its_own_writes)
     cr_assert_eq(g.ver[0], 2);
 }
 
+/* mvcc_txn_key_rev names the version a range in the txn would read (its
+ * mod revision and sub-revision), from the index alone */
+Test(kvstore, txn_key_rev_names_the_version_a_read_sees)
+{
+    int64_t r2 = put("a", "one"); /* 2 */
+    put("b", "x");                /* 3 */
+    mvcc_txn *t;
+    uint32_t sub = 99;
+    cr_assert_eq(mvcc_batch_begin(s), 0);
+    cr_assert_eq(mvcc_txn_begin(s, &t), 0);
+    cr_assert_eq(mvcc_txn_key_rev(t, S("a"), &sub), r2);
+    cr_assert_eq(sub, 0);
+    cr_assert_eq(mvcc_txn_key_rev(t, S("nothing"), &sub), 0);
+    cr_assert_eq(mvcc_txn_key_rev(t, (const uint8_t *)"a\0", 2, &sub), 0); /* a longer key */
+    /* the txn's own writes: this revision, their sub-revisions */
+    cr_assert_eq(mvcc_txn_put(t, S("c"), S("1"), 0, NULL, NULL), 0);
+    cr_assert_eq(mvcc_txn_put(t, S("a"), S("two"), 0, NULL, NULL), 0);
+    cr_assert_eq(mvcc_txn_key_rev(t, S("a"), &sub), 4);
+    cr_assert_eq(sub, 1);
+    cr_assert_eq(mvcc_txn_key_rev(t, S("c"), &sub), 4);
+    cr_assert_eq(sub, 0);
+    int64_t n;
+    cr_assert_eq(mvcc_txn_delete_range(t, S("b"), NULL, 0, NULL, NULL, &n), 0);
+    cr_assert_eq(mvcc_txn_key_rev(t, S("b"), &sub), 0, "deleted: none");
+    cr_assert_eq(mvcc_txn_end(t), 4);
+    cr_assert_eq(mvcc_batch_commit(s), 0);
+    /* a key written again names a new revision; deleted and put back too */
+    cr_assert_eq(put("b", "y"), 5);
+    cr_assert_eq(mvcc_batch_begin(s), 0);
+    cr_assert_eq(mvcc_txn_begin(s, &t), 0);
+    cr_assert_eq(mvcc_txn_key_rev(t, S("b"), &sub), 5);
+    cr_assert_eq(mvcc_txn_key_rev(t, S("a"), &sub), 4);
+    cr_assert_eq(sub, 1);
+    cr_assert_eq(mvcc_txn_end(t), 5);
+    cr_assert_eq(mvcc_batch_commit(s), 0);
+}
+
 Test(kvstore, txn_without_change_does_not_advance)
 {
     put("a", "1");
