@@ -2051,17 +2051,18 @@ static int persist_submit(struct server *s)
 {
     s->work.data = s;
     struct persister *p = s->persister;
-    if (p == NULL)
-        return uv_queue_work(s->loop, &s->work, persist_work, persist_done);
-    pthread_mutex_lock(&p->mu);
-    bool stopping = p->stop;
-    if (!stopping) {
-        p->job = true;
-        pthread_cond_signal(&p->cv);
+    if (p != NULL) {
+        pthread_mutex_lock(&p->mu);
+        bool taken = !p->stop; /* after server_node_close it takes no more */
+        if (taken) {
+            p->job = true;
+            pthread_cond_signal(&p->cv);
+        }
+        pthread_mutex_unlock(&p->mu);
+        if (taken)
+            return 0;
     }
-    pthread_mutex_unlock(&p->mu);
-    /* after server_node_close the thread takes no more rounds */
-    return stopping ? uv_queue_work(s->loop, &s->work, persist_work, persist_done) : 0;
+    return uv_queue_work(s->loop, &s->work, persist_work, persist_done);
 }
 
 static void hold_for_space(struct server *s)
