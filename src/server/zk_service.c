@@ -1102,6 +1102,9 @@ static void write_msg(struct zcall *zc, const uint8_t *msg, size_t len)
         return;
     }
     struct jute_out o = {&sl->out, 0};
+    /* room for the header (16 bytes) and the body at once (if it cannot
+     * be had, the puts below ask again and fail as they would have) */
+    (void)buf_reserve(&sl->out, 16 + (err == 0 ? jute_in_left(&in) : 0));
     struct zk_reply_header h = {zc->xid, zxid, err};
     jute_encode(&zk_rec_reply_header, &o, &h);
     if (err == 0)

@@ -40,8 +40,10 @@ bool zk_path_valid(const uint8_t *p, size_t n, bool sequential)
         return false;
     for (size_t i = 1; i < n; i++) {
         uint8_t c = p[i];
-        if (c == 0 || (c > 0 && c < 0x20) || c == 0x7f)
-            return false;
+        if (c >= '0' && c < 0x7f)
+            continue; /* most of a path: none of the bytes looked at below */
+        if (c < 0x20 || c == 0x7f)
+            return false; /* NUL and the C0 controls, DEL */
         if (c == '/' && p[i - 1] == '/')
             return false;
         if (c == '.' && p[i - 1] == '/') {
@@ -52,17 +54,17 @@ bool zk_path_valid(const uint8_t *p, size_t n, bool sequential)
             if ((j - i == 1 || j - i == 2) && (j == n || p[j] == '/'))
                 return false;
         }
-    }
-    /* U+0080..U+009F (C1 controls, UTF-8 C2 80..C2 9F), surrogates and the
-     * private use area U+D800..U+F8FF (ED A0.. EF A3 BF), U+FFF0..U+FFFF */
-    for (size_t i = 0; i + 1 < n; i++) {
-        if (p[i] == 0xc2 && p[i + 1] >= 0x80 && p[i + 1] <= 0x9f)
+        if (c < 0x80)
+            continue;
+        /* U+0080..U+009F (C1 controls, UTF-8 C2 80..C2 9F), surrogates and
+         * the private use area U+D800..U+F8FF (ED A0.. EF A3 BF),
+         * U+FFF0..U+FFFF: sequences that start at this byte */
+        if (c == 0xc2 && i + 1 < n && p[i + 1] >= 0x80 && p[i + 1] <= 0x9f)
             return false;
-        if (i + 2 < n) {
-            uint32_t cp = 0;
-            if ((p[i] & 0xf0) == 0xe0 && (p[i + 1] & 0xc0) == 0x80 && (p[i + 2] & 0xc0) == 0x80)
-                cp = (uint32_t)(p[i] & 0x0f) << 12 | (uint32_t)(p[i + 1] & 0x3f) << 6 |
-                     (p[i + 2] & 0x3f);
+        if (i + 2 < n && (c & 0xf0) == 0xe0 && (p[i + 1] & 0xc0) == 0x80 &&
+            (p[i + 2] & 0xc0) == 0x80) {
+            uint32_t cp =
+                (uint32_t)(c & 0x0f) << 12 | (uint32_t)(p[i + 1] & 0x3f) << 6 | (p[i + 2] & 0x3f);
             if ((cp >= 0xd800 && cp <= 0xf8ff) || cp >= 0xfff0)
                 return false;
         }

@@ -80,8 +80,11 @@ void jute_put_int(struct jute_out *o, int32_t v)
 
 void jute_put_long(struct jute_out *o, int64_t v)
 {
-    jute_put_int(o, (int32_t)(uint32_t)((uint64_t)v >> 32));
-    jute_put_int(o, (int32_t)(uint32_t)(uint64_t)v);
+    uint64_t u = (uint64_t)v;
+    uint8_t p[8];
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(u >> (56 - 8 * i));
+    put(o, p, 8);
 }
 
 void jute_put_bool(struct jute_out *o, bool v)

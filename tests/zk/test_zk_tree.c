@@ -37,6 +37,82 @@ Test(zk_tree, paths)
     cr_assert_not(zk_path_valid(nul, sizeof(nul), false));
 }
 
+/* ref_path_valid: the rule as first written here, one pass for the
+ * ASCII rules and one for the UTF-8 ones (the server's is one pass that
+ * skips the common bytes); what the random paths below hold it to */
+static bool ref_path_valid(const uint8_t *p, size_t n, bool sequential)
+{
+    if (n == 0 || p[0] != '/')
+        return false;
+    if (n == 1)
+        return !sequential;
+    if (p[n - 1] == '/' && !sequential)
+        return false;
+    for (size_t i = 1; i < n; i++) {
+        uint8_t c = p[i];
+        if (c == 0 || (c > 0 && c < 0x20) || c == 0x7f)
+            return false;
+        if (c == '/' && p[i - 1] == '/')
+            return false;
+        if (c == '.' && p[i - 1] == '/') {
+            size_t j = i;
+            while (j < n && p[j] == '.')
+                j++;
+            if ((j - i == 1 || j - i == 2) && (j == n || p[j] == '/'))
+                return false;
+        }
+    }
+    for (size_t i = 0; i + 1 < n; i++) {
+        if (p[i] == 0xc2 && p[i + 1] >= 0x80 && p[i + 1] <= 0x9f)
+            return false;
+        if (i + 2 < n) {
+            uint32_t cp = 0;
+            if ((p[i] & 0xf0) == 0xe0 && (p[i + 1] & 0xc0) == 0x80 && (p[i + 2] & 0xc0) == 0x80)
+                cp = (uint32_t)(p[i] & 0x0f) << 12 | (uint32_t)(p[i + 1] & 0x3f) << 6 |
+                     (p[i + 2] & 0x3f);
+            if ((cp >= 0xd800 && cp <= 0xf8ff) || cp >= 0xfff0)
+                return false;
+        }
+    }
+    return true;
+}
+
+Test(zk_tree, paths_random_against_the_rule)
+{
+    /* bytes each rule looks at, and bytes next to them */
+    static const uint8_t alphabet[] = {'/',  '.',  'a',  '0',  '~',  ' ',  '-',  0,    0x1f,
+                                       0x7f, 0x80, 0x9f, 0xa0, 0xa3, 0xbf, 0xc2, 0xc3, 0xe0,
+                                       0xed, 0xee, 0xef, 0xf0, 0xff, 0x2f, 0x30};
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    size_t valid_seen = 0, invalid_seen = 0;
+    for (int k = 0; k < 300000; k++) {
+        uint8_t p[12];
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        size_t n = (size_t)(x % (sizeof(p) + 1));
+        uint64_t r = x;
+        for (size_t i = 0; i < n; i++) {
+            if (i % 8 == 0) {
+                r ^= r << 13;
+                r ^= r >> 7;
+                r ^= r << 17;
+            }
+            p[i] = alphabet[(r >> (8 * (i % 8))) % sizeof(alphabet)];
+        }
+        if (n > 0 && (x >> 60) != 0)
+            p[0] = '/'; /* most start as a path does */
+        bool seq = (x >> 59) & 1;
+        bool want = ref_path_valid(p, n, seq);
+        cr_assert_eq(zk_path_valid(p, n, seq), want, "case %d (length %zu, sequential %d)", k, n,
+                     seq);
+        want ? valid_seen++ : invalid_seen++;
+    }
+    cr_assert_gt(valid_seen, 1000, "the random paths were nearly all refused: %zu valid",
+                 valid_seen);
+    cr_assert_gt(invalid_seen, 1000);
+}
+
 #define B(s) {(const uint8_t *)(s), (int32_t)(sizeof(s) - 1)}
 
 Test(zk_tree, acl_checks)
