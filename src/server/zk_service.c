@@ -1240,21 +1240,30 @@ static void add_auth(struct zsess *zs, struct zslot *sl, const struct zk_request
 {
     const struct zk_auth_packet *ap = &req->u.auth;
     char cred[1024];
-    if (ap->scheme.len == 6 && memcmp(ap->scheme.p, "digest", 6) == 0 && ap->auth.len > 0 &&
-        (size_t)ap->auth.len < sizeof(cred)) {
-        memcpy(cred, ap->auth.p, (size_t)ap->auth.len);
+    if (ap->scheme.len == 2 && memcmp(ap->scheme.p, "ip", 2) == 0) {
+        /* ZooKeeper's ip provider takes any credentials and gives the
+         * connection its peer's address, which it has had from the start */
+        slot_answer(zs, sl, req->h.xid, 0, NULL, NULL);
+        return;
+    }
+    if (ap->scheme.len == 6 && memcmp(ap->scheme.p, "digest", 6) == 0 && ap->auth.len >= 0 &&
+        (size_t)ap->auth.len < sizeof(cred) &&
+        (ap->auth.len == 0 || memchr(ap->auth.p, 0, (size_t)ap->auth.len) == NULL)) {
+        if (ap->auth.len > 0)
+            memcpy(cred, ap->auth.p, (size_t)ap->auth.len);
         cred[ap->auth.len] = '\0';
+        /* ZooKeeper's generateDigest: the user is what comes before the
+         * first ':' (all of it when there is none), the hash is of it all */
         char *colon = strchr(cred, ':');
-        if (colon != NULL) {
-            uint8_t d[20];
-            sha1(cred, strlen(cred), d);
-            char b64[32], id[1100];
-            base64(d, sizeof(d), b64);
-            snprintf(id, sizeof(id), "%.*s:%s", (int)(colon - cred), cred, b64);
-            if (add_id(zs, "digest", id) == 0) {
-                slot_answer(zs, sl, req->h.xid, 0, NULL, NULL);
-                return;
-            }
+        size_t ul = colon != NULL ? (size_t)(colon - cred) : strlen(cred);
+        uint8_t d[20];
+        sha1(cred, strlen(cred), d);
+        char b64[32], id[1100];
+        base64(d, sizeof(d), b64);
+        snprintf(id, sizeof(id), "%.*s:%s", (int)ul, cred, b64);
+        if (add_id(zs, "digest", id) == 0) {
+            slot_answer(zs, sl, req->h.xid, 0, NULL, NULL);
+            return;
         }
     }
     slot_answer(zs, sl, req->h.xid, ZK_AUTHFAILED, NULL, NULL);

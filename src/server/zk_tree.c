@@ -322,27 +322,53 @@ static bool bytes_eq(struct jute_bytes b, const char *s, size_t n)
     return b.len >= 0 && (size_t)b.len == n && (n == 0 || memcmp(b.p, s, n) == 0);
 }
 
-/* ip ACL id "a.b.c.d[/bits]" against a client address */
-static bool ip_match(struct jute_bytes acl_id, const char *client)
+/* ip_id parses an ip ACL id as ZooKeeper 3.8's IPAuthenticationProvider
+ * takes it: an IPv4 address, then optionally '/' and a decimal mask
+ * length of 0 to 32 (Java's Integer.parseInt: an optional sign, digits).
+ * false for anything else (ZooKeeper's isValid: INVALIDACL) */
+static bool ip_id(struct jute_bytes acl_id, struct in_addr *addr, int *bits)
 {
     char id[64];
     if (acl_id.len <= 0 || (size_t)acl_id.len >= sizeof(id))
         return false;
     memcpy(id, acl_id.p, (size_t)acl_id.len);
     id[acl_id.len] = '\0';
-    int bits = 32;
+    *bits = 32;
     char *slash = strchr(id, '/');
     if (slash != NULL) {
         *slash = '\0';
-        bits = atoi(slash + 1);
+        const char *d = slash + 1;
+        bool neg = *d == '-';
+        if (*d == '-' || *d == '+')
+            d++;
+        if (*d == '\0')
+            return false;
+        long v = 0;
+        for (; *d != '\0'; d++) {
+            if (*d < '0' || *d > '9' || v > 1000)
+                return false;
+            v = v * 10 + (*d - '0');
+        }
+        if (neg)
+            v = -v;
+        if (v < 0 || v > 32)
+            return false;
+        *bits = (int)v;
     }
+    return inet_pton(AF_INET, id, addr) == 1;
+}
+
+/* ip ACL id "a.b.c.d[/bits]" against a client address; an id that does
+ * not parse (none is taken since ip_id, one stored before matches no one)
+ * matches no one */
+static bool ip_match(struct jute_bytes acl_id, const char *client)
+{
     struct in_addr a, c;
-    if (inet_pton(AF_INET, id, &a) != 1 || inet_pton(AF_INET, client, &c) != 1)
+    int bits;
+    if (!ip_id(acl_id, &a, &bits) || inet_pton(AF_INET, client, &c) != 1)
         return false;
-    if (bits <= 0)
+    if (bits == 0)
         return true;
-    if (bits > 32)
-        bits = 32;
     uint32_t mask = bits == 32 ? 0xffffffffu : ~(0xffffffffu >> bits);
     return (ntohl(a.s_addr) & mask) == (ntohl(c.s_addr) & mask);
 }
@@ -373,9 +399,36 @@ bool zk_acl_permits(const struct zk_acl *acl, int32_t n, int32_t perm, const str
     return false;
 }
 
+static bool acl_eq(const struct zk_acl *a, const struct zk_acl *b)
+{
+    return a->perms == b->perms && a->id.scheme.len == b->id.scheme.len &&
+           a->id.id.len == b->id.id.len &&
+           (a->id.scheme.len <= 0 ||
+            memcmp(a->id.scheme.p, b->id.scheme.p, (size_t)a->id.scheme.len) == 0) &&
+           (a->id.id.len <= 0 || memcmp(a->id.id.p, b->id.id.p, (size_t)a->id.id.len) == 0);
+}
+
+/* digest_id_valid: ZooKeeper's DigestAuthenticationProvider.isValid, two
+ * fields once the id is split at ':' as Java's String.split does it
+ * (trailing empty fields dropped): "user:hash", also "a:b:" and ":h",
+ * not "user:" or "a::b" */
+static bool digest_id_valid(struct jute_bytes id)
+{
+    if (id.len <= 0)
+        return false;
+    size_t n = (size_t)id.len;
+    while (n > 0 && id.p[n - 1] == ':')
+        n--; /* the trailing empty fields */
+    size_t fields = 1;
+    for (size_t j = 0; j < n; j++)
+        fields += id.p[j] == ':';
+    return n > 0 && fields == 2;
+}
+
 /* fixup_acl checks an ACL given by a client and replaces "auth" entries
- * with the connection's ids, as ZooKeeper's fixupACL: INVALIDACL for an
- * empty list, an unknown scheme, a malformed id, or "auth" with no ids. */
+ * with the connection's ids, as ZooKeeper's fixupACL: entries repeated in
+ * the list count once; INVALIDACL for an empty list, an unknown scheme, a
+ * malformed id, or "auth" with no ids. */
 static int fixup_acl(struct jute_vec in, const struct zk_ids *who, struct arena *a,
                      struct jute_vec *out)
 {
@@ -389,6 +442,11 @@ static int fixup_acl(struct jute_vec in, const struct zk_ids *who, struct arena 
     size_t k = 0;
     for (int32_t i = 0; i < in.n; i++) {
         const struct zk_acl *e = &src[i];
+        bool seen = false; /* ZooKeeper's removeDuplicates, before the rest */
+        for (int32_t j = 0; j < i && !seen; j++)
+            seen = acl_eq(&src[j], e);
+        if (seen)
+            continue;
         if (bytes_eq(e->id.scheme, "world", 5)) {
             if (!bytes_eq(e->id.id, "anyone", 6))
                 return ZK_INVALIDACL;
@@ -410,11 +468,7 @@ static int fixup_acl(struct jute_vec in, const struct zk_ids *who, struct arena 
             if (added == 0)
                 return ZK_INVALIDACL;
         } else if (bytes_eq(e->id.scheme, "digest", 6)) {
-            /* user:hash: exactly one ':' */
-            int colons = 0;
-            for (int32_t j = 0; j < e->id.id.len; j++)
-                colons += e->id.id.p[j] == ':';
-            if (colons != 1)
+            if (!digest_id_valid(e->id.id))
                 return ZK_INVALIDACL;
             dst[k++] = *e;
         } else if (bytes_eq(e->id.scheme, "x509", 4)) {
@@ -423,18 +477,10 @@ static int fixup_acl(struct jute_vec in, const struct zk_ids *who, struct arena 
                 return ZK_INVALIDACL;
             dst[k++] = *e;
         } else if (bytes_eq(e->id.scheme, "ip", 2)) {
-            char id[64];
-            if (e->id.id.len <= 0 || (size_t)e->id.id.len >= sizeof(id))
-                return ZK_INVALIDACL;
-            memcpy(id, e->id.id.p, (size_t)e->id.id.len);
-            id[e->id.id.len] = '\0';
-            char *slash = strchr(id, '/');
-            if (slash != NULL)
-                *slash = '\0';
             struct in_addr ia;
-            struct in6_addr i6;
-            if (inet_pton(AF_INET, id, &ia) != 1 && inet_pton(AF_INET6, id, &i6) != 1)
-                return ZK_INVALIDACL;
+            int bits;
+            if (!ip_id(e->id.id, &ia, &bits))
+                return ZK_INVALIDACL; /* IPv4 only, as ZooKeeper 3.8's provider */
             dst[k++] = *e;
         } else {
             return ZK_INVALIDACL;
@@ -622,25 +668,45 @@ bool zk_sweep_due(uint8_t mode, int32_t cversion, int32_t num_children, int64_t 
     return false;
 }
 
+/* zk_path_special: ZooKeeper's DataTree.isSpecialPath, the paths no
+ * delete may take: "/", /zookeeper, /zookeeper/quota, /zookeeper/config */
+static bool zk_path_special(const uint8_t *p, size_t n)
+{
+    static const char *const special[] = {"/", "/zookeeper", "/zookeeper/quota",
+                                          "/zookeeper/config"};
+    for (size_t i = 0; i < sizeof(special) / sizeof(special[0]); i++)
+        if (n == strlen(special[i]) && memcmp(p, special[i], n) == 0)
+            return true;
+    return false;
+}
+
 /* op_delete: delete, or (|sweep|) the container sweep's deleteContainer,
  * which deletes only a node that is still due (a concurrent child create
  * or setData wins: BADVERSION, NOTEMPTY) and checks no ACL, as
  * ZooKeeper's PrepRequestProcessor does for the ContainerManager */
 static int op_delete(struct ztx *x, const struct zk_path_version *r, bool sweep)
 {
-    if (r->path.len <= 0 || !zk_path_valid(r->path.p, (size_t)r->path.len, false))
+    /* ZooKeeper 3.8's order: no validatePath (a malformed path is simply
+     * not there: NONODE), the special paths, the parent, the parent's
+     * DELETE permission, then the node, its version, its children */
+    if (r->path.len <= 0 || r->path.p[0] != '/' ||
+        memchr(r->path.p, 0, (size_t)r->path.len) != NULL)
         return ZK_BADARGUMENTS;
     size_t n = (size_t)r->path.len;
-    if (n == 1 || (n == 10 && memcmp(r->path.p, "/zookeeper", 10) == 0))
-        return ZK_BADARGUMENTS; /* "/" and "/zookeeper" cannot go (ZooKeeper's answer) */
+    if (zk_path_special(r->path.p, n))
+        return ZK_BADARGUMENTS; /* "/" and /zookeeper's nodes cannot go */
     struct zover *parent = get(x, r->path.p, parent_len(r->path.p, n));
-    struct zover *o = parent != NULL ? get(x, r->path.p, n) : NULL;
+    if (parent == NULL)
+        return ZK_SYSTEMERROR;
+    if (!parent->z.exists)
+        return ZK_NONODE;
+    if (!sweep && !zk_acl_permits(parent->z.acl.v, parent->z.acl.n, ZK_PERM_DELETE, x->who))
+        return ZK_NOAUTH;
+    struct zover *o = get(x, r->path.p, n);
     if (o == NULL)
         return ZK_SYSTEMERROR;
     if (!o->z.exists)
         return ZK_NONODE;
-    if (!sweep && !zk_acl_permits(parent->z.acl.v, parent->z.acl.n, ZK_PERM_DELETE, x->who))
-        return ZK_NOAUTH;
     if (r->version != -1 && r->version != o->z.version)
         return ZK_BADVERSION;
     if (o->z.num_children > 0)
@@ -699,6 +765,8 @@ static int op_check(struct ztx *x, const struct zk_path_version *r)
     int err = existing(x, &r->path, &o);
     if (err != 0)
         return err;
+    if (!zk_acl_permits(o->z.acl.v, o->z.acl.n, ZK_PERM_READ, x->who))
+        return ZK_NOAUTH; /* ZooKeeper's check asks READ */
     if (r->version != -1 && r->version != o->z.version)
         return ZK_BADVERSION;
     return 0;
@@ -706,16 +774,18 @@ static int op_check(struct ztx *x, const struct zk_path_version *r)
 
 static int op_set_acl(struct ztx *x, const struct zk_set_acl_req *r, struct zk_stat *st)
 {
-    struct zover *o;
-    int err = existing(x, &r->path, &o);
+    /* ZooKeeper's order: the path, the new ACL, the node, ADMIN, version */
+    if (r->path.len <= 0 || !zk_path_valid(r->path.p, (size_t)r->path.len, false))
+        return ZK_BADARGUMENTS;
+    struct jute_vec acl;
+    int err = fixup_acl(r->acl, x->who, x->a, &acl);
     if (err != 0)
+        return err;
+    struct zover *o;
+    if ((err = existing(x, &r->path, &o)) != 0)
         return err;
     if (!zk_acl_permits(o->z.acl.v, o->z.acl.n, ZK_PERM_ADMIN, x->who))
         return ZK_NOAUTH;
-    struct jute_vec acl;
-    err = fixup_acl(r->acl, x->who, x->a, &acl);
-    if (err != 0)
-        return err;
     if (r->version != -1 && r->version != o->z.aversion)
         return ZK_BADVERSION;
     o->z.aversion++;
@@ -734,6 +804,11 @@ static void ensure_system_nodes(struct ztx *x)
     static const struct zk_acl open = {ZK_PERM_ALL,
                                        {{(const uint8_t *)"world", 5},
                                         {(const uint8_t *)"anyone", 6}}};
+    /* /zookeeper/config: anyone may read it, no one change it (ZooKeeper
+     * 3.8's, which also shows its aversion as -1) */
+    static const struct zk_acl read_only = {ZK_PERM_READ,
+                                            {{(const uint8_t *)"world", 5},
+                                             {(const uint8_t *)"anyone", 6}}};
     /* once the store had them, a write does not look again (the face
      * refuses to delete /zookeeper, etcd writes to the prefix are refused);
      * before, only the D key of /zookeeper is looked up (a count, nothing
@@ -770,7 +845,9 @@ static void ensure_system_nodes(struct ztx *x)
         memset(z, 0, sizeof(*z));
         z->exists = true;
         z->czxid = z->mzxid = z->pzxid = x->zxid;
-        z->acl = (struct jute_vec){(void *)&open, 1};
+        bool config = i == 1;
+        z->acl = (struct jute_vec){(void *)(config ? &read_only : &open), 1};
+        z->aversion = config ? -1 : 0;
         z->data = (struct jute_bytes){NULL, 0};
         o->d_dirty = o->c_dirty = true;
         parent->z.num_children++; /* as ZooKeeper's: no cversion change */
@@ -1164,16 +1241,33 @@ static int read_one(struct zstore *st, struct arena *a, lessor *leases, int32_t 
         const struct zk_path *r = body;
         const uint8_t *prefix = r->path.len > 0 ? r->path.p : (const uint8_t *)"/";
         size_t pl = r->path.len > 0 ? (size_t)r->path.len : 1;
+        /* ZooKeeper lists them all when the prefix, trimmed as Java's
+         * String.trim does (bytes up to ' '), is empty or "/" */
+        size_t b = 0, e = pl;
+        while (b < e && prefix[b] <= ' ')
+            b++;
+        while (e > b && prefix[e - 1] <= ' ')
+            e--;
+        if (e == b || (e - b == 1 && prefix[b] == '/')) {
+            prefix = (const uint8_t *)"/";
+            pl = 1;
+        }
         struct zk_children_resp resp = {0};
         if ((rv = ephemerals(leases, a, session, prefix, pl, &resp.children)) != 0)
             return rv;
         jute_encode(&zk_rec_get_ephemerals_resp, o, &resp);
         return 0;
     }
-    /* every other read names one path first */
+    /* every other read names one path first; ZooKeeper looks a read's
+     * path up as it is (only a NUL is BADARGUMENTS): a malformed one names
+     * no node */
     const struct jute_bytes *path = body; /* the first field of each request */
-    if (path->len <= 0 || !zk_path_valid(path->p, (size_t)path->len, false)) {
+    if (path->len > 0 && memchr(path->p, 0, (size_t)path->len) != NULL) {
         *err = ZK_BADARGUMENTS;
+        return 0;
+    }
+    if (path->len <= 0 || !zk_path_valid(path->p, (size_t)path->len, false)) {
+        *err = ZK_NONODE;
         return 0;
     }
     const uint8_t *p = path->p;
@@ -1233,11 +1327,38 @@ static int read_one(struct zstore *st, struct arena *a, lessor *leases, int32_t 
                                                {{(const uint8_t *)"world", 5},
                                                 {(const uint8_t *)"anyone", 6}}};
             r.acl = (struct jute_vec){(void *)&open, 1};
+        } else if (!zk_acl_permits(z.acl.v, z.acl.n, ZK_PERM_ADMIN, who)) {
+            /* without ADMIN a digest id shows its user only, "user:x"
+             * (ZooKeeper's FinalRequestProcessor), not the password's hash */
+            struct zk_acl *m = arena_alloc(a, sizeof(*m) * (size_t)z.acl.n);
+            if (m == NULL)
+                return -ENOMEM;
+            const struct zk_acl *in = z.acl.v;
+            for (int32_t i = 0; i < z.acl.n; i++) {
+                m[i] = in[i];
+                const uint8_t *colon = in[i].id.id.len > 0
+                                           ? memchr(in[i].id.id.p, ':', (size_t)in[i].id.id.len)
+                                           : NULL;
+                if (!bytes_eq(in[i].id.scheme, "digest", 6) || colon == NULL)
+                    continue;
+                size_t ul = (size_t)(colon - in[i].id.id.p);
+                uint8_t *id = arena_alloc(a, ul + 2);
+                if (id == NULL)
+                    return -ENOMEM;
+                memcpy(id, in[i].id.id.p, ul);
+                memcpy(id + ul, ":x", 2);
+                m[i].id.id = (struct jute_bytes){id, (int32_t)(ul + 2)};
+            }
+            r.acl = (struct jute_vec){m, z.acl.n};
         }
         jute_encode(&zk_rec_get_acl_resp, o, &r);
         return 0;
     }
     case ZK_OP_GET_ALL_CHILDREN_NUMBER: {
+        if (!zk_acl_permits(z.acl.v, z.acl.n, ZK_PERM_READ, who)) {
+            *err = ZK_NOAUTH; /* after NONODE, as ZooKeeper's */
+            return 0;
+        }
         struct counter c = {0};
         if ((rv = walk_subtree(st, a, p, n, &c)) != 0)
             return rv;

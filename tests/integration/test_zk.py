@@ -949,6 +949,178 @@ class EdgeCases(unittest.TestCase):
         c.close()
 
 
+class AclAndCheckOrder(unittest.TestCase):
+    """ZooKeeper 3.8's ACL rules and the order of its checks where a
+    client can tell them apart (found by running the same probes against
+    both servers)."""
+
+    def acl(self, zk, path):
+        a, st = zk.get_acls(path)
+        return [(x.perms, x.id.scheme, x.id.id) for x in a], st.aversion
+
+    def test_acl_ids_checked_and_duplicates_dropped(self):
+        from kazoo.security import ACL, Id
+        zk = kz()
+        try:
+            # ip: IPv4, a mask of 0-32; anything else is INVALIDACL (a bad
+            # mask must not become "everyone")
+            for ident in ("127.0.0.1/abc", "127.0.0.1/33", "127.0.0.1/-1", "127.0.0.1/",
+                          "::1", "127.0.0.1/8/9"):
+                self.assertEqual(err_name(lambda: zk.create("/acl-ip", b"d",
+                                                            acl=[ACL(1, Id("ip", ident))])),
+                                 "InvalidACLError", ident)
+            zk.create("/acl-ip", b"d", acl=[ACL(1, Id("ip", "10.9.9.9/0"))])
+            self.assertEqual(zk.get("/acl-ip")[0], b"d", "/0 takes every address")
+            zk.delete("/acl-ip")
+            # digest: two fields once split at ':' as Java splits
+            for ident, want in (("user:", "InvalidACLError"), ("a::b", "InvalidACLError"),
+                                ("a:b:", "ok"), (":h", "ok")):
+                self.assertEqual(err_name(lambda: zk.create("/acl-dg", b"",
+                                                            acl=[ACL(31, Id("digest", ident))])),
+                                 want, ident)
+                if want == "ok":
+                    zk.delete("/acl-dg")
+            world = ACL(31, Id("world", "anyone"))
+            zk.create("/acl-dup", b"", acl=[world, world, ACL(1, Id("ip", "10.0.0.1")), world])
+            self.assertEqual(self.acl(zk, "/acl-dup")[0],
+                             [(31, "world", "anyone"), (1, "ip", "10.0.0.1")])
+            zk.set_acls("/acl-dup", [world, world])
+            self.assertEqual(self.acl(zk, "/acl-dup")[0], [(31, "world", "anyone")])
+            zk.delete("/acl-dup")
+        finally:
+            zk.stop()
+            zk.close()
+
+    def test_get_acl_without_admin_hides_digest_hashes(self):
+        from kazoo.security import ACL, Id, make_digest_acl
+        owner, other = kz(), kz()
+        try:
+            owner.add_auth("digest", "user:pw")
+            owner.create("/acl-hash", b"", acl=[make_digest_acl("user", "pw", all=True),
+                                                ACL(1, Id("world", "anyone"))])
+            full = self.acl(owner, "/acl-hash")[0]
+            self.assertEqual(full[0][:2], (31, "digest"))
+            self.assertNotEqual(full[0][2], "user:x")
+            self.assertEqual(self.acl(other, "/acl-hash")[0],
+                             [(31, "digest", "user:x"), (1, "world", "anyone")])
+            owner.delete("/acl-hash")
+        finally:
+            for c in (owner, other):
+                c.stop()
+                c.close()
+
+    def test_check_and_get_all_children_number_need_read(self):
+        from kazoo.security import ACL, Id
+        zk = kz()
+        try:
+            zk.create("/acl-unread", b"s", acl=[ACL(31 & ~1, Id("world", "anyone"))])
+            zk.create("/acl-unread/kid", b"")
+            t = zk.transaction()
+            t.check("/acl-unread", 0)
+            t.create("/acl-after-check", b"")
+            self.assertEqual([type(r).__name__ for r in t.commit()],
+                             ["NoAuthError", "RuntimeInconsistency"])
+            self.assertIsNone(zk.exists("/acl-after-check"), "nothing of the multi written")
+            c = Raw()
+            c.connect()
+            self.assertEqual(c.request(1, 104, jpath("/acl-unread"))["err"], -102)
+            self.assertEqual(c.request(2, 104, jpath("/acl-nothing"))["err"], -101)
+            c.close()
+            zk.delete("/acl-unread/kid")
+            zk.delete("/acl-unread")
+        finally:
+            zk.stop()
+            zk.close()
+
+    def test_delete_and_set_acl_check_order(self):
+        from kazoo.security import ACL, Id
+        zk = kz()
+        try:
+            zk.create("/ord", b"")
+            zk.create("/ord/nodel", b"", acl=[ACL(31 & ~8, Id("world", "anyone"))])
+            # the parent's DELETE permission before the node itself
+            self.assertEqual(err_name(lambda: zk.delete("/ord/nodel/nope")), "NoAuthError")
+            self.assertEqual(err_name(lambda: zk.delete("/ord/none/nope")), "NoNodeError")
+            # setACL: the new ACL before the node and its ADMIN permission
+            bad = [ACL(31, Id("world", "someone"))]
+            self.assertEqual(err_name(lambda: zk.set_acls("/ord/missing", bad)),
+                             "InvalidACLError")
+            zk.create("/ord/noadmin", b"", acl=[ACL(31 & ~16, Id("world", "anyone"))])
+            self.assertEqual(err_name(lambda: zk.set_acls("/ord/noadmin", bad)),
+                             "InvalidACLError")
+            self.assertEqual(err_name(lambda: zk.set_acls("/ord/noadmin",
+                                                          [ACL(31, Id("world", "anyone"))])),
+                             "NoAuthError")
+            zk.delete("/ord", recursive=True)
+        finally:
+            zk.stop()
+            zk.close()
+
+    def test_system_nodes_stay(self):
+        zk = kz()
+        try:
+            zk.create("/sys-warm", b"")  # quorum makes /zookeeper with the first write
+            self.assertEqual(self.acl(zk, "/zookeeper/config"), ([(1, "world", "anyone")], -1))
+            self.assertEqual(err_name(lambda: zk.set("/zookeeper/config", b"x")), "NoAuthError")
+            for p in ("/zookeeper/config", "/zookeeper/quota", "/zookeeper", "/"):
+                self.assertEqual(err_name(lambda: zk.delete(p)), "BadArgumentsError", p)
+            self.assertEqual(sorted(zk.get_children("/zookeeper"))[:2], ["config", "quota"])
+            zk.delete("/sys-warm")
+        finally:
+            zk.stop()
+            zk.close()
+
+    def test_add_auth_ip_and_a_digest_without_colon(self):
+        for scheme, cred in ((b"ip", b"whatever"), (b"digest", b"nocolon")):
+            d = Raw()
+            d.connect()
+            d.send_packet(struct.pack(">ii", -4, 100) + struct.pack(">i", 0) + jstr(scheme)
+                          + jstr(cred))
+            p = d.recv_packet()
+            self.assertIsNotNone(p, scheme)
+            self.assertEqual(struct.unpack(">iqi", p[:16])[2], 0, scheme)
+            r = d.request(9, 3, jpath("/") + b"\0")
+            self.assertIsNotNone(r, "the connection stays")
+            self.assertEqual(r["err"], 0)
+            d.close()
+        # the user of "nocolon" is all of it: a digest ACL naming it lets in
+        # the connection that added it
+        import base64
+        import hashlib
+        from kazoo.security import ACL, Id
+        ident = "nocolon:" + base64.b64encode(hashlib.sha1(b"nocolon").digest()).decode()
+        zk = kz()
+        try:
+            zk.add_auth("digest", "nocolon")
+            zk.create("/auth-nocolon", b"d", acl=[ACL(31, Id("digest", ident))])
+            self.assertEqual(zk.get("/auth-nocolon")[0], b"d")
+            zk.delete("/auth-nocolon")
+        finally:
+            zk.stop()
+            zk.close()
+
+    def test_malformed_paths_on_reads_and_delete_name_no_node(self):
+        c = Raw()
+        c.connect()
+        for xid, p in enumerate(("/q/", "/q//a", "/q/./a", "/q/a/."), start=1):
+            self.assertEqual(c.request(xid, 3, jpath(p) + b"\0")["err"], -101, p)  # exists
+            self.assertEqual(c.request(xid, 4, jpath(p) + b"\0")["err"], -101, p)  # getData
+            self.assertEqual(c.request(xid, 2, jpath(p) + struct.pack(">i", -1))["err"], -101,
+                             p)  # delete
+        self.assertEqual(c.request(9, 5, jpath("/q/") + jstr(b"") + struct.pack(">i", -1))["err"],
+                         -8, "setData still validates its path")
+        self.assertEqual(c.request(10, 3, jstr(b"/q\0a") + b"\0")["err"], -8, "a NUL")
+        # getEphemerals: a prefix that trims to nothing or "/" lists them all
+        world = struct.pack(">i", 1) + struct.pack(">i", 31) + jpath("world") + jpath("anyone")
+        self.assertEqual(c.request(11, 1, jpath("/eph-trim") + jstr(b"") + world
+                                   + struct.pack(">i", 1))["err"], 0)
+        for pfx in (" ", " / ", "", "/eph"):
+            r = c.request(12, 103, jpath(pfx))
+            self.assertEqual((r["err"], struct.unpack(">i", r["body"][:4])[0]), (0, 1), pfx)
+        self.assertEqual(struct.unpack(">i", c.request(13, 103, jpath("/x"))["body"][:4])[0], 0)
+        c.close()
+
+
 class ForeignWrites(unittest.TestCase):
     def test_etcd_writes_under_the_prefix_refused(self):
         """quorum only: an etcd client's Put, DeleteRange or Txn touching the
