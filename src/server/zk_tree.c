@@ -408,6 +408,18 @@ static bool acl_eq(const struct zk_acl *a, const struct zk_acl *b)
            (a->id.id.len <= 0 || memcmp(a->id.id.p, b->id.id.p, (size_t)a->id.id.len) == 0);
 }
 
+static uint64_t acl_hash(const struct zk_acl *e)
+{
+    uint64_t h = 1469598103934665603ull ^ (uint32_t)e->perms; /* FNV-1a */
+    const struct jute_bytes *parts[2] = {&e->id.scheme, &e->id.id};
+    for (int k = 0; k < 2; k++) {
+        h = (h ^ (uint32_t)parts[k]->len) * 1099511628211ull;
+        for (int32_t i = 0; i < parts[k]->len; i++)
+            h = (h ^ parts[k]->p[i]) * 1099511628211ull;
+    }
+    return h;
+}
+
 /* digest_id_valid: ZooKeeper's DigestAuthenticationProvider.isValid, two
  * fields once the id is split at ':' as Java's String.split does it
  * (trailing empty fields dropped): "user:hash", also "a:b:" and ":h",
@@ -439,14 +451,28 @@ static int fixup_acl(struct jute_vec in, const struct zk_ids *who, struct arena 
     struct zk_acl *dst = arena_alloc(a, sizeof(*dst) * cap);
     if (dst == NULL)
         return ZK_SYSTEMERROR;
+    /* ZooKeeper's removeDuplicates, before the rest: an entry equal to an
+     * earlier one is skipped. A hash of the entries seen (a list can hold
+     * tens of thousands in a packet: no pairwise comparison at apply) */
+    size_t hcap = 16;
+    while (hcap < 2 * (size_t)in.n)
+        hcap *= 2;
+    const struct zk_acl **seen = arena_alloc(a, sizeof(*seen) * hcap);
+    if (seen == NULL)
+        return ZK_SYSTEMERROR;
     size_t k = 0;
     for (int32_t i = 0; i < in.n; i++) {
         const struct zk_acl *e = &src[i];
-        bool seen = false; /* ZooKeeper's removeDuplicates, before the rest */
-        for (int32_t j = 0; j < i && !seen; j++)
-            seen = acl_eq(&src[j], e);
-        if (seen)
+        size_t h = acl_hash(e) & (hcap - 1);
+        bool dup = false;
+        for (; seen[h] != NULL; h = (h + 1) & (hcap - 1))
+            if (acl_eq(seen[h], e)) {
+                dup = true;
+                break;
+            }
+        if (dup)
             continue;
+        seen[h] = e;
         if (bytes_eq(e->id.scheme, "world", 5)) {
             if (!bytes_eq(e->id.id, "anyone", 6))
                 return ZK_INVALIDACL;

@@ -987,6 +987,15 @@ class AclAndCheckOrder(unittest.TestCase):
             zk.set_acls("/acl-dup", [world, world])
             self.assertEqual(self.acl(zk, "/acl-dup")[0], [(31, "world", "anyone")])
             zk.delete("/acl-dup")
+            # a long list (quorum's apply hashes what it has seen)
+            many = [ACL(1 + i % 2, Id("ip", "10.0.%d.%d" % (i // 250 % 250, i % 250)))
+                    for i in range(3000)] * 5 + [world]
+            zk.create("/acl-many", b"", acl=many)
+            got = self.acl(zk, "/acl-many")[0]
+            self.assertEqual(len(got), 3001)
+            self.assertEqual(got[:2], [(1, "ip", "10.0.0.0"), (2, "ip", "10.0.0.1")])
+            self.assertEqual(got[-1], (31, "world", "anyone"))
+            zk.delete("/acl-many")
         finally:
             zk.stop()
             zk.close()
