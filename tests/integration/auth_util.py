@@ -71,7 +71,12 @@ class AuthServer(harness.Server):
                 raise RuntimeError("%s exited with %s; log:\n%s"
                                    % (self.kind, self.proc.returncode, self.log_tail()))
             for extra in ((), ("--user", ROOT)):
-                r = self.etcdctl(*(extra + ("endpoint", "health")), check=False, timeout=8)
+                try:
+                    r = self.etcdctl(*(extra + ("endpoint", "health")), check=False, timeout=8)
+                except subprocess.TimeoutExpired:
+                    # still starting: asked again until the deadline
+                    last = "etcdctl endpoint health took more than 8 s"
+                    continue
                 if r.returncode == 0:
                     return
                 last = r.stderr

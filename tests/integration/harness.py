@@ -226,7 +226,13 @@ class Server:
             if self.proc.poll() is not None:
                 raise RuntimeError("%s exited with %s; log:\n%s" % (self.kind, self.proc.returncode,
                                                                    self.log_tail()))
-            r = self.etcdctl("endpoint", "health", check=False, timeout=5)
+            try:
+                r = self.etcdctl("endpoint", "health", check=False, timeout=5)
+            except subprocess.TimeoutExpired:
+                # a member still starting can take the whole call: not
+                # ready yet, asked again until the deadline (its log then)
+                last = "etcdctl endpoint health took more than 5 s"
+                continue
             if r.returncode == 0:
                 return
             last = r.stderr
