@@ -317,6 +317,13 @@ static int load(struct zstore *st, struct arena *a, const uint8_t *p, size_t n, 
 
 /* ---- ACLs ---- */
 
+/* world:anyone with every permission (the root's, the system nodes'), and
+ * with READ only (/zookeeper/config's) */
+static const struct zk_acl world_all = {
+    ZK_PERM_ALL, {{(const uint8_t *)"world", 5}, {(const uint8_t *)"anyone", 6}}};
+static const struct zk_acl world_read = {
+    ZK_PERM_READ, {{(const uint8_t *)"world", 5}, {(const uint8_t *)"anyone", 6}}};
+
 static bool bytes_eq(struct jute_bytes b, const char *s, size_t n)
 {
     return b.len >= 0 && (size_t)b.len == n && (n == 0 || memcmp(b.p, s, n) == 0);
@@ -751,12 +758,10 @@ static int op_delete(struct ztx *x, const struct zk_path_version *r, bool sweep)
     return 0;
 }
 
-/* existing finds the node an operation on |path| acts on, as ZooKeeper
- * checks it: a valid path (BADARGUMENTS), then the node (NONODE) */
-static int existing(struct ztx *x, const struct jute_bytes *path, struct zover **out)
+/* existing_at finds the node at |path|, a path already checked (NONODE
+ * when there is none) */
+static int existing_at(struct ztx *x, const struct jute_bytes *path, struct zover **out)
 {
-    if (path->len <= 0 || !zk_path_valid(path->p, (size_t)path->len, false))
-        return ZK_BADARGUMENTS;
     struct zover *o = get(x, path->p, (size_t)path->len);
     if (o == NULL)
         return ZK_SYSTEMERROR;
@@ -764,6 +769,15 @@ static int existing(struct ztx *x, const struct jute_bytes *path, struct zover *
         return ZK_NONODE;
     *out = o;
     return 0;
+}
+
+/* existing finds the node an operation on |path| acts on, as ZooKeeper
+ * checks it: a valid path (BADARGUMENTS), then the node (NONODE) */
+static int existing(struct ztx *x, const struct jute_bytes *path, struct zover **out)
+{
+    if (path->len <= 0 || !zk_path_valid(path->p, (size_t)path->len, false))
+        return ZK_BADARGUMENTS;
+    return existing_at(x, path, out);
 }
 
 static int op_set_data(struct ztx *x, const struct zk_set_data_req *r, struct zk_stat *st)
@@ -808,7 +822,7 @@ static int op_set_acl(struct ztx *x, const struct zk_set_acl_req *r, struct zk_s
     if (err != 0)
         return err;
     struct zover *o;
-    if ((err = existing(x, &r->path, &o)) != 0)
+    if ((err = existing_at(x, &r->path, &o)) != 0)
         return err;
     if (!zk_acl_permits(o->z.acl.v, o->z.acl.n, ZK_PERM_ADMIN, x->who))
         return ZK_NOAUTH;
@@ -827,14 +841,6 @@ static int op_set_acl(struct ztx *x, const struct zk_set_acl_req *r, struct zk_s
 static void ensure_system_nodes(struct ztx *x)
 {
     static const char *const paths[] = {"/zookeeper", "/zookeeper/config", "/zookeeper/quota"};
-    static const struct zk_acl open = {ZK_PERM_ALL,
-                                       {{(const uint8_t *)"world", 5},
-                                        {(const uint8_t *)"anyone", 6}}};
-    /* /zookeeper/config: anyone may read it, no one change it (ZooKeeper
-     * 3.8's, which also shows its aversion as -1) */
-    static const struct zk_acl read_only = {ZK_PERM_READ,
-                                            {{(const uint8_t *)"world", 5},
-                                             {(const uint8_t *)"anyone", 6}}};
     /* once the store had them, a write does not look again (the face
      * refuses to delete /zookeeper, etcd writes to the prefix are refused);
      * before, only the D key of /zookeeper is looked up (a count, nothing
@@ -872,7 +878,9 @@ static void ensure_system_nodes(struct ztx *x)
         z->exists = true;
         z->czxid = z->mzxid = z->pzxid = x->zxid;
         bool config = i == 1;
-        z->acl = (struct jute_vec){(void *)(config ? &read_only : &open), 1};
+        /* /zookeeper/config: anyone may read it, no one change it
+         * (ZooKeeper 3.8's, which also shows its aversion as -1) */
+        z->acl = (struct jute_vec){(void *)(config ? &world_read : &world_all), 1};
         z->aversion = config ? -1 : 0;
         z->data = (struct jute_bytes){NULL, 0};
         o->d_dirty = o->c_dirty = true;
@@ -1349,10 +1357,7 @@ static int read_one(struct zstore *st, struct arena *a, lessor *leases, int32_t 
         struct zk_get_acl_resp r = {z.acl, stat};
         if (z.acl.n < 0) {
             /* "/": world:anyone, all permissions, as ZooKeeper's root */
-            static const struct zk_acl open = {ZK_PERM_ALL,
-                                               {{(const uint8_t *)"world", 5},
-                                                {(const uint8_t *)"anyone", 6}}};
-            r.acl = (struct jute_vec){(void *)&open, 1};
+            r.acl = (struct jute_vec){(void *)&world_all, 1};
         } else if (!zk_acl_permits(z.acl.v, z.acl.n, ZK_PERM_ADMIN, who)) {
             /* without ADMIN a digest id shows its user only, "user:x"
              * (ZooKeeper's FinalRequestProcessor), not the password's hash */
