@@ -525,7 +525,13 @@ class ClusterSteps(unittest.TestCase):
             m = c.members[victim]
             self.assertTrue(wait_log(m, r"applying entry \d+ \(DeleteRangeRequest\) in steps",
                                      30, poll=0.005))
-            time.sleep(0.05)  # a few steps committed (each takes 10 ms more), far from the last
+            # the line comes before the first step commits: the kill waits
+            # for the mark a committed step leaves (a fixed pause lost the
+            # race to a slow fsync under the suite's load); 120 steps of
+            # 10 ms and more keep it far from the last
+            deadline = time.monotonic() + 30
+            while "quorumStepRev" not in meta_values(m.data_dir) and time.monotonic() < deadline:
+                time.sleep(0.005)
             c.kill(victim)
             t.join(60)
             big = res["r"].header.revision
