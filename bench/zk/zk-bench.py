@@ -2,18 +2,22 @@
 """ZooKeeper load against Apache ZooKeeper 3.8 and quorum's ZooKeeper face
 in one run, with the same client (zk-bench.c on libzookeeper-mt): create,
 setData, getData and exists with many requests in flight, one member and
-three members; prints each rate, the quorum/ZooKeeper ratios and the
-servers' peak RSS (VmHWM, summed over members). Both servers are up at
-once and each op runs on one, then the other, --repeat times in turn.
+three members; prints each rate and the quorum/ZooKeeper ratios, then the
+servers' peak RSS (VmHWM, summed over members) at equal data, and last
+how each figure stands against the targets (3x the rate on every op, 1/5
+of the peak RSS). Both servers are up at once and each op runs on one,
+then the other, --repeat times in turn.
 
     bench/zk/zk-bench.py [--seconds 5] [--clients 4] [--inflight 128] [--members 1,3]
-                         [--repeat N] [--cpu]
-    bench/zk/zk-bench.py --memory N [--members 1,3] [--value-size 100]
+                         [--repeat N] [--cpu] [--memory N] [--memory-only]
 
---memory N measures memory at equal data instead of rates: N znodes are
-created on each server (the same paths, sizes and order), read once, and
-the resident memory of each server is printed (peak and current, summed
-over members) with the znode counts mntr reports.
+Memory at equal data: after the rates, fresh servers of each kind are
+given the same --memory N znodes (default 200000; 0 skips it; the same
+paths, sizes and order), which are then read for --seconds, and the
+resident memory of each server is printed (peak and current, summed over
+members) with the znode counts mntr reports. The rate runs end with each
+server holding what it had time to create, so their RSS line is not one
+of equal data. --memory-only skips the rates.
 
 Needs: zookeeper, libzookeeper-mt-dev (tools/deps.sh), a build dir with
 bench/zk/zk-bench (ninja -C build). Every process is killed by its PID.
@@ -204,11 +208,11 @@ def znode_count(target):
 
 
 def memory_run(binary, args, n):
-    """N znodes of --value-size bytes on each server, one after the other
+    """The ratio of peak RSS, quorum/ZooKeeper, at N znodes of --value-size bytes on each server, one after the other
     (both up at once, so neither gets the machine to itself): |clients|
     zk-bench processes each create N/clients nodes under a parent of their
     own, then read them for --seconds. Prints the servers' resident
-    memory."""
+    memory and returns the ratio of the peaks."""
     per = max(1, args.memory // args.clients)
     targets = {}
     out = {}
@@ -252,6 +256,7 @@ def memory_run(binary, args, n):
     zr, qr = out["zookeeper"][1], out["quorum"][1]
     print("  ratio quorum/zookeeper: peak %.2f, now %.2f" % (qh / zh if zh else 0,
                                                              qr / zr if zr else 0))
+    return qh / zh if zh else 0
 
 
 def median(xs):
@@ -276,75 +281,93 @@ def main():
     ap.add_argument("--warmup", type=float, default=2,
                     help="seconds of each op on each server before measuring, unmeasured "
                          "(the JVM compiles ZooKeeper's hot paths during the first runs)")
-    ap.add_argument("--memory", type=int, default=0, metavar="N",
-                    help="measure memory with N znodes on each server instead of rates")
+    ap.add_argument("--memory", type=int, default=200000, metavar="N",
+                    help="after the rates, measure memory at equal data: N znodes on fresh "
+                         "servers of each kind (0: not)")
+    ap.add_argument("--memory-only", action="store_true",
+                    help="measure memory at equal data only, not the rates")
     args = ap.parse_args()
     if not zkref.available():
         print("zookeeper not installed (apt-get install zookeeper): skipped", file=sys.stderr)
         sys.exit(77)
     binary = os.environ.get("ZK_BENCH_BIN", os.path.join(args.build, "bench", "zk", "zk-bench"))
     os.environ.setdefault("QUORUM_BIN", os.path.join(args.build, "src", "server", "quorum"))
-    names = ("zookeeper", "quorum")
-    if args.memory > 0:
-        for n in [int(x) for x in args.members.split(",")]:
-            memory_run(binary, args, n)
-        return
+    # (members, what, ratio, target, met) for the summary at the end
+    standing = []
     for n in [int(x) for x in args.members.split(",")]:
-        # both up at once, each op run on one then the other in turn, so a
-        # change in the machine's load hits both alike
-        targets = {}
-        try:
-            targets["zookeeper"] = ZkEnsemble(n).start()
-            targets["quorum"] = QuorumTarget(n).start()
-            rates = {name: {op: [] for op in OPS} for name in names}
-            cpu = {name: {op: [] for op in OPS} for name in names}
-            if args.warmup > 0:
-                warm = argparse.Namespace(**vars(args))
-                warm.seconds = args.warmup
-                for op in OPS:
-                    for name in names:
-                        run_op(binary, targets[name], warm, op)
+        if not args.memory_only:
+            rate_run(binary, args, n, standing)
+        if args.memory > 0:
+            r = memory_run(binary, args, n)
+            standing.append((n, "peak RSS at equal data", r, "<= 0.20", 0 < r <= 0.20))
+    if standing:
+        print("against the targets (ratios quorum/zookeeper):")
+        for n, what, r, target, met in standing:
+            print("  %d member%s  %-26s %6.2f  target %-7s %s"
+                  % (n, "s" if n > 1 else " ", what, r, target, "met" if met else "NOT MET"))
+
+
+def rate_run(binary, args, n, standing):
+    """Each op's rate on both servers (|n| members each), the ratios
+    printed and added to |standing|."""
+    names = ("zookeeper", "quorum")
+    # both up at once, each op run on one then the other in turn, so a
+    # change in the machine's load hits both alike
+    targets = {}
+    try:
+        targets["zookeeper"] = ZkEnsemble(n).start()
+        targets["quorum"] = QuorumTarget(n).start()
+        rates = {name: {op: [] for op in OPS} for name in names}
+        cpu = {name: {op: [] for op in OPS} for name in names}
+        if args.warmup > 0:
+            warm = argparse.Namespace(**vars(args))
+            warm.seconds = args.warmup
             for op in OPS:
-                for _ in range(args.repeat):
-                    for name in names:
-                        r, c = run_op(binary, targets[name], args, op)
-                        rates[name][op].append(r)
-                        cpu[name][op].append(c)
-            rss = {name: sum(peak_rss_kib(p) for p in targets[name].pids()) for name in names}
-            nodes = {name: znode_count(targets[name]) for name in names}
-        finally:
-            for t in targets.values():
-                t.stop()
-        print("%d member%s, %d clients x %d in flight, %d-byte values, %g s per op%s"
-              % (n, "s" if n > 1 else "", args.clients, args.inflight, args.value_size,
-                 args.seconds, ", median of %d runs in turn" % args.repeat
-                 if args.repeat > 1 else ""))
-        print("  %-8s %14s %14s %8s" % ("op", "zookeeper/s", "quorum/s", "ratio"))
+                for name in names:
+                    run_op(binary, targets[name], warm, op)
         for op in OPS:
-            z, q = median(rates["zookeeper"][op]), median(rates["quorum"][op])
-            line = "  %-8s %14.0f %14.0f %8.2f" % (op, z, q, q / z if z else 0)
-            if args.repeat > 1:
-                pairs = zip(rates["zookeeper"][op], rates["quorum"][op])
-                line += "   (each run: %s)" % " ".join("%.2f" % (b / a if a else 0)
-                                                      for a, b in pairs)
-            print(line)
-        if args.cpu:
-            # the servers' CPU per operation, and its ratio: what the rates
-            # would show where the clients did not share the server's cores
-            print("  CPU us/op %-8s %18s %18s %10s" % ("", "zookeeper srv/cli", "quorum srv/cli",
-                                                      "srv ratio"))
-            for op in OPS:
-                zs = median([c[0] for c in cpu["zookeeper"][op]])
-                zc = median([c[1] for c in cpu["zookeeper"][op]])
-                qs = median([c[0] for c in cpu["quorum"][op]])
-                qc = median([c[1] for c in cpu["quorum"][op]])
-                print("  %-18s %9.1f %8.1f %9.1f %8.1f %10.2f" % (op, zs, zc, qs, qc,
-                                                                 zs / qs if qs else 0))
-        zr, qr = rss["zookeeper"], rss["quorum"]
-        print("  peak RSS: zookeeper %d MiB, quorum %d MiB (ratio %.2f); znodes at the end: "
-              "zookeeper %s, quorum %s (mntr; quorum also keeps every revision until compacted)"
-              % (zr // 1024, qr // 1024, qr / zr if zr else 0, nodes["zookeeper"],
-                 nodes["quorum"]))
+            for _ in range(args.repeat):
+                for name in names:
+                    r, c = run_op(binary, targets[name], args, op)
+                    rates[name][op].append(r)
+                    cpu[name][op].append(c)
+        rss = {name: sum(peak_rss_kib(p) for p in targets[name].pids()) for name in names}
+        nodes = {name: znode_count(targets[name]) for name in names}
+    finally:
+        for t in targets.values():
+            t.stop()
+    print("%d member%s, %d clients x %d in flight, %d-byte values, %g s per op%s"
+          % (n, "s" if n > 1 else "", args.clients, args.inflight, args.value_size,
+             args.seconds, ", median of %d runs in turn" % args.repeat
+             if args.repeat > 1 else ""))
+    print("  %-8s %14s %14s %8s" % ("op", "zookeeper/s", "quorum/s", "ratio"))
+    for op in OPS:
+        z, q = median(rates["zookeeper"][op]), median(rates["quorum"][op])
+        line = "  %-8s %14.0f %14.0f %8.2f" % (op, z, q, q / z if z else 0)
+        if args.repeat > 1:
+            pairs = zip(rates["zookeeper"][op], rates["quorum"][op])
+            line += "   (each run: %s)" % " ".join("%.2f" % (b / a if a else 0)
+                                                  for a, b in pairs)
+        print(line)
+        standing.append((n, op + " rate", q / z if z else 0, ">= 3", z > 0 and q / z >= 3))
+    if args.cpu:
+        # the servers' CPU per operation, and its ratio: what the rates
+        # would show where the clients did not share the server's cores
+        print("  CPU us/op %-8s %18s %18s %10s" % ("", "zookeeper srv/cli", "quorum srv/cli",
+                                                  "srv ratio"))
+        for op in OPS:
+            zs = median([c[0] for c in cpu["zookeeper"][op]])
+            zc = median([c[1] for c in cpu["zookeeper"][op]])
+            qs = median([c[0] for c in cpu["quorum"][op]])
+            qc = median([c[1] for c in cpu["quorum"][op]])
+            print("  %-18s %9.1f %8.1f %9.1f %8.1f %10.2f" % (op, zs, zc, qs, qc,
+                                                             zs / qs if qs else 0))
+    zr, qr = rss["zookeeper"], rss["quorum"]
+    print("  peak RSS after these runs: zookeeper %d MiB, quorum %d MiB (ratio %.2f), not at "
+          "equal data: znodes at the end zookeeper %s, quorum %s (mntr; quorum also keeps "
+          "every revision until compacted)"
+          % (zr // 1024, qr // 1024, qr / zr if zr else 0, nodes["zookeeper"],
+             nodes["quorum"]))
 
 
 if __name__ == "__main__":
