@@ -196,6 +196,9 @@ struct server {
      * once, it stays (nothing deletes it); forgotten when the store is
      * replaced (server_zk_store_replaced) */
     bool zk_sys_nodes;
+    /* a ZooKeeper write is writing its changes: the observer leaves the
+     * watches to the write's own list (zk_tree.h, struct zk_change_rec) */
+    bool zk_own_changes;
     /* sessions' owners as their records were at a revision (zk_tree.c
      * session_moved): a write checks the record's revision in the key
      * index and reads the record itself only when it moved */

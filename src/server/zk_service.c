@@ -969,6 +969,8 @@ static void fire(struct zsvc *z, int32_t type, const uint8_t *p, size_t n, unsig
     }
 }
 
+static void fire_change(struct zsvc *z, enum zk_change c, const uint8_t *p, size_t n);
+
 void server_zk_observe(struct server *s, int type, const struct mvcc_kv *kv,
                        const struct mvcc_kv *prev)
 {
@@ -976,11 +978,27 @@ void server_zk_observe(struct server *s, int type, const struct mvcc_kv *kv,
     if (z == NULL)
         return;
     zk_figures_change(&z->fig, type, kv, prev);
-    if (z->n_watches == 0 && z->recursive == NULL)
+    if ((z->n_watches == 0 && z->recursive == NULL) || s->zk_own_changes)
         return;
     const uint8_t *p;
     size_t n;
     enum zk_change c = zk_tree_change(type, kv, prev, &p, &n);
+    fire_change(z, c, p, n);
+}
+
+void server_zk_fire(struct server *s, const struct zk_change_rec *ch, size_t n)
+{
+    struct zsvc *z = s->zk;
+    if (z == NULL || (z->n_watches == 0 && z->recursive == NULL))
+        return;
+    for (size_t i = 0; i < n; i++)
+        fire_change(z, ch[i].c, ch[i].path, ch[i].n);
+}
+
+/* fire_change: the events of |c| at |p|, as ZooKeeper's DataTree fires
+ * them (createNode, deleteNode, setData) */
+static void fire_change(struct zsvc *z, enum zk_change c, const uint8_t *p, size_t n)
+{
     if (c == ZK_CHANGE_NONE)
         return;
     /* the parent's path: everything before the last '/' ("/" for "/a") */

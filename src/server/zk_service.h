@@ -32,6 +32,12 @@ struct mvcc_kv;
 void server_zk_observe(struct server *s, int type, const struct mvcc_kv *kv,
                        const struct mvcc_kv *prev);
 
+/* server_zk_fire: the changes of one ZooKeeper write (zk_tree.h, struct
+ * zk_change_rec), in their order: the watches fire as for the observer's
+ * changes. */
+struct zk_change_rec;
+void server_zk_fire(struct server *s, const struct zk_change_rec *ch, size_t n);
+
 /* server_zk_store_replaced: a snapshot replaced the store; the tree's
  * figures for the four-letter words are counted again. */
 void server_zk_store_replaced(struct server *s);

@@ -8,6 +8,7 @@
  * order (path, ACL, parent, permission, existence, version).
  */
 #include "server/server_int.h"
+#include "server/zk_service.h"
 #include "server/zk_tree.h"
 
 #include <arpa/inet.h>
@@ -549,7 +550,28 @@ struct ztx {
     struct zover **hb;
     size_t hcap; /* a power of two */
     bool sweep;  /* the container sweep's own entry (session 0): deleteContainer */
+    /* what each operation did, in order, for the watches (zk_tree.h) */
+    struct zk_change_rec *ch;
+    size_t n_ch, ch_cap;
 };
+
+/* changed notes what an operation did to |o|'s node, for the watches */
+static void changed(struct ztx *x, enum zk_change c, const struct zover *o)
+{
+    if (x->n_ch == x->ch_cap) {
+        size_t cap = x->ch_cap ? 2 * x->ch_cap : 8;
+        struct zk_change_rec *ch = arena_alloc(x->a, sizeof(*ch) * cap);
+        if (ch == NULL) {
+            x->storage_err = -ENOMEM;
+            return;
+        }
+        if (x->n_ch > 0)
+            memcpy(ch, x->ch, sizeof(*ch) * x->n_ch);
+        x->ch = ch;
+        x->ch_cap = cap;
+    }
+    x->ch[x->n_ch++] = (struct zk_change_rec){c, o->path, o->n};
+}
 
 static size_t over_hash(const uint8_t *p, size_t n)
 {
@@ -683,6 +705,7 @@ static int op_create(struct ztx *x, int32_t type, const struct zk_create_req *r,
     parent->z.num_children++;
     parent->z.pzxid = x->zxid;
     parent->c_dirty = true;
+    changed(x, ZK_CHANGE_CREATED, o);
     res->type = type == ZK_OP_CREATE ? ZK_OP_CREATE : ZK_OP_CREATE2;
     res->path = (struct jute_bytes){path, (int32_t)n};
     stat_of(z, &res->stat);
@@ -755,6 +778,7 @@ static int op_delete(struct ztx *x, const struct zk_path_version *r, bool sweep)
     parent->z.num_children--;
     parent->z.pzxid = x->zxid;
     parent->c_dirty = true;
+    changed(x, ZK_CHANGE_DELETED, o);
     return 0;
 }
 
@@ -795,6 +819,7 @@ static int op_set_data(struct ztx *x, const struct zk_set_data_req *r, struct zk
     o->z.mtime = x->now;
     o->z.data = r->data;
     o->d_dirty = true;
+    changed(x, ZK_CHANGE_DATA, o);
     stat_of(&o->z, st);
     return 0;
 }
@@ -886,6 +911,7 @@ static void ensure_system_nodes(struct ztx *x)
         o->d_dirty = o->c_dirty = true;
         parent->z.num_children++; /* as ZooKeeper's: no cversion change */
         parent->c_dirty = true;
+        changed(x, ZK_CHANGE_CREATED, o);
     }
 }
 
@@ -966,6 +992,18 @@ static int write_overlay(struct ztx *x)
     }
     if (b->cap > ZK_SCRATCH_KEEP)
         buf_free(b); /* a big node's record is not kept */
+    return rv;
+}
+
+/* write_changes writes the overlay, then fires the watches of what each
+ * operation did, in order (zk_tree.h, struct zk_change_rec) */
+static int write_changes(struct ztx *x)
+{
+    x->s->zk_own_changes = true;
+    int rv = write_overlay(x);
+    x->s->zk_own_changes = false;
+    if (rv == 0 && x->storage_err == 0)
+        server_zk_fire(x->s, x->ch, x->n_ch);
     return rv;
 }
 
@@ -1105,7 +1143,7 @@ int server_zk_apply(struct server *s, struct entry *e)
                 res[i].err = i < failed ? 0 : i == failed ? err : ZK_RUNTIMEINCONSISTENCY;
             }
         } else if (x.storage_err == 0) {
-            rv = write_overlay(&x);
+            rv = write_changes(&x);
         }
         if (x.storage_err == 0)
             zk_multi_resp_encode(&bo, res, n);
@@ -1116,7 +1154,7 @@ int server_zk_apply(struct server *s, struct entry *e)
         struct zk_multi_result r1;
         err = run_op(&x, type, &req.u, &r1);
         if (x.storage_err == 0 && err == 0) {
-            rv = write_overlay(&x);
+            rv = write_changes(&x);
             switch (type) {
             case ZK_OP_CREATE:
                 jute_put_bytes(&bo, r1.path);
@@ -1876,9 +1914,10 @@ int server_zk_session_end(struct server *s, int64_t lease)
             parent->z.pzxid = x.zxid;
             parent->c_dirty = true;
         }
+        changed(&x, ZK_CHANGE_DELETED, o);
     }
     if (x.storage_err == 0)
-        rv = write_overlay(&x);
+        rv = write_changes(&x);
     /* the session key (and any other key of the lease) in the same
      * revision: the revoke that follows finds nothing left to delete */
     for (size_t i = 0; rv == 0 && x.storage_err == 0 && i < k.n; i++) {

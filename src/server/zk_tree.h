@@ -184,4 +184,17 @@ enum zk_change { ZK_CHANGE_NONE, ZK_CHANGE_CREATED, ZK_CHANGE_DELETED, ZK_CHANGE
 enum zk_change zk_tree_change(int type, const struct mvcc_kv *kv, const struct mvcc_kv *prev,
                               const uint8_t **path, size_t *n);
 
+/* A ZooKeeper write's changes, one per operation in its order, as
+ * ZooKeeper's DataTree fires a multi's watches sub-transaction by
+ * sub-transaction: the store keeps only each node's last state of a
+ * revision, so a node created and deleted, or set twice, in one multi
+ * would otherwise fire nothing, or once. The write hands them to
+ * server_zk_fire (zk_service.h) and its own store changes fire nothing
+ * (struct server's zk_own_changes). */
+struct zk_change_rec {
+    enum zk_change c;
+    const uint8_t *path;
+    size_t n;
+};
+
 #endif

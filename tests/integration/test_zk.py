@@ -1762,6 +1762,116 @@ class Watches(unittest.TestCase):
         zk.close()
 
 
+OPEN_ACL = struct.pack(">i", 1) + struct.pack(">i", 31) + jpath("world") + jpath("anyone")
+
+
+def m_create(path, data=b""):
+    return struct.pack(">i?i", 1, False, -1) + jpath(path) + jstr(data) + OPEN_ACL + \
+        struct.pack(">i", 0)
+
+
+def m_set(path, data=b"x"):
+    return struct.pack(">i?i", 5, False, -1) + jpath(path) + jstr(data) + struct.pack(">i", -1)
+
+
+def m_delete(path):
+    return struct.pack(">i?i", 2, False, -1) + jpath(path) + struct.pack(">i", -1)
+
+
+def multi_body(*ops):
+    return b"".join(ops) + struct.pack(">i?i", -1, True, -1)
+
+
+class MultiWatchEvents(unittest.TestCase):
+    """A multi fires the watches of each of its operations in turn, as
+    ZooKeeper's DataTree applies it sub-transaction by sub-transaction:
+    a node created and deleted in one multi, or set twice, fires for each
+    step, though the store keeps only the node's last state."""
+
+    names = {1: "created", 2: "deleted", 3: "changed", 4: "child"}
+
+    def setUp(self):
+        self.w = Raw()
+        self.w.connect()
+        self.c = Raw()
+        self.c.connect()
+        self.xid = 100
+        self.assertEqual(self.c.request(1, 1, m_create("/mwe")[9:])["err"], 0)
+
+    def tearDown(self):
+        self.w.close()
+        self.c.close()
+        zk = kz()
+        zk.delete("/mwe", recursive=True)
+        zk.stop()
+        zk.close()
+
+    def req(self, conn, op, body, err=0):
+        self.xid += 1
+        r = conn.request(self.xid, op, body)
+        self.assertEqual(r["err"], err, (op, body))
+        return r
+
+    def multi(self, *ops):
+        r = self.req(self.c, 14, multi_body(*ops))
+        self.assertEqual(struct.unpack(">i?i", r["body"][:9])[2], 0, "the multi went through")
+
+    def events(self):
+        """The events the watcher got: those queued before the answer to a
+        read sent after the multi was answered."""
+        self.xid += 1
+        self.w.send_packet(struct.pack(">ii", self.xid, 3) + jpath("/") + b"\0")
+        got = []
+        while True:
+            p = self.w.recv_packet()
+            self.assertIsNotNone(p)
+            xid = struct.unpack(">i", p[:4])[0]
+            if xid == self.xid:
+                return got
+            self.assertEqual(xid, -1)
+            t, _, n = struct.unpack(">iii", p[16:28])
+            got.append((self.names[t], p[28:28 + n].decode()))
+
+    def test_one_shot_watches_fire_on_the_step_that_fires_them(self):
+        self.req(self.w, 3, jpath("/mwe/m") + b"\1", -101)  # exists: armed on no node
+        self.req(self.w, 8, jpath("/mwe") + b"\1")  # getChildren
+        self.multi(m_create("/mwe/m"), m_set("/mwe/m"), m_delete("/mwe/m"))
+        self.assertEqual(self.events(), [("created", "/mwe/m"), ("child", "/mwe")])
+        # both one-shots went: a later create of the same node fires nothing
+        self.req(self.c, 1, m_create("/mwe/m")[9:])
+        self.assertEqual(self.events(), [])
+
+    def test_persistent_watches_see_every_step(self):
+        self.req(self.w, 106, jpath("/mwe/m") + struct.pack(">i", 0))  # persistent
+        self.req(self.w, 106, jpath("/mwe") + struct.pack(">i", 0))
+        self.multi(m_create("/mwe/m"), m_set("/mwe/m"), m_set("/mwe/m", b"y"),
+                   m_delete("/mwe/m"))
+        self.assertEqual(self.events(), [("created", "/mwe/m"), ("child", "/mwe"),
+                                         ("changed", "/mwe/m"), ("changed", "/mwe/m"),
+                                         ("deleted", "/mwe/m"), ("child", "/mwe")])
+
+    def test_recursive_watch_sees_every_step(self):
+        self.req(self.w, 106, jpath("/mwe") + struct.pack(">i", 1))  # persistent recursive
+        self.multi(m_create("/mwe/n"), m_create("/mwe/n/y"), m_set("/mwe/n"),
+                   m_delete("/mwe/n/y"), m_delete("/mwe/n"))
+        self.assertEqual(self.events(), [("created", "/mwe/n"), ("created", "/mwe/n/y"),
+                                         ("changed", "/mwe/n"), ("deleted", "/mwe/n/y"),
+                                         ("deleted", "/mwe/n")])
+
+    def test_a_data_watch_fires_on_the_set_before_the_delete(self):
+        self.req(self.c, 1, m_create("/mwe/x")[9:])
+        self.req(self.w, 4, jpath("/mwe/x") + b"\1")  # getData
+        self.req(self.w, 106, jpath("/mwe") + struct.pack(">i", 0))
+        self.multi(m_set("/mwe/x"), m_delete("/mwe/x"))
+        self.assertEqual(self.events(), [("changed", "/mwe/x"), ("child", "/mwe")])
+
+    def test_delete_then_create_fires_both(self):
+        self.req(self.c, 1, m_create("/mwe/d")[9:])
+        self.req(self.w, 106, jpath("/mwe/d") + struct.pack(">i", 0))
+        self.multi(m_delete("/mwe/d"), m_create("/mwe/d"))
+        self.assertEqual(self.events(), [("deleted", "/mwe/d"), ("created", "/mwe/d")])
+
+
 class FreezableProxy:
     """A TCP proxy to the server under test that can stop forwarding (a
     client cut off from the server without either side closing)."""
