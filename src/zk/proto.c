@@ -47,6 +47,12 @@ REC(zk_rec_auth_packet, "AuthPacket", struct zk_auth_packet,
     F(struct zk_auth_packet, type, JUTE_INT), F(struct zk_auth_packet, scheme, JUTE_USTRING),
     F(struct zk_auth_packet, auth, JUTE_BUFFER));
 
+REC(zk_rec_reconfig_req, "ReconfigRequest", struct zk_reconfig_req,
+    F(struct zk_reconfig_req, joining, JUTE_USTRING),
+    F(struct zk_reconfig_req, leaving, JUTE_USTRING),
+    F(struct zk_reconfig_req, new_members, JUTE_USTRING),
+    F(struct zk_reconfig_req, cur_config_id, JUTE_LONG));
+
 #define PATH_WATCH(var, jname)                                                                     \
     REC(var, jname, struct zk_path_watch, F(struct zk_path_watch, path, JUTE_USTRING),             \
         F(struct zk_path_watch, watch, JUTE_BOOL))
@@ -170,6 +176,8 @@ const struct jute_record *zk_request_record(int32_t type)
         return &zk_rec_get_all_children_number_req;
     case ZK_OP_ADD_WATCH:
         return &zk_rec_add_watch_req;
+    case ZK_OP_RECONFIG:
+        return &zk_rec_reconfig_req;
     default:
         return NULL;
     }

@@ -180,6 +180,11 @@ struct zk_auth_packet {
     int32_t type;
     struct jute_bytes scheme, auth;
 };
+/* ReconfigRequest: decoded only to be refused (RECONFIGDISABLED) */
+struct zk_reconfig_req {
+    struct jute_bytes joining, leaving, new_members;
+    int64_t cur_config_id;
+};
 /* GetDataRequest, ExistsRequest, GetChildrenRequest, GetChildren2Request */
 struct zk_path_watch {
     struct jute_bytes path;
@@ -262,7 +267,7 @@ struct zk_who_am_i_resp {
 extern const struct jute_record zk_rec_id, zk_rec_acl, zk_rec_stat, zk_rec_connect_req,
     zk_rec_connect_resp, zk_rec_request_header, zk_rec_reply_header, zk_rec_multi_header,
     zk_rec_auth_packet, zk_rec_get_data_req, zk_rec_exists_req, zk_rec_get_children_req,
-    zk_rec_get_children2_req, zk_rec_sync_req, zk_rec_get_acl_req,
+    zk_rec_get_children2_req, zk_rec_sync_req, zk_rec_get_acl_req, zk_rec_reconfig_req,
     zk_rec_get_all_children_number_req, zk_rec_get_ephemerals_req, zk_rec_set_data_req,
     zk_rec_create_req, zk_rec_create_ttl_req, zk_rec_delete_req, zk_rec_check_version_req,
     zk_rec_set_acl_req, zk_rec_add_watch_req, zk_rec_remove_watches_req,
@@ -340,6 +345,7 @@ struct zk_request {
         struct zk_path_int pi;
         struct zk_set_watches sw;
         struct zk_auth_packet auth;
+        struct zk_reconfig_req reconfig;
     } u;
     struct zk_multi_op *multi;
     size_t n_multi;

@@ -1379,6 +1379,16 @@ class RawOperations(unittest.TestCase):
         w.close()
         c.close()
 
+    def test_reconfig_disabled(self):
+        """reconfig (16) is answered RECONFIGDISABLED, as by a ZooKeeper
+        without reconfigEnabled, and the connection goes on."""
+        c = Raw()
+        c.connect()
+        body = struct.pack(">i", -1) + jpath("1") + struct.pack(">i", -1) + struct.pack(">q", -1)
+        self.assertEqual(c.request(1, 16, body)["err"], -123)
+        self.assertEqual(c.request(2, 3, jpath("/") + b"\0")["err"], 0)
+        c.close()
+
     def test_large_multi_one_zxid(self):
         c = Raw()
         c.connect()
