@@ -1408,7 +1408,7 @@ static void handle(struct zsess *zs, const uint8_t *pkt, size_t len)
             slot_answer(zs, sl, req.h.xid, ZK_MARSHALLINGERROR, NULL, NULL); /* as ZooKeeper */
             return;
         }
-        if (r->path.len <= 0 || !zk_path_valid(r->path.p, (size_t)r->path.len, false)) {
+        if (r->path.len <= 0 || !zk_path_valid(r->path.p, (size_t)r->path.len)) {
             slot_answer(zs, sl, req.h.xid, ZK_BADARGUMENTS, NULL, NULL);
             return;
         }

@@ -31,13 +31,13 @@ static const struct jute_record acl_vec_rec = {"ACLs", sizeof(struct jute_vec), 
 
 /* ---- paths and keys ---- */
 
-bool zk_path_valid(const uint8_t *p, size_t n, bool sequential)
+bool zk_path_valid(const uint8_t *p, size_t n)
 {
     if (n == 0 || p[0] != '/')
         return false;
     if (n == 1)
-        return !sequential;
-    if (p[n - 1] == '/' && !sequential)
+        return true;
+    if (p[n - 1] == '/')
         return false;
     for (size_t i = 1; i < n; i++) {
         uint8_t c = p[i];
@@ -57,18 +57,26 @@ bool zk_path_valid(const uint8_t *p, size_t n, bool sequential)
         }
         if (c < 0x80)
             continue;
-        /* U+0080..U+009F (C1 controls, UTF-8 C2 80..C2 9F), surrogates and
-         * the private use area U+D800..U+F8FF (ED A0.. EF A3 BF),
-         * U+FFF0..U+FFFF: sequences that start at this byte */
-        if (c == 0xc2 && i + 1 < n && p[i + 1] >= 0x80 && p[i + 1] <= 0x9f)
-            return false;
-        if (i + 2 < n && (c & 0xf0) == 0xe0 && (p[i + 1] & 0xc0) == 0x80 &&
-            (p[i + 2] & 0xc0) == 0x80) {
-            uint32_t cp =
-                (uint32_t)(c & 0x0f) << 12 | (uint32_t)(p[i + 1] & 0x3f) << 6 | (p[i + 2] & 0x3f);
-            if ((cp >= 0xd800 && cp <= 0xf8ff) || cp >= 0xfff0)
+        /* The rule refuses U+0080..U+009F (C1 controls), U+D800..U+F8FF
+         * (surrogates: every character past U+FFFF, which Java holds as a
+         * pair; the private use area) and U+FFF0..U+FFFF (U+FFFD: what
+         * Java makes of malformed UTF-8). What passes: a 2-byte sequence
+         * of U+00A0..U+07FF or a 3-byte one of U+0800..U+D7FF or
+         * U+F900..U+FFEF; the sequence is stepped over. */
+        if (c >= 0xc2 && c <= 0xdf) {
+            if (i + 1 >= n || (p[i + 1] & 0xc0) != 0x80 || (c == 0xc2 && p[i + 1] < 0xa0))
                 return false;
+            i += 1;
+            continue;
         }
+        if ((c & 0xf0) != 0xe0 || i + 2 >= n || (p[i + 1] & 0xc0) != 0x80 ||
+            (p[i + 2] & 0xc0) != 0x80)
+            return false;
+        uint32_t cp =
+            (uint32_t)(c & 0x0f) << 12 | (uint32_t)(p[i + 1] & 0x3f) << 6 | (p[i + 2] & 0x3f);
+        if (cp < 0x800 || (cp >= 0xd800 && cp <= 0xf8ff) || cp >= 0xfff0)
+            return false;
+        i += 2;
     }
     return true;
 }
@@ -671,7 +679,7 @@ static int op_create(struct ztx *x, int32_t type, const struct zk_create_req *r,
         n += (size_t)snprintf((char *)np + n, 12, "%010d", parent->z.seq);
         path = np;
     }
-    if (!zk_path_valid(path, n, false))
+    if (!zk_path_valid(path, n))
         return ZK_BADARGUMENTS;
     if (n == 1)
         return ZK_NODEEXISTS; /* "/" */
@@ -799,7 +807,7 @@ static int existing_at(struct ztx *x, const struct jute_bytes *path, struct zove
  * checks it: a valid path (BADARGUMENTS), then the node (NONODE) */
 static int existing(struct ztx *x, const struct jute_bytes *path, struct zover **out)
 {
-    if (path->len <= 0 || !zk_path_valid(path->p, (size_t)path->len, false))
+    if (path->len <= 0 || !zk_path_valid(path->p, (size_t)path->len))
         return ZK_BADARGUMENTS;
     return existing_at(x, path, out);
 }
@@ -840,7 +848,7 @@ static int op_check(struct ztx *x, const struct zk_path_version *r)
 static int op_set_acl(struct ztx *x, const struct zk_set_acl_req *r, struct zk_stat *st)
 {
     /* ZooKeeper's order: the path, the new ACL, the node, ADMIN, version */
-    if (r->path.len <= 0 || !zk_path_valid(r->path.p, (size_t)r->path.len, false))
+    if (r->path.len <= 0 || !zk_path_valid(r->path.p, (size_t)r->path.len))
         return ZK_BADARGUMENTS;
     struct jute_vec acl;
     int err = fixup_acl(r->acl, x->who, x->a, &acl);
@@ -1338,7 +1346,7 @@ static int read_one(struct zstore *st, struct arena *a, lessor *leases, int32_t 
         *err = ZK_BADARGUMENTS;
         return 0;
     }
-    if (path->len <= 0 || !zk_path_valid(path->p, (size_t)path->len, false)) {
+    if (path->len <= 0 || !zk_path_valid(path->p, (size_t)path->len)) {
         *err = ZK_NONODE;
         return 0;
     }

@@ -38,9 +38,12 @@ struct zk_ids {
  * checkACL: an empty ACL lets anyone do anything). */
 bool zk_acl_permits(const struct zk_acl *acl, int32_t n, int32_t perm, const struct zk_ids *who);
 
-/* zk_path_valid: ZooKeeper's PathUtils.validatePath (|sequential|: the
- * name gets a counter appended, so a trailing '/' is allowed). */
-bool zk_path_valid(const uint8_t *p, size_t n, bool sequential);
+/* zk_path_valid: ZooKeeper's PathUtils.validatePath of the path as the
+ * server reads it (Java's UTF-8 decoding: a malformed sequence is
+ * U+FFFD, which the rule refuses, and a character past U+FFFF is a
+ * surrogate pair, refused too). A sequential create checks the name with
+ * its counter. */
+bool zk_path_valid(const uint8_t *p, size_t n);
 
 /* The session record, key "\0zkS" + the session id (big-endian), attached
  * to the session's lease (zk_service.c writes it): version 1 is [1]

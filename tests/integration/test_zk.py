@@ -1389,6 +1389,22 @@ class RawOperations(unittest.TestCase):
         self.assertEqual(c.request(2, 3, jpath("/") + b"\0")["err"], 0)
         c.close()
 
+    def test_path_characters_as_the_server_reads_them(self):
+        """ZooKeeper reads a path as Java does: a character past U+FFFF is
+        a surrogate pair and malformed UTF-8 is U+FFFD, both refused."""
+        c = Raw()
+        c.connect()
+        cases = [(b"/pc\xc3\xa9", 0), (b"/pc\xe4\xb8\xad", 0), (b"/pc\xef\xbf\xaf", 0),
+                 (b"/pc\xf0\x9f\x98\x80", -8), (b"/pc\x80", -8), (b"/pc\xc0\x80", -8),
+                 (b"/pc\xe0\x80\x80", -8), (b"/pc\xed\xa0\x80", -8), (b"/pc\xe2\x82", -8)]
+        for i, (path, want) in enumerate(cases):
+            r = c.request(i + 1, 1, jstr(path) + jstr(b"") + OPEN_ACL + struct.pack(">i", 0))
+            self.assertEqual(r["err"], want, path)
+            if want == 0:
+                self.assertEqual(c.request(50 + i, 2, jstr(path) + struct.pack(">i", -1))["err"],
+                                 0)
+        c.close()
+
     def test_large_multi_one_zxid(self):
         c = Raw()
         c.connect()

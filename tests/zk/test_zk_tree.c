@@ -9,69 +9,128 @@
 
 #include "server/zk_tree.h"
 
-static bool valid(const char *p, bool seq)
+static bool valid(const char *p)
 {
-    return zk_path_valid((const uint8_t *)p, strlen(p), seq);
+    return zk_path_valid((const uint8_t *)p, strlen(p));
 }
 
 Test(zk_tree, paths)
 {
-    cr_assert(valid("/", false));
-    cr_assert(valid("/a", false));
-    cr_assert(valid("/a/b.c/..d/.e", false));
-    cr_assert(valid("/a/", true), "a sequential name may end in '/'");
-    cr_assert_not(valid("", false));
-    cr_assert_not(valid("a", false));
-    cr_assert_not(valid("/a/", false));
-    cr_assert_not(valid("/a//b", false));
-    cr_assert_not(valid("/a/./b", false));
-    cr_assert_not(valid("/a/..", false));
-    cr_assert_not(valid("/a/.", false));
-    cr_assert_not(valid("/a\x01", false));
-    cr_assert_not(valid("/a\x7f", false));
-    cr_assert_not(valid("/a\xc2\x85", false), "C1 control U+0085");
-    cr_assert_not(valid("/a\xef\xbf\xbf", false), "U+FFFF");
-    cr_assert_not(valid("/a\xee\x80\x80", false), "private use U+E000");
-    cr_assert(valid("/caf\xc3\xa9", false), "U+00E9 is fine");
+    cr_assert(valid("/"));
+    cr_assert(valid("/a"));
+    cr_assert(valid("/a/b.c/..d/.e"));
+    cr_assert_not(valid(""));
+    cr_assert_not(valid("a"));
+    cr_assert_not(valid("/a/"));
+    cr_assert_not(valid("/a//b"));
+    cr_assert_not(valid("/a/./b"));
+    cr_assert_not(valid("/a/.."));
+    cr_assert_not(valid("/a/."));
+    cr_assert_not(valid("/a\x01"));
+    cr_assert_not(valid("/a\x7f"));
+    cr_assert_not(valid("/a\xc2\x85"), "C1 control U+0085");
+    cr_assert_not(valid("/a\xef\xbf\xbf"), "U+FFFF");
+    cr_assert_not(valid("/a\xee\x80\x80"), "private use U+E000");
+    cr_assert(valid("/caf\xc3\xa9"), "U+00E9 is fine");
     const uint8_t nul[] = {'/', 'a', 0, 'b'};
-    cr_assert_not(zk_path_valid(nul, sizeof(nul), false));
+    cr_assert_not(zk_path_valid(nul, sizeof(nul)));
+    /* Apache ZooKeeper 3.8's answers to a create of each (tests/zk's
+     * probe of the session: BADARGUMENTS or not) */
+    static const struct {
+        const char *path;
+        bool ok;
+    } zk38[] = {
+        {"/\x80", false},
+        {"/a\xc0\x80", false},
+        {"/a\xc1\xbf", false},
+        {"/a\xe0\x80\x80", false},
+        {"/a\xe0\xa0\x80", true},
+        {"/a\xed\x9f\xbf", true},
+        {"/a\xed\xa0\x80", false},
+        {"/a\xf0\x9f\x98\x80", false},
+        {"/a\xf4\x8f\xbf\xbf", false},
+        {"/a\xf5\x80\x80\x80", false},
+        {"/a\xc2", false},
+        {"/a\xe2\x82", false},
+        {"/a\xc2\xa0", true},
+        {"/a\xdf\xbf", true},
+        {"/a\xef\xbf\xaf", true},
+        {"/a\xef\xbf\xb0", false},
+        {"/a\xff", false},
+        {"/.\xc3\xa9", true},
+        {"/\xc3\xa9.", true},
+        {"/a\xe1\x80\x80", true},
+    };
+    for (size_t i = 0; i < sizeof(zk38) / sizeof(zk38[0]); i++)
+        cr_assert_eq(valid(zk38[i].path), zk38[i].ok, "case %zu", i);
 }
 
-/* ref_path_valid: the rule as first written here, one pass for the
- * ASCII rules and one for the UTF-8 ones (the server's is one pass that
- * skips the common bytes); what the random paths below hold it to */
-static bool ref_path_valid(const uint8_t *p, size_t n, bool sequential)
+/* java_chars: what Java's new String(bytes, UTF_8) makes of |p|, as the
+ * ZooKeeper server reads a path: UTF-16 code units, U+FFFD for each
+ * malformed sequence (one or more; the rule refuses any) */
+static size_t java_chars(const uint8_t *p, size_t n, uint16_t *out)
 {
-    if (n == 0 || p[0] != '/')
-        return false;
-    if (n == 1)
-        return !sequential;
-    if (p[n - 1] == '/' && !sequential)
-        return false;
-    for (size_t i = 1; i < n; i++) {
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
         uint8_t c = p[i];
-        if (c == 0 || (c > 0 && c < 0x20) || c == 0x7f)
-            return false;
-        if (c == '/' && p[i - 1] == '/')
-            return false;
-        if (c == '.' && p[i - 1] == '/') {
-            size_t j = i;
-            while (j < n && p[j] == '.')
-                j++;
-            if ((j - i == 1 || j - i == 2) && (j == n || p[j] == '/'))
-                return false;
+        size_t len = c < 0x80                 ? 1
+                     : c >= 0xc2 && c <= 0xdf ? 2
+                     : (c & 0xf0) == 0xe0     ? 3
+                     : c >= 0xf0 && c <= 0xf4 ? 4
+                                              : 0;
+        uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1fu : len == 3 ? c & 0x0fu : c & 0x07u;
+        bool ok = len > 0 && i + len <= n;
+        for (size_t j = 1; ok && j < len; j++) {
+            ok = (p[i + j] & 0xc0) == 0x80;
+            cp = cp << 6 | (p[i + j] & 0x3fu);
+        }
+        if (ok && ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+                   (len == 4 && (cp < 0x10000 || cp > 0x10ffff))))
+            ok = false;
+        if (!ok) {
+            out[k++] = 0xfffd;
+            i++;
+        } else if (cp >= 0x10000) {
+            out[k++] = (uint16_t)(0xd800 + ((cp - 0x10000) >> 10));
+            out[k++] = (uint16_t)(0xdc00 + ((cp - 0x10000) & 0x3ff));
+            i += len;
+        } else {
+            out[k++] = (uint16_t)cp;
+            i += len;
         }
     }
-    for (size_t i = 0; i + 1 < n; i++) {
-        if (p[i] == 0xc2 && p[i + 1] >= 0x80 && p[i + 1] <= 0x9f)
+    return k;
+}
+
+/* ref_path_valid: PathUtils.validatePath of ZooKeeper 3.8, as written
+ * there (char by char over the Java string), on java_chars of the bytes:
+ * what the random paths below hold the server's byte rule to */
+static bool ref_path_valid(const uint8_t *p, size_t n)
+{
+    uint16_t ch[64];
+    size_t len = java_chars(p, n, ch);
+    if (len == 0 || ch[0] != '/')
+        return false;
+    if (len == 1)
+        return true;
+    if (ch[len - 1] == '/')
+        return false;
+    uint16_t lastc = '/';
+    for (size_t i = 1; i < len; lastc = ch[i], i++) {
+        uint16_t c = ch[i];
+        if (c == 0)
             return false;
-        if (i + 2 < n) {
-            uint32_t cp = 0;
-            if ((p[i] & 0xf0) == 0xe0 && (p[i + 1] & 0xc0) == 0x80 && (p[i + 2] & 0xc0) == 0x80)
-                cp = (uint32_t)(p[i] & 0x0f) << 12 | (uint32_t)(p[i + 1] & 0x3f) << 6 |
-                     (p[i + 2] & 0x3f);
-            if ((cp >= 0xd800 && cp <= 0xf8ff) || cp >= 0xfff0)
+        else if (c == '/' && lastc == '/')
+            return false;
+        else if (c == '.' && lastc == '.') {
+            if (ch[i - 2] == '/' && (i + 1 == len || ch[i + 1] == '/'))
                 return false;
+        } else if (c == '.') {
+            if (ch[i - 1] == '/' && (i + 1 == len || ch[i + 1] == '/'))
+                return false;
+        } else if ((c > 0 && c <= 0x1f) || (c >= 0x7f && c <= 0x9f) ||
+                   (c >= 0xd800 && c <= 0xf8ff) || c >= 0xfff0) {
+            return false;
         }
     }
     return true;
@@ -80,12 +139,12 @@ static bool ref_path_valid(const uint8_t *p, size_t n, bool sequential)
 Test(zk_tree, paths_random_against_the_rule)
 {
     /* bytes each rule looks at, and bytes next to them */
-    static const uint8_t alphabet[] = {'/',  '.',  'a',  '0',  '~',  ' ',  '-',  0,    0x1f,
-                                       0x7f, 0x80, 0x9f, 0xa0, 0xa3, 0xbf, 0xc2, 0xc3, 0xe0,
-                                       0xed, 0xee, 0xef, 0xf0, 0xff, 0x2f, 0x30};
+    static const uint8_t alphabet[] = {'/',  '.',  'a',  '0',  '~',  ' ',  '-',  0,    0x1f, 0x7f,
+                                       0x80, 0x90, 0x9f, 0xa0, 0xa3, 0xbf, 0xc0, 0xc1, 0xc2, 0xc3,
+                                       0xdf, 0xe0, 0xe1, 0xed, 0xee, 0xef, 0xf0, 0xf4, 0xf5, 0xff};
     uint64_t x = 0x9e3779b97f4a7c15ull;
-    size_t valid_seen = 0, invalid_seen = 0;
-    for (int k = 0; k < 300000; k++) {
+    size_t valid_seen = 0, invalid_seen = 0, multibyte_valid = 0;
+    for (int k = 0; k < 400000; k++) {
         uint8_t p[12];
         x ^= x << 13;
         x ^= x >> 7;
@@ -102,14 +161,23 @@ Test(zk_tree, paths_random_against_the_rule)
         }
         if (n > 0 && (x >> 60) != 0)
             p[0] = '/'; /* most start as a path does */
-        bool seq = (x >> 59) & 1;
-        bool want = ref_path_valid(p, n, seq);
-        cr_assert_eq(zk_path_valid(p, n, seq), want, "case %d (length %zu, sequential %d)", k, n,
-                     seq);
-        want ? valid_seen++ : invalid_seen++;
+        bool want = ref_path_valid(p, n);
+        cr_assert_eq(zk_path_valid(p, n), want, "case %d (length %zu)", k, n);
+        if (want) {
+            valid_seen++;
+            for (size_t i = 0; i < n; i++)
+                if (p[i] >= 0x80) {
+                    multibyte_valid++;
+                    break;
+                }
+        } else {
+            invalid_seen++;
+        }
     }
     cr_assert_gt(valid_seen, 1000, "the random paths were nearly all refused: %zu valid",
                  valid_seen);
+    cr_assert_gt(multibyte_valid, 100, "valid paths with a multi-byte character: %zu",
+                 multibyte_valid);
     cr_assert_gt(invalid_seen, 1000);
 }
 
