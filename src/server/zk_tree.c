@@ -558,6 +558,7 @@ struct ztx {
     struct zover **hb;
     size_t hcap; /* a power of two */
     bool sweep;  /* the container sweep's own entry (session 0): deleteContainer */
+    bool in_multi; /* the operations are a multi's */
     /* what each operation did, in order, for the watches (zk_tree.h) */
     struct zk_change_rec *ch;
     size_t n_ch, ch_cap;
@@ -640,13 +641,25 @@ static int op_create(struct ztx *x, int32_t type, const struct zk_create_req *r,
                      struct zk_multi_result *res)
 {
     int32_t flags = r->flags;
-    if (type == ZK_OP_CREATE_CONTAINER)
-        flags = ZK_MODE_CONTAINER;
     if (flags < 0 || flags > ZK_MODE_PERSISTENT_SEQUENTIAL_WITH_TTL)
         return ZK_BADARGUMENTS;
     bool seq = flags == ZK_MODE_PERSISTENT_SEQUENTIAL || flags == ZK_MODE_EPHEMERAL_SEQUENTIAL ||
                flags == ZK_MODE_PERSISTENT_SEQUENTIAL_WITH_TTL;
     bool ttl_mode = is_ttl((uint8_t)flags);
+    /* ZooKeeper 3.8: a multi's create is made again from its flags
+     * (Op.create), which alone say container or TTL, whatever the op's
+     * type (TTL flags on another type than createTTL were refused with
+     * the whole request: MARSHALLINGERROR); outside a multi
+     * createContainer makes a container whatever its flags (which still
+     * say sequential), and create or create2 with the container flag a
+     * plain node */
+    if (x->in_multi)
+        type = ttl_mode                     ? ZK_OP_CREATE_TTL
+               : flags == ZK_MODE_CONTAINER ? ZK_OP_CREATE_CONTAINER
+                                            : ZK_OP_CREATE;
+    uint8_t mode = type == ZK_OP_CREATE_CONTAINER ? ZK_MODE_CONTAINER
+                   : flags == ZK_MODE_CONTAINER   ? ZK_MODE_PERSISTENT
+                                                  : (uint8_t)flags;
     if (type == ZK_OP_CREATE_TTL && !ttl_mode)
         return ZK_BADARGUMENTS;
     if (ttl_mode && (type != ZK_OP_CREATE_TTL || r->ttl <= 0 || (uint64_t)r->ttl > TTL_MAX))
@@ -690,7 +703,7 @@ static int op_create(struct ztx *x, int32_t type, const struct zk_create_req *r,
         return ZK_NODEEXISTS;
     if (is_ephemeral(parent->z.mode))
         return ZK_NOCHILDRENFOREPHEMERALS;
-    if (is_ephemeral((uint8_t)flags)) {
+    if (is_ephemeral(mode)) {
         if (x->session == 0 || !lessor_exists(x->s->leases, x->session))
             return ZK_SESSIONEXPIRED;
     }
@@ -698,10 +711,10 @@ static int op_create(struct ztx *x, int32_t type, const struct zk_create_req *r,
     o->c_stale = o->c_stale || z->c_stored;
     memset(z, 0, sizeof(*z));
     z->exists = true;
-    z->mode = (uint8_t)flags;
+    z->mode = mode;
     z->czxid = z->mzxid = z->pzxid = x->zxid;
     z->ctime = z->mtime = x->now;
-    z->owner = is_ephemeral((uint8_t)flags) ? x->session : 0;
+    z->owner = is_ephemeral(mode) ? x->session : 0;
     z->lease = z->owner;
     z->ttl = ttl_mode ? r->ttl : 0;
     z->acl = acl;
@@ -1115,15 +1128,24 @@ int server_zk_apply(struct server *s, struct entry *e)
     }
     if (!moved)
         ensure_system_nodes(&x);
-    bool reads_in_multi = false;
-    for (size_t i = 0; type == ZK_OP_MULTI && i < req.n_multi; i++)
-        reads_in_multi |= req.multi[i].type == ZK_OP_GET_DATA ||
-                          req.multi[i].type == ZK_OP_GET_CHILDREN;
+    /* ZooKeeper refuses a multi with reads, or with TTL flags on a create
+     * that is not a createTTL, as a whole (its MultiOperationRecord makes
+     * each create again from the flags, and those cannot carry a TTL) */
+    bool unreadable_multi = false;
+    for (size_t i = 0; type == ZK_OP_MULTI && i < req.n_multi; i++) {
+        int32_t t = req.multi[i].type;
+        unreadable_multi |= t == ZK_OP_GET_DATA || t == ZK_OP_GET_CHILDREN;
+        int32_t f = req.multi[i].u.create.flags;
+        unreadable_multi |=
+            (t == ZK_OP_CREATE || t == ZK_OP_CREATE2 || t == ZK_OP_CREATE_CONTAINER) &&
+            (f == ZK_MODE_PERSISTENT_WITH_TTL || f == ZK_MODE_PERSISTENT_SEQUENTIAL_WITH_TTL);
+    }
     if (moved) {
         err = ZK_SESSIONMOVED; /* the member closes the connection (zk_service.c) */
-    } else if (reads_in_multi) {
-        err = ZK_MARSHALLINGERROR; /* ZooKeeper's answer to reads in a multi */
+    } else if (unreadable_multi) {
+        err = ZK_MARSHALLINGERROR;
     } else if (type == ZK_OP_MULTI) {
+        x.in_multi = true;
         size_t n = req.n_multi;
         struct zk_multi_result *res = n ? arena_alloc(a, sizeof(*res) * n) : NULL;
         if (n > 0 && res == NULL) {

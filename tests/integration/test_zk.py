@@ -1566,6 +1566,67 @@ class ContainerSweep(unittest.TestCase):
             c.close()
 
 
+    def test_which_creates_make_containers(self):
+        """As ZooKeeper 3.8: createContainer makes a container whatever its
+        flags (which still say sequential); create and create2 with the
+        container flag make a plain node; in a multi each create is made
+        again from its flags alone (result type and container-ness follow
+        them), and TTL flags on another op than createTTL refuse the whole
+        multi."""
+        c = Raw()
+        c.connect()
+        xid = [0]
+
+        def req(op, body):
+            xid[0] += 1
+            return c.request(xid[0], op, body)
+
+        def body(path, flags, ttl=None):
+            b = jpath(path) + jstr(b"") + OPEN_ACL + struct.pack(">i", flags)
+            return b + (struct.pack(">q", ttl) if ttl is not None else b"")
+
+        def one_op_multi(op, path, flags, ttl=None):
+            r = req(14, struct.pack(">i?i", op, False, -1) + body(path, flags, ttl)
+                    + struct.pack(">i?i", -1, True, -1))
+            if r["err"] != 0:
+                return r["err"], None
+            t, _, e = struct.unpack(">i?i", r["body"][:9])
+            return t, r["body"][9:]
+
+        self.assertEqual(req(1, body("/cm", 0))["err"], 0)
+        made = ["/cm/t1", "/cm/t15", "/cm/t19_0000000002", "/cm/m1", "/cm/m19"]
+        self.assertEqual(req(1, body("/cm/t1", 4))["err"], 0)
+        self.assertEqual(req(15, body("/cm/t15", 4))["err"], 0)
+        r = req(19, body("/cm/t19_", 2))
+        self.assertEqual((r["err"], r["body"][4:22]), (0, b"/cm/t19_0000000002"))
+        self.assertEqual(req(19, body("/cm/t19ttl", 5))["err"], -8)
+        t, rest = one_op_multi(1, "/cm/m1", 4)
+        self.assertEqual((t, len(rest)), (15, 4 + 6 + 68 + 9), "a container's result has a Stat")
+        t, rest = one_op_multi(19, "/cm/m19", 0)
+        self.assertEqual((t, len(rest)), (1, 4 + 7 + 9), "a plain create's result has no Stat")
+        t, rest = one_op_multi(15, "/cm/m15", 0)
+        self.assertEqual(t, 1)
+        self.assertEqual(one_op_multi(1, "/cm/mttl", 5)[0], -5)
+        self.assertEqual(one_op_multi(21, "/cm/m21", 1, 60000)[0], 1)
+        st = unpack_stat(req(3, jpath("/cm/m21") + b"\0")["body"])
+        self.assertNotEqual(st["ephemeralOwner"], 0, "createTTL with flags 1 in a multi: ephemeral")
+        # a child comes and goes under each: the sweep takes containers only
+        for p in made:
+            self.assertEqual(req(1, body(p + "/k", 0))["err"], 0)
+            self.assertEqual(req(2, jpath(p + "/k") + struct.pack(">i", -1))["err"], 0)
+        containers = {"/cm/t19_0000000002", "/cm/m1"}
+        wait_for(lambda: all(req(3, jpath(p) + b"\0")["err"] == -101 for p in containers),
+                 SWEEP_MS / 1000 * 10, what="the containers swept")
+        time.sleep(SWEEP_MS / 1000 * 2)
+        for p in made:
+            want = -101 if p in containers else 0
+            self.assertEqual(req(3, jpath(p) + b"\0")["err"], want, p)
+        c.close()
+        zk = kz()
+        zk.delete("/cm", recursive=True)
+        zk.stop()
+        zk.close()
+
     def test_many_containers_swept(self):
         """more containers than one sweep step reads (quorum sweeps in
         steps of 256 znodes): every emptied one goes"""
