@@ -181,6 +181,7 @@ struct zsvc {
     size_t cap; /* a power of two, or 0 */
     struct zwatch *recursive;
     size_t n_watches;
+    size_t n_persistent; /* of n_watches, persistent ones (mntr) */
     uint64_t fire_gen; /* one notification per session and event */
     struct server *s;
     zk_listener *l;
@@ -864,6 +865,8 @@ static void watch_add(struct zsess *zs, const uint8_t *p, size_t n, unsigned kin
     *c = w;
     if (kind != W_RECURSIVE)
         z->n_watches++;
+    if (kind == W_PERSISTENT)
+        z->n_persistent++;
     wchs_added(z, w);
 }
 
@@ -880,6 +883,8 @@ static size_t drop_in(struct zsvc *z, struct zwatch **pp, struct zsess *zs, cons
             *pp = w->next;
             if (w->kind != W_RECURSIVE)
                 z->n_watches--;
+            if (w->kind == W_PERSISTENT)
+                z->n_persistent--;
             wchs_dropped(z, w);
             free(w);
             k++;
@@ -1421,6 +1426,11 @@ static void handle(struct zsess *zs, const uint8_t *pkt, size_t len)
     case ZK_OP_REMOVE_WATCHES:
     case ZK_OP_CHECK_WATCHES: {
         const struct zk_path_int *r = &req.u.pi;
+        if (r->n < ZK_WATCHER_CHILDREN || r->n > ZK_WATCHER_ANY) {
+            /* ZooKeeper's WatcherType.fromInt refuses it; nothing removed */
+            slot_answer(zs, sl, req.h.xid, ZK_MARSHALLINGERROR, NULL, NULL);
+            return;
+        }
         /* a persistent watch is a data and a child watch, a recursive one
          * a data watch, as ZooKeeper's WatchManager counts them */
         unsigned kinds = r->n == ZK_WATCHER_CHILDREN ? W_CHILD | W_PERSISTENT
@@ -1771,10 +1781,12 @@ static void mntr(struct zsvc *z, struct buf *out)
     appendf(out, "zk_packets_received\t%llu\n", (unsigned long long)z->packets_in);
     appendf(out, "zk_max_client_response_size\t-1\n");
     appendf(out, "zk_connection_drop_probability\t0.0\n");
+    /* ZooKeeper's data and child watch tables together: a persistent or
+     * recursive watch is in both */
     size_t recursive = 0;
     for (struct zwatch *w = z->recursive; w != NULL; w = w->next)
         recursive++;
-    appendf(out, "zk_watch_count\t%zu\n", z->n_watches + recursive);
+    appendf(out, "zk_watch_count\t%zu\n", z->n_watches + z->n_persistent + 2 * recursive);
     appendf(out, "zk_auth_failed_count\t0\n");
     appendf(out, "zk_min_latency\t%llu\n", (unsigned long long)z->lat.min);
     appendf(out, "zk_max_file_descriptor_count\t%llu\n", (unsigned long long)rl.rlim_cur);

@@ -1774,6 +1774,39 @@ class Watches(unittest.TestCase):
                 k.stop()
                 k.close()
 
+    def test_watch_count_and_a_bad_watcher_type(self):
+        """mntr's zk_watch_count adds ZooKeeper's data and child watch
+        tables: a persistent or recursive watch is in both; removeWatches
+        and checkWatches of a watcher type ZooKeeper does not know are
+        MARSHALLINGERROR and remove nothing."""
+        def count():
+            for line in four(b"mntr").splitlines():
+                if line.startswith("zk_watch_count\t"):
+                    return int(line.split("\t")[1])
+            raise AssertionError("no zk_watch_count")
+        c = Raw()
+        c.connect()
+        self.assertEqual(c.request(1, 1, m_create("/wc")[9:])["err"], 0)
+        base = count()
+        self.assertEqual(c.request(2, 106, jpath("/wc") + struct.pack(">i", 0))["err"], 0)
+        self.assertEqual(count(), base + 2)
+        self.assertEqual(c.request(3, 106, jpath("/wc/r") + struct.pack(">i", 1))["err"], 0)
+        self.assertEqual(count(), base + 4)
+        self.assertEqual(c.request(4, 3, jpath("/wc/x") + b"\1")["err"], -101)  # exists
+        self.assertEqual(count(), base + 5)
+        for t in (0, 4):
+            self.assertEqual(c.request(5, 18, jpath("/wc") + struct.pack(">i", t))["err"], -5)
+            self.assertEqual(c.request(6, 17, jpath("/wc") + struct.pack(">i", t))["err"], -5)
+        self.assertEqual(count(), base + 5, "nothing removed")
+        self.assertEqual(c.request(7, 18, jpath("/wc/r") + struct.pack(">i", 3))["err"], 0)
+        self.assertEqual(count(), base + 3)
+        c.close()
+        wait_for(lambda: count() == base, 10, what="the connection's watches gone")
+        zk = kz()
+        zk.delete("/wc", recursive=True)
+        zk.stop()
+        zk.close()
+
     def test_raw_watch_protocol(self):
         """addWatch persistent recursive, removeWatches/checkWatches, and
         setWatches on reconnect delivering what changed while away."""
