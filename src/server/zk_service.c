@@ -964,8 +964,10 @@ static void fire(struct zsvc *z, int32_t type, const uint8_t *p, size_t n, unsig
     if (type == ZK_EVENT_NODE_CHILDREN_CHANGED)
         return;
     for (struct zwatch *w = z->recursive; w != NULL; w = w->next) {
+        /* (a watch on "", which addWatch takes, is below nothing: no
+         * change names "" or its children) */
         bool below = w->n == n ? memcmp(w->path, p, n) == 0
-                               : w->n < n && memcmp(w->path, p, w->n) == 0 &&
+                               : w->n > 0 && w->n < n && memcmp(w->path, p, w->n) == 0 &&
                                      (w->n == 1 || p[w->n] == '/');
         if (below && w->zs->told_gen != gen) {
             w->zs->told_gen = gen;
@@ -1357,6 +1359,40 @@ static void read_now(struct zsess *zs, const struct zk_request *req)
     slots_flush(zs);
 }
 
+/* null_path_refused: |req| holds a null path where ZooKeeper 3.8 looks
+ * one up and fails (MARSHALLINGERROR): the reads of one node, creates,
+ * delete, checkWatches, and any operation of a multi or multiRead. Its
+ * setData and setACL find it invalid (BADARGUMENTS), getEphemerals,
+ * sync and addWatch take it, removeWatches finds no watch there: those
+ * are left to their handling. */
+static bool null_path_refused(const struct zk_request *req)
+{
+    switch (req->h.type) {
+    case ZK_OP_EXISTS:
+    case ZK_OP_GET_DATA:
+    case ZK_OP_GET_CHILDREN:
+    case ZK_OP_GET_CHILDREN2:
+    case ZK_OP_GET_ACL:
+    case ZK_OP_GET_ALL_CHILDREN_NUMBER:
+    case ZK_OP_CREATE:
+    case ZK_OP_CREATE2:
+    case ZK_OP_CREATE_CONTAINER:
+    case ZK_OP_CREATE_TTL:
+    case ZK_OP_DELETE:
+    case ZK_OP_CHECK_WATCHES:
+        /* the first field of each of those requests */
+        return ((const struct jute_bytes *)&req->u)->len < 0;
+    case ZK_OP_MULTI:
+    case ZK_OP_MULTI_READ:
+        for (size_t i = 0; i < req->n_multi; i++)
+            if (((const struct jute_bytes *)&req->multi[i].u)->len < 0)
+                return true;
+        return false;
+    default:
+        return false;
+    }
+}
+
 /* handle serves one request now (its turn has come) */
 static void handle(struct zsess *zs, const uint8_t *pkt, size_t len)
 {
@@ -1366,14 +1402,34 @@ static void handle(struct zsess *zs, const uint8_t *pkt, size_t len)
     arena_reset(a);
     struct zk_request req;
     int rv = zk_request_decode(pkt, len, a, &req);
-    if (rv != 0 && rv != -ENOTSUP) {
-        log_warn("zk", "closing %s (session 0x%llx): malformed request", zk_conn_peer(c),
+    if (rv != 0 && len < 8) {
+        log_warn("zk", "closing %s (session 0x%llx): a request without its header", zk_conn_peer(c),
                  (unsigned long long)zs->id);
         zk_conn_close(c);
         return;
     }
     int32_t type = req.h.type;
-    if (rv == 0 && zk_is_read(type)) {
+    /* ZooKeeper 3.8's answers to what its clients never send: a body it
+     * cannot read (cut short, a multi holding an op it may not, a null
+     * path where one is looked up) is MARSHALLINGERROR, the connection
+     * kept; a type it does not know is UNIMPLEMENTED, and the connection
+     * closed; a client's deleteContainer is BADARGUMENTS */
+    int32_t refused = 0;
+    bool close_after = false, empty_multi = false;
+    if (type == ZK_OP_DELETE_CONTAINER) {
+        refused = ZK_BADARGUMENTS;
+    } else if (rv == -ENOTSUP && type != ZK_OP_CREATE_SESSION) {
+        refused = ZK_UNIMPLEMENTED;
+        close_after = true;
+    } else if (rv != 0) {
+        refused = ZK_MARSHALLINGERROR;
+    } else if (null_path_refused(&req)) {
+        refused = ZK_MARSHALLINGERROR;
+        /* ZooKeeper meets this one while answering: a multi's answer
+         * still carries its (empty) MultiResponse */
+        empty_multi = type == ZK_OP_MULTI || type == ZK_OP_MULTI_READ;
+    }
+    if (rv == 0 && refused == 0 && zk_is_read(type)) {
         zs->last_op = type;
         read_now(zs, &req);
         return;
@@ -1383,8 +1439,24 @@ static void handle(struct zsess *zs, const uint8_t *pkt, size_t len)
         zk_conn_close(c);
         return;
     }
-    if (rv == -ENOTSUP) {
-        slot_answer(zs, sl, req.h.xid, ZK_UNIMPLEMENTED, NULL, NULL);
+    if (refused != 0) {
+        if (close_after) {
+            log_warn("zk", "closing %s (session 0x%llx): request type %d unknown", zk_conn_peer(c),
+                     (unsigned long long)zs->id, (int)type);
+            zs->closing = true; /* nothing more is read */
+            sl->close_after = true;
+        }
+        if (empty_multi) {
+            struct jute_out o = {&sl->out, 0};
+            struct zk_reply_header h = {req.h.xid, zxid_now(z), refused};
+            jute_encode(&zk_rec_reply_header, &o, &h);
+            zk_multi_resp_encode(&o, NULL, 0);
+            sl->ready = true;
+            answered(zs, &h);
+            slots_flush(zs);
+            return;
+        }
+        slot_answer(zs, sl, req.h.xid, refused, NULL, NULL);
         return;
     }
     zs->last_op = type;
@@ -1413,12 +1485,11 @@ static void handle(struct zsess *zs, const uint8_t *pkt, size_t len)
             slot_answer(zs, sl, req.h.xid, ZK_MARSHALLINGERROR, NULL, NULL); /* as ZooKeeper */
             return;
         }
-        if (r->path.len <= 0 || !zk_path_valid(r->path.p, (size_t)r->path.len)) {
-            slot_answer(zs, sl, req.h.xid, ZK_BADARGUMENTS, NULL, NULL);
-            return;
-        }
-        watch_add(zs, r->path.p, (size_t)r->path.len,
-                  r->n == ZK_ADD_WATCH_PERSISTENT ? W_PERSISTENT : W_RECURSIVE);
+        /* ZooKeeper's server takes any path here, even a null one (a
+         * watch on a path no change names never fires) */
+        if (r->path.len >= 0)
+            watch_add(zs, r->path.p, (size_t)r->path.len,
+                      r->n == ZK_ADD_WATCH_PERSISTENT ? W_PERSISTENT : W_RECURSIVE);
         struct zk_int ok = {0};
         slot_answer(zs, sl, req.h.xid, 0, &zk_rec_error_resp, &ok);
         return;

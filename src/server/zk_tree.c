@@ -301,8 +301,12 @@ static int load(struct zstore *st, struct arena *a, const uint8_t *p, size_t n, 
             return rv;
         if (n == 1) {
             /* "/" always exists; its D key only once setData or setACL
-             * wrote it, and its czxid stays 0 as ZooKeeper's */
+             * wrote it, and its czxid stays 0 as ZooKeeper's; its data
+             * is empty until set (ZooKeeper's is an empty array, not
+             * null) */
             z->exists = true;
+            if (!c.found)
+                z->data = (struct jute_bytes){(const uint8_t *)"", 0};
         } else {
             if (!c.found)
                 return 0;
@@ -950,7 +954,7 @@ static int run_op(struct ztx *x, int32_t type, const void *body, struct zk_multi
     case ZK_OP_DELETE:
         return op_delete(x, body, false);
     case ZK_OP_DELETE_CONTAINER:
-        return x->sweep ? op_delete(x, body, true) : ZK_UNIMPLEMENTED;
+        return x->sweep ? op_delete(x, body, true) : ZK_BADARGUMENTS; /* a client's */
     case ZK_OP_SET_DATA:
         return op_set_data(x, body, &res->stat);
     case ZK_OP_CHECK:
@@ -1362,18 +1366,23 @@ static int read_one(struct zstore *st, struct arena *a, lessor *leases, int32_t 
     }
     /* every other read names one path first; ZooKeeper looks a read's
      * path up as it is (only a NUL is BADARGUMENTS): a malformed one names
-     * no node */
+     * no node, a null one fails the lookup (MARSHALLINGERROR), and "" is
+     * the root (its DataTree holds the root under "" too) */
     const struct jute_bytes *path = body; /* the first field of each request */
-    if (path->len > 0 && memchr(path->p, 0, (size_t)path->len) != NULL) {
+    if (path->len < 0) {
+        *err = ZK_MARSHALLINGERROR;
+        return 0;
+    }
+    const uint8_t *p = path->len > 0 ? path->p : (const uint8_t *)"/";
+    size_t n = path->len > 0 ? (size_t)path->len : 1;
+    if (memchr(p, 0, n) != NULL) {
         *err = ZK_BADARGUMENTS;
         return 0;
     }
-    if (path->len <= 0 || !zk_path_valid(path->p, (size_t)path->len)) {
+    if (!zk_path_valid(p, n)) {
         *err = ZK_NONODE;
         return 0;
     }
-    const uint8_t *p = path->p;
-    size_t n = (size_t)path->len;
     if ((rv = load(st, a, p, n, &z)) != 0)
         return rv;
     if (!z.exists) {
@@ -1483,7 +1492,9 @@ static int read_with(mvcc_read *r, lessor *leases, const struct zk_request *req,
         writes_in_read |= req->multi[i].type != ZK_OP_GET_DATA &&
                           req->multi[i].type != ZK_OP_GET_CHILDREN;
     if (writes_in_read) {
-        jute_put_int(&o, ZK_MARSHALLINGERROR); /* as ZooKeeper answers it */
+        /* as ZooKeeper answers it, with an empty MultiResponse */
+        jute_put_int(&o, ZK_MARSHALLINGERROR);
+        zk_multi_resp_encode(&o, NULL, 0);
     } else if (req->h.type == ZK_OP_MULTI_READ) {
         size_t n = req->n_multi;
         struct zk_multi_result *res = n ? arena_alloc(a, sizeof(*res) * n) : NULL;

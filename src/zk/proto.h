@@ -311,7 +311,7 @@ struct zk_multi_op {
 
 /* zk_multi_decode reads a MultiOperationRecord: headers and requests until
  * the header that says done. An op type a multi cannot hold is -EBADMSG
- * (ZooKeeper: "Invalid type of op", the connection closes). */
+ * (ZooKeeper 3.8 answers such a multi MARSHALLINGERROR). */
 int zk_multi_decode(struct jute_in *in, struct arena *a, struct zk_multi_op **ops, size_t *n);
 int zk_multi_encode(struct jute_out *o, const struct zk_multi_op *ops, size_t n);
 

@@ -336,6 +336,46 @@ class Refusals(unittest.TestCase):
         self.assertEqual(c.request(-2, 11)["err"], 0)
         c.close()
 
+    def test_what_clients_never_send(self):
+        """ZooKeeper 3.8's answers to requests its clients never send: a
+        body it cannot read (cut short, an op a multi may not hold, a null
+        path where one is looked up) is MARSHALLINGERROR on a connection
+        that goes on; an unknown type is UNIMPLEMENTED and the connection
+        closes; a client's deleteContainer is BADARGUMENTS; "" reads the
+        root; addWatch takes any path."""
+        null = struct.pack(">i", -1)
+        end = struct.pack(">i?i", -1, True, -1)
+        kept = [
+            ("exists cut short", 3, jpath("/"), -5),
+            ("multi holding a sync", 14, struct.pack(">i?i", 9, False, -1) + jpath("/") + end, -5),
+            ("createSession", -10, b"", -5),
+            ("deleteContainer", 20, jpath("/zookeeper") + struct.pack(">i", -1), -8),
+            ("exists of null", 3, null + b"\0", -5),
+            ("create of null", 1, null + jstr(b"") + OPEN_ACL + struct.pack(">i", 0), -5),
+            ("setData of null", 5, null + jstr(b"") + struct.pack(">i", -1), -8),
+            ("check of null in a multi", 14,
+             struct.pack(">i?i", 13, False, -1) + null + struct.pack(">i", -1) + end, -5),
+            ("getData of the empty path", 4, jpath("") + b"\0", 0),
+            ("getACL of the empty path", 6, jpath(""), 0),
+            ("addWatch of a path without a slash", 106, jpath("noslash") + struct.pack(">i", 1), 0),
+            ("addWatch of null", 106, null + struct.pack(">i", 0), 0),
+        ]
+        for i, (what, op, body, want) in enumerate(kept):
+            c = Raw()
+            c.connect()
+            r = c.request(i + 1, op, body)
+            self.assertIsNotNone(r, what)
+            self.assertEqual(r["err"], want, what)
+            self.assertEqual(c.request(100, 11)["err"], 0, what + ": the connection goes on")
+            c.close()
+        c = Raw()
+        c.connect()
+        self.assertEqual(c.request(1, 106, jpath("noslash") + struct.pack(">i", 0))["err"], 0)
+        self.assertEqual(c.request(2, 18, jpath("noslash") + struct.pack(">i", 3))["err"], 0)
+        self.assertEqual(c.request(3, 99)["err"], -6)
+        self.assertTrue(c.closed_by_server(), "an unknown type closes the connection")
+        c.close()
+
     def test_negative_length(self):
         c = Raw()
         c.s.sendall(struct.pack(">i", -5))
