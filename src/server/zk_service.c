@@ -36,6 +36,7 @@
 #include "zk.pb-c.h"
 
 #include <errno.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1917,14 +1918,22 @@ static void envi(struct buf *out)
     gethostname(host, sizeof(host) - 1);
     if (getcwd(cwd, sizeof(cwd)) == NULL)
         cwd[0] = '\0';
-    const char *user = getenv("USER"), *home = getenv("HOME"), *tmp = getenv("TMPDIR");
+    /* user.name and user.home as Java sets them: from the password
+     * entry of the process's user, not the environment */
+    struct passwd pw, *pwp = NULL;
+    char pwbuf[1024];
+    getpwuid_r(geteuid(), &pw, pwbuf, sizeof(pwbuf), &pwp);
+    const char *user = pwp != NULL ? pwp->pw_name : getenv("USER");
+    const char *home = pwp != NULL ? pwp->pw_dir : getenv("HOME");
+    const char *tmp = getenv("TMPDIR");
     appendf(out, "Environment:\n");
     appendf(out, "zookeeper.version=%s\n", ZK_VERSION_TEXT);
     appendf(out, "host.name=%s\n", host);
     appendf(out, "java.io.tmpdir=%s\n", tmp != NULL ? tmp : "/tmp");
     if (uname(&u) == 0) {
         appendf(out, "os.name=%s\n", u.sysname);
-        appendf(out, "os.arch=%s\n", u.machine);
+        /* Java's name for the machine: amd64 for x86_64 */
+        appendf(out, "os.arch=%s\n", strcmp(u.machine, "x86_64") == 0 ? "amd64" : u.machine);
         appendf(out, "os.version=%s\n", u.release);
     }
     appendf(out, "user.name=%s\n", user != NULL ? user : "");

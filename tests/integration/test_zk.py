@@ -666,6 +666,12 @@ class FourLetterWords(unittest.TestCase):
         self.assertEqual(env["os.name"], "Linux")
         for k in ("host.name", "os.arch", "os.version", "user.name", "user.dir"):
             self.assertIn(k, env)
+        # as Java sets them: the password entry's user, Java's machine name
+        import platform
+        import pwd
+        self.assertEqual(env["user.name"], pwd.getpwuid(os.geteuid()).pw_name)
+        self.assertEqual(env["os.arch"], {"x86_64": "amd64"}.get(platform.machine(),
+                                                                 platform.machine()))
 
     def test_wchs_counts_data_watches(self):
         import re
