@@ -163,26 +163,31 @@ struct zsess {
     struct zlat lat;  /* cons' llat, minlat, avglat, maxlat (crst resets) */
 };
 
-/* A watch of a connection (ZooKeeper's WatchManager: data watches from
- * getData and exists, child watches from getChildren, one-shot; and
- * addWatch's persistent and persistent recursive ones). */
-enum { W_DATA = 1, W_CHILD = 2, W_PERSISTENT = 4, W_RECURSIVE = 8 };
+/* A connection's watch on a path, as ZooKeeper 3.8 keeps it: a half in
+ * its data table (getData and exists watches, one-shot; addWatch's) and
+ * a half in its child table (getChildren's, one-shot; addWatch's), each
+ * with one mode per connection and path (WatchManager with its
+ * WatcherModeManager: the mode set last replaces the one before). A
+ * persistent or recursive addWatch sets both halves. */
+enum { WT_DATA = 0, WT_CHILD = 1 };                        /* the tables */
+enum { W_DATA = 1u << WT_DATA, W_CHILD = 1u << WT_CHILD }; /* sets of them */
+enum { WM_NONE, WM_STANDARD, WM_PERSISTENT, WM_RECURSIVE };
 struct zwatch {
     struct zwatch *next;
     struct zsess *zs;
-    unsigned kind;
+    uint8_t mode[2]; /* by WT_ */
     size_t n;
     uint8_t path[];
 };
 
 struct zsvc {
-    /* watches on one path (data, child, persistent) by a hash of it;
-     * persistent recursive ones in a list (they match paths below theirs) */
+    /* the watches, by a hash of their path; an event looks up its path,
+     * and each parent's while there are recursive halves (n_recursive) */
     struct zwatch **tab;
     size_t cap; /* a power of two, or 0 */
-    struct zwatch *recursive;
-    size_t n_watches;
-    size_t n_persistent; /* of n_watches, persistent ones (mntr) */
+    size_t n_entries;
+    size_t n_halves[2]; /* by WT_: ZooKeeper's two tables' sizes (mntr) */
+    size_t n_recursive;
     uint64_t fire_gen; /* one notification per session and event */
     struct server *s;
     zk_listener *l;
@@ -759,26 +764,28 @@ static size_t path_hash(const uint8_t *p, size_t n)
     return (size_t)h;
 }
 
-/* the chain a watch of |kind| on |p| lives in */
-static struct zwatch **chain(struct zsvc *z, const uint8_t *p, size_t n, unsigned kind)
+/* the chain of |p|'s entries */
+static struct zwatch **chain(struct zsvc *z, const uint8_t *p, size_t n)
 {
-    if (kind == W_RECURSIVE)
-        return &z->recursive;
     return &z->tab[path_hash(p, n) & (z->cap - 1)];
 }
 
-static struct zwatch *watch_find(struct zsvc *z, struct zsess *zs, const uint8_t *p, size_t n,
-                                 unsigned kind)
+static bool on_path(const struct zwatch *w, const uint8_t *p, size_t n)
 {
-    if (z->cap == 0 && kind != W_RECURSIVE)
+    return w->n == n && memcmp(w->path, p, n) == 0;
+}
+
+static struct zwatch *watch_find(struct zsvc *z, struct zsess *zs, const uint8_t *p, size_t n)
+{
+    if (z->cap == 0)
         return NULL;
-    for (struct zwatch *w = *chain(z, p, n, kind); w != NULL; w = w->next)
-        if (w->zs == zs && w->kind == kind && w->n == n && memcmp(w->path, p, n) == 0)
+    for (struct zwatch *w = *chain(z, p, n); w != NULL; w = w->next)
+        if (w->zs == zs && on_path(w, p, n))
             return w;
     return NULL;
 }
 
-/* grow doubles the table (rehashing) once it holds as many watches as
+/* grow doubles the table (rehashing) once it holds as many entries as
  * buckets */
 static int grow(struct zsvc *z)
 {
@@ -802,126 +809,119 @@ static int grow(struct zsvc *z)
     return 0;
 }
 
-#define W_DATA_SIDE (W_DATA | W_PERSISTENT | W_RECURSIVE)
-
-/* data_side_on: some data-side watch is on |p| (the chain of |p| and
- * the recursive list, both walked by fire anyway) */
-static bool data_side_on(struct zsvc *z, const uint8_t *p, size_t n)
+/* data_side_on: another entry than |self| on |p| has a data-table half */
+static bool data_side_on(struct zsvc *z, const struct zwatch *self, const uint8_t *p, size_t n)
 {
-    for (struct zwatch *w = z->recursive; w != NULL; w = w->next)
-        if (w->n == n && memcmp(w->path, p, n) == 0)
-            return true;
-    for (struct zwatch *w = z->cap ? *chain(z, p, n, W_DATA) : NULL; w != NULL; w = w->next)
-        if ((w->kind & W_DATA_SIDE) && w->n == n && memcmp(w->path, p, n) == 0)
+    for (struct zwatch *w = z->cap ? *chain(z, p, n) : NULL; w != NULL; w = w->next)
+        if (w != self && w->mode[WT_DATA] != WM_NONE && on_path(w, p, n))
             return true;
     return false;
 }
 
-/* wchs_added, wchs_dropped keep wchs's figures as |w| comes (linked
- * already) and goes (unlinked already) */
-static void wchs_added(struct zsvc *z, const struct zwatch *w)
+/* set_mode gives |w|'s half in |t| the mode |m| (WM_NONE: removes it),
+ * keeping the counts (mntr's tables, wchs's data table) */
+static void set_mode(struct zsvc *z, struct zwatch *w, int t, uint8_t m)
 {
-    if (!(w->kind & W_DATA_SIDE))
+    uint8_t old = w->mode[t];
+    if (old == m)
         return;
-    z->wchs_total++;
-    if (w->zs->n_dwatches++ == 0)
-        z->wchs_conns++;
-    size_t k = 0;
-    for (struct zwatch *o = z->recursive; o != NULL && k < 2; o = o->next)
-        k += o->n == w->n && memcmp(o->path, w->path, w->n) == 0;
-    for (struct zwatch *o = z->cap ? *chain(z, w->path, w->n, W_DATA) : NULL; o != NULL && k < 2;
-         o = o->next)
-        k += (o->kind & W_DATA_SIDE) && o->n == w->n && memcmp(o->path, w->path, w->n) == 0;
-    if (k == 1)
-        z->wchs_paths++;
+    if (old == WM_RECURSIVE)
+        z->n_recursive--;
+    if (m == WM_RECURSIVE)
+        z->n_recursive++;
+    if (old == WM_NONE || m == WM_NONE) {
+        bool on = m != WM_NONE;
+        z->n_halves[t] += on ? 1 : (size_t)-1;
+        if (t == WT_DATA) {
+            /* wchs: ZooKeeper's data table, its watches, paths and
+             * connections */
+            z->wchs_total += on ? 1 : (size_t)-1;
+            if (on ? w->zs->n_dwatches++ == 0 : --w->zs->n_dwatches == 0)
+                z->wchs_conns += on ? 1 : (size_t)-1;
+            if (!data_side_on(z, w, w->path, w->n))
+                z->wchs_paths += on ? 1 : (size_t)-1;
+        }
+    }
+    w->mode[t] = m;
 }
 
-static void wchs_dropped(struct zsvc *z, const struct zwatch *w)
+/* unlink_if_empty frees the entry at *pp when neither table has it any
+ * more; true when it did (*pp is then the next entry) */
+static bool unlink_if_empty(struct zsvc *z, struct zwatch **pp)
 {
-    if (!(w->kind & W_DATA_SIDE))
-        return;
-    z->wchs_total--;
-    if (--w->zs->n_dwatches == 0)
-        z->wchs_conns--;
-    if (!data_side_on(z, w->path, w->n))
-        z->wchs_paths--;
+    struct zwatch *w = *pp;
+    if (w->mode[WT_DATA] != WM_NONE || w->mode[WT_CHILD] != WM_NONE)
+        return false;
+    *pp = w->next;
+    free(w);
+    z->n_entries--;
+    return true;
 }
 
-static void watch_add(struct zsess *zs, const uint8_t *p, size_t n, unsigned kind)
+/* watch_add: |zs|'s watch on |p| in each table of |tables| (a bit per
+ * WT_) gets mode |m|, as ZooKeeper's WatchManager.addWatch: one mode per
+ * watcher and path in each table, the last set replaces the one before
+ * (a getData watch after addWatch makes the data half one-shot) */
+static void watch_add(struct zsess *zs, const uint8_t *p, size_t n, unsigned tables, uint8_t m)
 {
     struct zsvc *z = zs->svc;
-    if (watch_find(z, zs, p, n, kind) != NULL)
-        return;
-    if (kind != W_RECURSIVE && z->n_watches >= z->cap && grow(z) != 0 && z->cap == 0)
-        return;
-    struct zwatch *w = malloc(sizeof(*w) + n);
-    if (w == NULL)
-        return;
-    w->zs = zs;
-    w->kind = kind;
-    w->n = n;
-    memcpy(w->path, p, n);
-    struct zwatch **c = chain(z, p, n, kind);
-    w->next = *c;
-    *c = w;
-    if (kind != W_RECURSIVE)
-        z->n_watches++;
-    if (kind == W_PERSISTENT)
-        z->n_persistent++;
-    wchs_added(z, w);
+    struct zwatch *w = watch_find(z, zs, p, n);
+    if (w == NULL) {
+        if (z->n_entries >= z->cap && grow(z) != 0 && z->cap == 0)
+            return;
+        w = malloc(sizeof(*w) + n);
+        if (w == NULL)
+            return;
+        w->zs = zs;
+        w->mode[WT_DATA] = w->mode[WT_CHILD] = WM_NONE;
+        w->n = n;
+        memcpy(w->path, p, n);
+        struct zwatch **c = chain(z, p, n);
+        w->next = *c;
+        *c = w;
+        z->n_entries++;
+    }
+    for (int t = 0; t < 2; t++)
+        if (tables & (1u << t))
+            set_mode(z, w, t, m);
 }
 
-/* drop_in removes from one chain |zs|'s watches of |kinds| (on |p|, or
- * any path when p is NULL); the number dropped */
-static size_t drop_in(struct zsvc *z, struct zwatch **pp, struct zsess *zs, const uint8_t *p,
-                      size_t n, unsigned kinds)
+/* watch_remove takes |zs|'s halves in |tables| off |p| (every path when p
+ * is NULL: O(buckets), on close only), as ZooKeeper's removeWatcher does
+ * whatever their mode; the number of halves taken */
+static size_t watch_remove(struct zsvc *z, struct zsess *zs, const uint8_t *p, size_t n,
+                           unsigned tables)
 {
     size_t k = 0;
-    while (*pp != NULL) {
-        struct zwatch *w = *pp;
-        if (w->zs == zs && (w->kind & kinds) &&
-            (p == NULL || (w->n == n && memcmp(w->path, p, n) == 0))) {
-            *pp = w->next;
-            if (w->kind != W_RECURSIVE)
-                z->n_watches--;
-            if (w->kind == W_PERSISTENT)
-                z->n_persistent--;
-            wchs_dropped(z, w);
-            free(w);
-            k++;
-        } else {
+    for (size_t b = 0; b < z->cap; b++) {
+        struct zwatch **pp = p != NULL ? chain(z, p, n) : &z->tab[b];
+        while (*pp != NULL) {
+            struct zwatch *w = *pp;
+            if (w->zs == zs && (p == NULL || on_path(w, p, n))) {
+                for (int t = 0; t < 2; t++)
+                    if ((tables & (1u << t)) && w->mode[t] != WM_NONE) {
+                        set_mode(z, w, t, WM_NONE);
+                        k++;
+                    }
+                if (unlink_if_empty(z, pp))
+                    continue;
+            }
             pp = &w->next;
         }
+        if (p != NULL)
+            break;
     }
     return k;
 }
 
-/* watch_remove drops |zs|'s watches of |kinds| on |p| (all paths when p
- * is NULL: O(buckets), on close only); the number dropped */
-static size_t watch_remove(struct zsvc *z, struct zsess *zs, const uint8_t *p, size_t n,
-                           unsigned kinds)
-{
-    size_t k = 0;
-    if (kinds & W_RECURSIVE)
-        k += drop_in(z, &z->recursive, zs, p, n, kinds);
-    if (z->cap == 0)
-        return k;
-    if (p != NULL)
-        return k + drop_in(z, chain(z, p, n, W_DATA), zs, p, n, kinds);
-    for (size_t i = 0; i < z->cap; i++)
-        k += drop_in(z, &z->tab[i], zs, NULL, 0, kinds);
-    return k;
-}
-
-/* watch_count: |zs|'s watches of |kinds| on |p| */
+/* watch_count: how many of |zs|'s halves in |tables| are on |p| */
 static size_t watch_count(struct zsvc *z, struct zsess *zs, const uint8_t *p, size_t n,
-                          unsigned kinds)
+                          unsigned tables)
 {
+    struct zwatch *w = watch_find(z, zs, p, n);
     size_t k = 0;
-    for (struct zwatch *w = z->recursive; (kinds & W_RECURSIVE) && w != NULL; w = w->next)
-        k += w->zs == zs && w->n == n && memcmp(w->path, p, n) == 0;
-    for (struct zwatch *w = z->cap ? *chain(z, p, n, W_DATA) : NULL; w != NULL; w = w->next)
-        k += w->zs == zs && (w->kind & kinds) && w->n == n && memcmp(w->path, p, n) == 0;
+    for (int t = 0; w != NULL && t < 2; t++)
+        k += (tables & (1u << t)) && w->mode[t] != WM_NONE;
     return k;
 }
 
@@ -938,42 +938,46 @@ static void notify(struct zsess *zs, int32_t type, const uint8_t *p, size_t n)
     buf_free(&b);
 }
 
-/* fire sends |type| for |p| to every watch of |kinds| on |p| (and to
- * persistent watches on it, and recursive ones on it or above it unless
- * |type| is NodeChildrenChanged); one-shot watches go; each session is
- * told once */
-static void fire(struct zsvc *z, int32_t type, const uint8_t *p, size_t n, unsigned kinds)
+/* trigger: ZooKeeper's WatchManager.triggerWatch on table |t| for an
+ * event |type| at |p|: the halves on |p| fire (one-shot ones go), and
+ * the recursive ones on |p| or above it unless |type| is
+ * NodeChildrenChanged; each session is told once for |gen| (a NodeDeleted
+ * goes through the data table, then the child table with the same gen:
+ * no session hears it twice) */
+static void trigger(struct zsvc *z, int t, int32_t type, const uint8_t *p, size_t n, uint64_t gen)
 {
-    uint64_t gen = ++z->fire_gen;
-    for (struct zwatch **pp = z->cap ? chain(z, p, n, W_DATA) : NULL; pp != NULL && *pp != NULL;) {
-        struct zwatch *w = *pp;
-        bool on_p = w->n == n && memcmp(w->path, p, n) == 0;
-        bool drop = on_p && (w->kind & kinds);
-        if ((drop || (on_p && w->kind == W_PERSISTENT)) && w->zs->told_gen != gen) {
-            w->zs->told_gen = gen;
-            notify(w->zs, type, p, n);
-        }
-        if (drop) {
-            *pp = w->next;
-            wchs_dropped(z, w);
-            free(w);
-            z->n_watches--;
-        } else {
+    if (z->cap == 0)
+        return;
+    size_t ln = n; /* the path looked at: |p|, then each parent up to "/" */
+    for (;;) {
+        bool at_p = ln == n;
+        for (struct zwatch **pp = chain(z, p, ln); *pp != NULL;) {
+            struct zwatch *w = *pp;
+            uint8_t m = w->mode[t];
+            bool tell = false, once = false;
+            if (m != WM_NONE && on_path(w, p, ln)) {
+                if (m == WM_RECURSIVE)
+                    tell = type != ZK_EVENT_NODE_CHILDREN_CHANGED;
+                else if (at_p)
+                    tell = true, once = m == WM_STANDARD;
+            }
+            if (tell && w->zs->told_gen != gen) {
+                w->zs->told_gen = gen;
+                notify(w->zs, type, p, n);
+            }
+            if (once) {
+                set_mode(z, w, t, WM_NONE);
+                if (unlink_if_empty(z, pp))
+                    continue;
+            }
             pp = &w->next;
         }
-    }
-    if (type == ZK_EVENT_NODE_CHILDREN_CHANGED)
-        return;
-    for (struct zwatch *w = z->recursive; w != NULL; w = w->next) {
-        /* (a watch on "", which addWatch takes, is below nothing: no
-         * change names "" or its children) */
-        bool below = w->n == n ? memcmp(w->path, p, n) == 0
-                               : w->n > 0 && w->n < n && memcmp(w->path, p, w->n) == 0 &&
-                                     (w->n == 1 || p[w->n] == '/');
-        if (below && w->zs->told_gen != gen) {
-            w->zs->told_gen = gen;
-            notify(w->zs, type, p, n);
-        }
+        if (z->n_recursive == 0 || type == ZK_EVENT_NODE_CHILDREN_CHANGED || ln <= 1)
+            return;
+        /* the parent: everything before the last '/' ("/" for "/a") */
+        while (ln > 0 && p[ln - 1] != '/')
+            ln--;
+        ln = ln <= 1 ? 1 : ln - 1;
     }
 }
 
@@ -986,7 +990,7 @@ void server_zk_observe(struct server *s, int type, const struct mvcc_kv *kv,
     if (z == NULL)
         return;
     zk_figures_change(&z->fig, type, kv, prev);
-    if ((z->n_watches == 0 && z->recursive == NULL) || s->zk_own_changes)
+    if (z->n_entries == 0 || s->zk_own_changes)
         return;
     const uint8_t *p;
     size_t n;
@@ -997,7 +1001,7 @@ void server_zk_observe(struct server *s, int type, const struct mvcc_kv *kv,
 void server_zk_fire(struct server *s, const struct zk_change_rec *ch, size_t n)
 {
     struct zsvc *z = s->zk;
-    if (z == NULL || (z->n_watches == 0 && z->recursive == NULL))
+    if (z == NULL || z->n_entries == 0)
         return;
     for (size_t i = 0; i < n; i++)
         fire_change(z, ch[i].c, ch[i].path, ch[i].n);
@@ -1014,17 +1018,19 @@ static void fire_change(struct zsvc *z, enum zk_change c, const uint8_t *p, size
     while (pl > 0 && p[pl - 1] != '/')
         pl--;
     pl = pl <= 1 ? 1 : pl - 1;
+    uint64_t gen = ++z->fire_gen;
     switch (c) {
     case ZK_CHANGE_CREATED:
-        fire(z, ZK_EVENT_NODE_CREATED, p, n, W_DATA);
-        fire(z, ZK_EVENT_NODE_CHILDREN_CHANGED, p, pl, W_CHILD);
+        trigger(z, WT_DATA, ZK_EVENT_NODE_CREATED, p, n, gen);
+        trigger(z, WT_CHILD, ZK_EVENT_NODE_CHILDREN_CHANGED, p, pl, ++z->fire_gen);
         break;
     case ZK_CHANGE_DELETED:
-        fire(z, ZK_EVENT_NODE_DELETED, p, n, W_DATA | W_CHILD);
-        fire(z, ZK_EVENT_NODE_CHILDREN_CHANGED, p, pl, W_CHILD);
+        trigger(z, WT_DATA, ZK_EVENT_NODE_DELETED, p, n, gen);
+        trigger(z, WT_CHILD, ZK_EVENT_NODE_DELETED, p, n, gen);
+        trigger(z, WT_CHILD, ZK_EVENT_NODE_CHILDREN_CHANGED, p, pl, ++z->fire_gen);
         break;
     case ZK_CHANGE_DATA:
-        fire(z, ZK_EVENT_NODE_DATA_CHANGED, p, n, W_DATA);
+        trigger(z, WT_DATA, ZK_EVENT_NODE_DATA_CHANGED, p, n, gen);
         break;
     default:
         break;
@@ -1055,13 +1061,13 @@ static void set_watches(struct zsess *zs, const struct zk_set_watches *sw)
                 else if (mzxid > sw->relative_zxid)
                     notify(zs, ZK_EVENT_NODE_DATA_CHANGED, p, n);
                 else
-                    watch_add(zs, p, n, W_DATA);
+                    watch_add(zs, p, n, W_DATA, WM_STANDARD);
                 break;
             case 1:
                 if (exists)
                     notify(zs, ZK_EVENT_NODE_CREATED, p, n);
                 else
-                    watch_add(zs, p, n, W_DATA);
+                    watch_add(zs, p, n, W_DATA, WM_STANDARD);
                 break;
             case 2:
                 if (!exists)
@@ -1069,13 +1075,13 @@ static void set_watches(struct zsess *zs, const struct zk_set_watches *sw)
                 else if (pzxid > sw->relative_zxid)
                     notify(zs, ZK_EVENT_NODE_CHILDREN_CHANGED, p, n);
                 else
-                    watch_add(zs, p, n, W_CHILD);
+                    watch_add(zs, p, n, W_CHILD, WM_STANDARD);
                 break;
             case 3:
-                watch_add(zs, p, n, W_PERSISTENT);
+                watch_add(zs, p, n, W_DATA | W_CHILD, WM_PERSISTENT);
                 break;
             default:
-                watch_add(zs, p, n, W_RECURSIVE);
+                watch_add(zs, p, n, W_DATA | W_CHILD, WM_RECURSIVE);
                 break;
             }
         }
@@ -1329,7 +1335,8 @@ static void read_now(struct zsess *zs, const struct zk_request *req)
         req->u.pw.watch && req->u.pw.path.len > 0 &&
         (err == 0 || (type == ZK_OP_EXISTS && err == ZK_NONODE)))
         watch_add(zs, req->u.pw.path.p, (size_t)req->u.pw.path.len,
-                  type == ZK_OP_GET_CHILDREN || type == ZK_OP_GET_CHILDREN2 ? W_CHILD : W_DATA);
+                  type == ZK_OP_GET_CHILDREN || type == ZK_OP_GET_CHILDREN2 ? W_CHILD : W_DATA,
+                  WM_STANDARD);
     if (out->len == 0) {
         struct zslot *sl = slot_new(zs);
         if (sl == NULL)
@@ -1489,8 +1496,8 @@ static void handle(struct zsess *zs, const uint8_t *pkt, size_t len)
         /* ZooKeeper's server takes any path here, even a null one (a
          * watch on a path no change names never fires) */
         if (r->path.len >= 0)
-            watch_add(zs, r->path.p, (size_t)r->path.len,
-                      r->n == ZK_ADD_WATCH_PERSISTENT ? W_PERSISTENT : W_RECURSIVE);
+            watch_add(zs, r->path.p, (size_t)r->path.len, W_DATA | W_CHILD,
+                      r->n == ZK_ADD_WATCH_PERSISTENT ? WM_PERSISTENT : WM_RECURSIVE);
         struct zk_int ok = {0};
         slot_answer(zs, sl, req.h.xid, 0, &zk_rec_error_resp, &ok);
         return;
@@ -1503,11 +1510,11 @@ static void handle(struct zsess *zs, const uint8_t *pkt, size_t len)
             slot_answer(zs, sl, req.h.xid, ZK_MARSHALLINGERROR, NULL, NULL);
             return;
         }
-        /* a persistent watch is a data and a child watch, a recursive one
-         * a data watch, as ZooKeeper's WatchManager counts them */
-        unsigned kinds = r->n == ZK_WATCHER_CHILDREN ? W_CHILD | W_PERSISTENT
-                         : r->n == ZK_WATCHER_DATA   ? W_DATA | W_PERSISTENT | W_RECURSIVE
-                                                     : W_DATA | W_CHILD | W_PERSISTENT | W_RECURSIVE;
+        /* the tables ZooKeeper's ZKDatabase.removeWatch and
+         * containsWatcher look in, whatever the mode there */
+        unsigned kinds = r->n == ZK_WATCHER_CHILDREN ? W_CHILD
+                         : r->n == ZK_WATCHER_DATA   ? W_DATA
+                                                     : W_DATA | W_CHILD;
         size_t n = r->path.len > 0 ? (size_t)r->path.len : 0;
         size_t k = 0;
         if (type == ZK_OP_REMOVE_WATCHES)
@@ -1631,7 +1638,7 @@ static void on_close(zk_conn *c)
     if (zs == NULL)
         return;
     struct zsvc *z = zs->svc;
-    watch_remove(z, zs, NULL, 0, W_DATA | W_CHILD | W_PERSISTENT | W_RECURSIVE);
+    watch_remove(z, zs, NULL, 0, W_DATA | W_CHILD);
     for (struct zcall *zc = z->live; zc != NULL; zc = zc->next)
         if (zc->zs == zs) {
             zc->zs = NULL;
@@ -1855,10 +1862,7 @@ static void mntr(struct zsvc *z, struct buf *out)
     appendf(out, "zk_connection_drop_probability\t0.0\n");
     /* ZooKeeper's data and child watch tables together: a persistent or
      * recursive watch is in both */
-    size_t recursive = 0;
-    for (struct zwatch *w = z->recursive; w != NULL; w = w->next)
-        recursive++;
-    appendf(out, "zk_watch_count\t%zu\n", z->n_watches + z->n_persistent + 2 * recursive);
+    appendf(out, "zk_watch_count\t%zu\n", z->n_halves[WT_DATA] + z->n_halves[WT_CHILD]);
     appendf(out, "zk_auth_failed_count\t0\n");
     appendf(out, "zk_min_latency\t%llu\n", (unsigned long long)z->lat.min);
     appendf(out, "zk_max_file_descriptor_count\t%llu\n", (unsigned long long)rl.rlim_cur);
@@ -2017,9 +2021,9 @@ static struct wpair *data_watches(struct zsvc *z, int (*cmp)(const void *, const
     struct wpair *v = cap > 0 ? malloc(sizeof(*v) * cap) : NULL;
     if (v == NULL)
         return NULL;
-    for (size_t b = 0; b <= z->cap; b++) {
-        for (struct zwatch *w = b < z->cap ? z->tab[b] : z->recursive; w != NULL; w = w->next)
-            if ((w->kind & W_DATA_SIDE) && *n < cap)
+    for (size_t b = 0; b < z->cap; b++) {
+        for (struct zwatch *w = z->tab[b]; w != NULL; w = w->next)
+            if (w->mode[WT_DATA] != WM_NONE && *n < cap)
                 v[(*n)++] = (struct wpair){w->zs->id, w->path, w->n};
     }
     qsort(v, *n, sizeof(*v), cmp);

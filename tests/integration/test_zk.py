@@ -1948,11 +1948,9 @@ def multi_body(*ops):
     return b"".join(ops) + struct.pack(">i?i", -1, True, -1)
 
 
-class MultiWatchEvents(unittest.TestCase):
-    """A multi fires the watches of each of its operations in turn, as
-    ZooKeeper's DataTree applies it sub-transaction by sub-transaction:
-    a node created and deleted in one multi, or set twice, fires for each
-    step, though the store keeps only the node's last state."""
+class WatcherAndWriter:
+    """A watching connection |w| and a writing one |c|, with /mwe made;
+    events() gives what |w| was told of the writes so far."""
 
     names = {1: "created", 2: "deleted", 3: "changed", 4: "child"}
 
@@ -1998,6 +1996,14 @@ class MultiWatchEvents(unittest.TestCase):
             t, _, n = struct.unpack(">iii", p[16:28])
             got.append((self.names[t], p[28:28 + n].decode()))
 
+
+
+class MultiWatchEvents(WatcherAndWriter, unittest.TestCase):
+    """A multi fires the watches of each of its operations in turn, as
+    ZooKeeper's DataTree applies it sub-transaction by sub-transaction:
+    a node created and deleted in one multi, or set twice, fires for each
+    step, though the store keeps only the node's last state."""
+
     def test_one_shot_watches_fire_on_the_step_that_fires_them(self):
         self.req(self.w, 3, jpath("/mwe/m") + b"\1", -101)  # exists: armed on no node
         self.req(self.w, 8, jpath("/mwe") + b"\1")  # getChildren
@@ -2036,6 +2042,67 @@ class MultiWatchEvents(unittest.TestCase):
         self.req(self.w, 106, jpath("/mwe/d") + struct.pack(">i", 0))
         self.multi(m_delete("/mwe/d"), m_create("/mwe/d"))
         self.assertEqual(self.events(), [("deleted", "/mwe/d"), ("created", "/mwe/d")])
+
+
+class WatchModes(WatcherAndWriter, unittest.TestCase):
+    """One watch per connection and path in each of ZooKeeper's two
+    tables (data, child), with one mode each, the last set replacing the
+    one before; removeWatches and checkWatches act on a table whatever
+    the mode there."""
+
+    def create(self, path):
+        self.req(self.c, 1, m_create(path)[9:])
+
+    def set(self, path):
+        self.req(self.c, 5, m_set(path)[9:])
+
+    def delete(self, path):
+        self.req(self.c, 2, m_delete(path)[9:])
+
+    def add_watch(self, path, mode):
+        self.req(self.w, 106, jpath(path) + struct.pack(">i", mode))
+
+    def test_recursive_after_persistent_replaces_it(self):
+        self.add_watch("/mwe", 0)
+        self.add_watch("/mwe", 1)
+        self.create("/mwe/a")
+        self.create("/mwe/a/x")
+        self.set("/mwe")
+        self.delete("/mwe/a/x")
+        self.assertEqual(self.events(), [("created", "/mwe/a"), ("created", "/mwe/a/x"),
+                                         ("changed", "/mwe"), ("deleted", "/mwe/a/x")])
+
+    def test_persistent_after_recursive_replaces_it(self):
+        self.add_watch("/mwe", 1)
+        self.add_watch("/mwe", 0)
+        self.create("/mwe/a")
+        self.create("/mwe/a/x")
+        self.set("/mwe")
+        self.assertEqual(self.events(), [("child", "/mwe"), ("changed", "/mwe")])
+
+    def test_a_one_shot_after_persistent_makes_that_half_one_shot(self):
+        self.add_watch("/mwe", 0)
+        self.req(self.w, 4, jpath("/mwe") + b"\1")  # getData with a watch
+        self.set("/mwe")
+        self.set("/mwe")
+        self.create("/mwe/a")
+        self.create("/mwe/b")
+        self.assertEqual(self.events(), [("changed", "/mwe"), ("child", "/mwe"),
+                                         ("child", "/mwe")])
+
+    def test_removing_one_table_of_a_recursive_watch(self):
+        self.create("/mwe/a")
+        self.add_watch("/mwe", 1)
+        self.assertEqual(self.req(self.w, 18, jpath("/mwe") + struct.pack(">i", 1))["err"], 0)
+        self.req(self.w, 17, jpath("/mwe") + struct.pack(">i", 1), -121)
+        self.req(self.w, 17, jpath("/mwe") + struct.pack(">i", 2))
+        self.create("/mwe/a/k")  # the data half: still every event below
+        self.assertEqual(self.events(), [("created", "/mwe/a/k")])
+        self.add_watch("/mwe", 1)
+        self.req(self.w, 18, jpath("/mwe") + struct.pack(">i", 2))  # the data half goes
+        self.set("/mwe/a")
+        self.delete("/mwe/a/k")  # the child table's half hears deletes below
+        self.assertEqual(self.events(), [("deleted", "/mwe/a/k")])
 
 
 class FreezableProxy:
