@@ -1410,7 +1410,10 @@ static void handle(struct zsess *zs, const uint8_t *pkt, size_t len)
     arena_reset(a);
     struct zk_request req;
     int rv = zk_request_decode(pkt, len, a, &req);
-    if (rv != 0 && len < 8) {
+    /* a SASL token ZooKeeper cannot read (none, or null) ends its
+     * connection there too */
+    if ((rv != 0 && len < 8) ||
+        (len >= 8 && req.h.type == ZK_OP_SASL && (rv != 0 || req.u.sasl.token.len < 0))) {
         log_warn("zk", "closing %s (session 0x%llx): a request without its header", zk_conn_peer(c),
                  (unsigned long long)zs->id);
         zk_conn_close(c);
@@ -1515,7 +1518,13 @@ static void handle(struct zsess *zs, const uint8_t *pkt, size_t len)
         unsigned kinds = r->n == ZK_WATCHER_CHILDREN ? W_CHILD
                          : r->n == ZK_WATCHER_DATA   ? W_DATA
                                                      : W_DATA | W_CHILD;
-        size_t n = r->path.len > 0 ? (size_t)r->path.len : 0;
+        if (r->path.len < 0) {
+            /* a null path names no watch (ZooKeeper: NOWATCHER); never
+             * watch_remove's NULL, every path */
+            slot_answer(zs, sl, req.h.xid, ZK_NOWATCHER, NULL, NULL);
+            return;
+        }
+        size_t n = (size_t)r->path.len;
         size_t k = 0;
         if (type == ZK_OP_REMOVE_WATCHES)
             k = watch_remove(z, zs, r->path.p, n, kinds);
@@ -1537,6 +1546,19 @@ static void handle(struct zsess *zs, const uint8_t *pkt, size_t len)
     case ZK_OP_RECONFIG:
         slot_answer(zs, sl, req.h.xid, ZK_RECONFIGDISABLED, NULL, NULL);
         return;
+    case ZK_OP_SASL: {
+        /* ZooKeeper without a SASL server answers a token OK, zxid 0,
+         * with a null token back (Kafka and HBase clients with a JAAS
+         * Client section then go on without SASL) */
+        struct jute_out o = {&sl->out, 0};
+        struct zk_reply_header h = {req.h.xid, 0, 0};
+        jute_encode(&zk_rec_reply_header, &o, &h);
+        jute_put_bytes(&o, (struct jute_bytes){NULL, -1});
+        sl->ready = true;
+        answered(zs, &h);
+        slots_flush(zs);
+        return;
+    }
     default:
         slot_answer(zs, sl, req.h.xid, ZK_UNIMPLEMENTED, NULL, NULL);
         return;

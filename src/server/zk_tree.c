@@ -1470,7 +1470,9 @@ static int read_one(struct zstore *st, struct arena *a, lessor *leases, int32_t 
         struct counter c = {0};
         if ((rv = walk_subtree(st, a, p, n, &c)) != 0)
             return rv;
-        struct zk_int r = {(int32_t)c.n};
+        /* ZooKeeper counts the keys below "" + "/": "/" itself, the
+         * root's other key, is one of them */
+        struct zk_int r = {(int32_t)c.n + (path->len == 0)};
         jute_encode(&zk_rec_get_all_children_number_resp, o, &r);
         return 0;
     }
@@ -1957,8 +1959,11 @@ int server_zk_session_end(struct server *s, int64_t lease)
         }
         changed(&x, ZK_CHANGE_DELETED, o);
     }
-    if (x.storage_err == 0)
-        rv = write_changes(&x);
+    if (x.storage_err == 0) {
+        s->zk_own_changes = true;
+        rv = write_overlay(&x);
+        s->zk_own_changes = false;
+    }
     /* the session key (and any other key of the lease) in the same
      * revision: the revoke that follows finds nothing left to delete */
     for (size_t i = 0; rv == 0 && x.storage_err == 0 && i < k.n; i++) {
@@ -1967,6 +1972,9 @@ int server_zk_session_end(struct server *s, int64_t lease)
         int64_t del;
         rv = mvcc_txn_delete_range(t, k.v[i].p, (size_t)k.v[i].len, NULL, 0, NULL, NULL, &del);
     }
+    /* the watches once all of it is written */
+    if (rv == 0 && x.storage_err == 0)
+        server_zk_fire(s, x.ch, x.n_ch);
     mvcc_txn_end(t);
     return x.storage_err != 0 ? x.storage_err : rv;
 }

@@ -47,6 +47,8 @@ REC(zk_rec_auth_packet, "AuthPacket", struct zk_auth_packet,
     F(struct zk_auth_packet, type, JUTE_INT), F(struct zk_auth_packet, scheme, JUTE_USTRING),
     F(struct zk_auth_packet, auth, JUTE_BUFFER));
 
+REC(zk_rec_sasl_req, "GetSASLRequest", struct zk_sasl_req,
+    F(struct zk_sasl_req, token, JUTE_BUFFER));
 REC(zk_rec_reconfig_req, "ReconfigRequest", struct zk_reconfig_req,
     F(struct zk_reconfig_req, joining, JUTE_USTRING),
     F(struct zk_reconfig_req, leaving, JUTE_USTRING),
@@ -178,6 +180,8 @@ const struct jute_record *zk_request_record(int32_t type)
         return &zk_rec_add_watch_req;
     case ZK_OP_RECONFIG:
         return &zk_rec_reconfig_req;
+    case ZK_OP_SASL:
+        return &zk_rec_sasl_req;
     default:
         return NULL;
     }

@@ -180,6 +180,10 @@ struct zk_auth_packet {
     int32_t type;
     struct jute_bytes scheme, auth;
 };
+/* GetSASLRequest: a client's SASL token (quorum runs no SASL server) */
+struct zk_sasl_req {
+    struct jute_bytes token;
+};
 /* ReconfigRequest: decoded only to be refused (RECONFIGDISABLED) */
 struct zk_reconfig_req {
     struct jute_bytes joining, leaving, new_members;
@@ -268,14 +272,14 @@ extern const struct jute_record zk_rec_id, zk_rec_acl, zk_rec_stat, zk_rec_conne
     zk_rec_connect_resp, zk_rec_request_header, zk_rec_reply_header, zk_rec_multi_header,
     zk_rec_auth_packet, zk_rec_get_data_req, zk_rec_exists_req, zk_rec_get_children_req,
     zk_rec_get_children2_req, zk_rec_sync_req, zk_rec_get_acl_req, zk_rec_reconfig_req,
-    zk_rec_get_all_children_number_req, zk_rec_get_ephemerals_req, zk_rec_set_data_req,
-    zk_rec_create_req, zk_rec_create_ttl_req, zk_rec_delete_req, zk_rec_check_version_req,
-    zk_rec_set_acl_req, zk_rec_add_watch_req, zk_rec_remove_watches_req,
+    zk_rec_sasl_req, zk_rec_get_all_children_number_req, zk_rec_get_ephemerals_req,
+    zk_rec_set_data_req, zk_rec_create_req, zk_rec_create_ttl_req, zk_rec_delete_req,
+    zk_rec_check_version_req, zk_rec_set_acl_req, zk_rec_add_watch_req, zk_rec_remove_watches_req,
     zk_rec_check_watches_req, zk_rec_set_watches, zk_rec_set_watches2, zk_rec_watcher_event,
     zk_rec_error_resp, zk_rec_create_resp, zk_rec_create2_resp, zk_rec_stat_resp,
-    zk_rec_get_data_resp, zk_rec_get_children_resp, zk_rec_get_children2_resp,
-    zk_rec_get_acl_resp, zk_rec_get_all_children_number_resp, zk_rec_get_ephemerals_resp,
-    zk_rec_sync_resp, zk_rec_client_info, zk_rec_who_am_i_resp;
+    zk_rec_get_data_resp, zk_rec_get_children_resp, zk_rec_get_children2_resp, zk_rec_get_acl_resp,
+    zk_rec_get_all_children_number_resp, zk_rec_get_ephemerals_resp, zk_rec_sync_resp,
+    zk_rec_client_info, zk_rec_who_am_i_resp;
 
 /* zk_request_record is the record that follows a RequestHeader of |type|
  * (NULL: none follows, as for ping and closeSession, or multi, which
@@ -346,6 +350,7 @@ struct zk_request {
         struct zk_set_watches sw;
         struct zk_auth_packet auth;
         struct zk_reconfig_req reconfig;
+        struct zk_sasl_req sasl;
     } u;
     struct zk_multi_op *multi;
     size_t n_multi;

@@ -372,8 +372,20 @@ class Refusals(unittest.TestCase):
         c.connect()
         self.assertEqual(c.request(1, 106, jpath("noslash") + struct.pack(">i", 0))["err"], 0)
         self.assertEqual(c.request(2, 18, jpath("noslash") + struct.pack(">i", 3))["err"], 0)
-        self.assertEqual(c.request(3, 99)["err"], -6)
+        # removeWatches of a null path names no watch: the others stay
+        self.assertEqual(c.request(3, 106, jpath("/zookeeper") + struct.pack(">i", 0))["err"], 0)
+        self.assertEqual(c.request(4, 18, null + struct.pack(">i", 3))["err"], -121)
+        self.assertEqual(c.request(5, 17, jpath("/zookeeper") + struct.pack(">i", 3))["err"], 0)
+        # a SASL token, where no SASL server runs: OK, zxid 0, a null token
+        r = c.request(6, 102, jstr(b"token"))
+        self.assertEqual((r["err"], r["zxid"], r["body"]), (0, 0, null))
+        self.assertEqual(c.request(7, 99)["err"], -6)
         self.assertTrue(c.closed_by_server(), "an unknown type closes the connection")
+        c.close()
+        c = Raw()
+        c.connect()
+        c.send_packet(struct.pack(">ii", 1, 102) + null)
+        self.assertTrue(c.closed_by_server(), "a null SASL token closes the connection")
         c.close()
 
     def test_negative_length(self):
