@@ -1414,8 +1414,9 @@ static void handle(struct zsess *zs, const uint8_t *pkt, size_t len)
      * connection there too */
     if ((rv != 0 && len < 8) ||
         (len >= 8 && req.h.type == ZK_OP_SASL && (rv != 0 || req.u.sasl.token.len < 0))) {
-        log_warn("zk", "closing %s (session 0x%llx): a request without its header", zk_conn_peer(c),
-                 (unsigned long long)zs->id);
+        log_warn("zk", "closing %s (session 0x%llx): %s", zk_conn_peer(c),
+                 (unsigned long long)zs->id,
+                 len < 8 ? "a request without its header" : "a SASL request without a token");
         zk_conn_close(c);
         return;
     }
