@@ -429,17 +429,25 @@ static void answered(struct zsess *zs, const struct zk_reply_header *h)
 
 /* slot_answer fills |sl| with a ReplyHeader (and |body| of record |rec|
  * when err is 0) and writes what is ready. */
+/* slot_reply: |sl|'s answer is |h| and, when |rec| is not NULL, |body|
+ * (whatever h's err) */
+static void slot_reply(struct zsess *zs, struct zslot *sl, const struct zk_reply_header *h,
+                       const struct jute_record *rec, const void *body)
+{
+    struct jute_out o = {&sl->out, 0};
+    jute_encode(&zk_rec_reply_header, &o, h);
+    if (rec != NULL)
+        jute_encode(rec, &o, body);
+    sl->ready = true;
+    answered(zs, h);
+    slots_flush(zs);
+}
+
 static void slot_answer(struct zsess *zs, struct zslot *sl, int32_t xid, int32_t err,
                         const struct jute_record *rec, const void *body)
 {
-    struct jute_out o = {&sl->out, 0};
     struct zk_reply_header h = {xid, zxid_now(zs->svc), err};
-    jute_encode(&zk_rec_reply_header, &o, &h);
-    if (err == 0 && rec != NULL)
-        jute_encode(rec, &o, body);
-    sl->ready = true;
-    answered(zs, &h);
-    slots_flush(zs);
+    slot_reply(zs, sl, &h, err == 0 ? rec : NULL, body);
 }
 
 /* ---- sessions ---- */
@@ -756,18 +764,10 @@ static void revoke_end(struct zcall *zc, int status, const char *message)
 
 /* ---- watches ---- */
 
-static size_t path_hash(const uint8_t *p, size_t n)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 1099511628211ull;
-    return (size_t)h;
-}
-
 /* the chain of |p|'s entries */
 static struct zwatch **chain(struct zsvc *z, const uint8_t *p, size_t n)
 {
-    return &z->tab[path_hash(p, n) & (z->cap - 1)];
+    return &z->tab[zk_hash(ZK_HASH_START, p, n) & (z->cap - 1)];
 }
 
 static bool on_path(const struct zwatch *w, const uint8_t *p, size_t n)
@@ -797,7 +797,7 @@ static int grow(struct zsvc *z)
         struct zwatch *w = z->tab[i];
         while (w != NULL) {
             struct zwatch *next = w->next;
-            size_t b = path_hash(w->path, w->n) & (cap - 1);
+            size_t b = zk_hash(ZK_HASH_START, w->path, w->n) & (cap - 1);
             w->next = tab[b];
             tab[b] = w;
             w = next;
@@ -974,10 +974,7 @@ static void trigger(struct zsvc *z, int t, int32_t type, const uint8_t *p, size_
         }
         if (z->n_recursive == 0 || type == ZK_EVENT_NODE_CHILDREN_CHANGED || ln <= 1)
             return;
-        /* the parent: everything before the last '/' ("/" for "/a") */
-        while (ln > 0 && p[ln - 1] != '/')
-            ln--;
-        ln = ln <= 1 ? 1 : ln - 1;
+        ln = zk_path_parent_len(p, ln);
     }
 }
 
@@ -1013,11 +1010,7 @@ static void fire_change(struct zsvc *z, enum zk_change c, const uint8_t *p, size
 {
     if (c == ZK_CHANGE_NONE)
         return;
-    /* the parent's path: everything before the last '/' ("/" for "/a") */
-    size_t pl = n;
-    while (pl > 0 && p[pl - 1] != '/')
-        pl--;
-    pl = pl <= 1 ? 1 : pl - 1;
+    size_t pl = zk_path_parent_len(p, n);
     uint64_t gen = ++z->fire_gen;
     switch (c) {
     case ZK_CHANGE_CREATED:
@@ -1458,17 +1451,10 @@ static void handle(struct zsess *zs, const uint8_t *pkt, size_t len)
             zs->closing = true; /* nothing more is read */
             sl->close_after = true;
         }
-        if (empty_multi) {
-            struct jute_out o = {&sl->out, 0};
-            struct zk_reply_header h = {req.h.xid, zxid_now(z), refused};
-            jute_encode(&zk_rec_reply_header, &o, &h);
-            zk_multi_resp_encode(&o, NULL, 0);
-            sl->ready = true;
-            answered(zs, &h);
-            slots_flush(zs);
-            return;
-        }
-        slot_answer(zs, sl, req.h.xid, refused, NULL, NULL);
+        /* an empty MultiResponse is its closing header alone */
+        struct zk_reply_header h = {req.h.xid, zxid_now(z), refused};
+        struct zk_multi_header done = {-1, true, -1};
+        slot_reply(zs, sl, &h, empty_multi ? &zk_rec_multi_header : NULL, &done);
         return;
     }
     zs->last_op = type;
@@ -1551,13 +1537,9 @@ static void handle(struct zsess *zs, const uint8_t *pkt, size_t len)
         /* ZooKeeper without a SASL server answers a token OK, zxid 0,
          * with a null token back (Kafka and HBase clients with a JAAS
          * Client section then go on without SASL) */
-        struct jute_out o = {&sl->out, 0};
         struct zk_reply_header h = {req.h.xid, 0, 0};
-        jute_encode(&zk_rec_reply_header, &o, &h);
-        jute_put_bytes(&o, (struct jute_bytes){NULL, -1});
-        sl->ready = true;
-        answered(zs, &h);
-        slots_flush(zs);
+        struct zk_sasl_req none = {{NULL, -1}}; /* SetSASLResponse: the same record */
+        slot_reply(zs, sl, &h, &zk_rec_sasl_req, &none);
         return;
     }
     default:

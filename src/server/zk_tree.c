@@ -135,7 +135,7 @@ static int children_range(struct arena *a, const uint8_t *p, size_t n, uint8_t *
     return 0;
 }
 
-static size_t parent_len(const uint8_t *p, size_t n)
+size_t zk_path_parent_len(const uint8_t *p, size_t n)
 {
     size_t i = n;
     while (i > 0 && p[i - 1] != '/')
@@ -430,12 +430,11 @@ static bool acl_eq(const struct zk_acl *a, const struct zk_acl *b)
 
 static uint64_t acl_hash(const struct zk_acl *e)
 {
-    uint64_t h = 1469598103934665603ull ^ (uint32_t)e->perms; /* FNV-1a */
+    uint64_t h = zk_hash(ZK_HASH_START, &e->perms, sizeof(e->perms));
     const struct jute_bytes *parts[2] = {&e->id.scheme, &e->id.id};
     for (int k = 0; k < 2; k++) {
-        h = (h ^ (uint32_t)parts[k]->len) * 1099511628211ull;
-        for (int32_t i = 0; i < parts[k]->len; i++)
-            h = (h ^ parts[k]->p[i]) * 1099511628211ull;
+        h = zk_hash(h, &parts[k]->len, sizeof(parts[k]->len));
+        h = zk_hash(h, parts[k]->p, parts[k]->len > 0 ? (size_t)parts[k]->len : 0);
     }
     return h;
 }
@@ -586,14 +585,6 @@ static void changed(struct ztx *x, enum zk_change c, const struct zover *o)
     x->ch[x->n_ch++] = (struct zk_change_rec){c, o->path, o->n};
 }
 
-static size_t over_hash(const uint8_t *p, size_t n)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 1099511628211ull;
-    return (size_t)h;
-}
-
 /* ztx_index sizes the overlay's hash for about |ops| operations (each
  * touches at most three nodes) */
 static int ztx_index(struct ztx *x, size_t ops)
@@ -610,7 +601,7 @@ static int ztx_index(struct ztx *x, size_t ops)
 
 static struct zover *get(struct ztx *x, const uint8_t *p, size_t n)
 {
-    size_t b = over_hash(p, n) & (x->hcap - 1);
+    size_t b = zk_hash(ZK_HASH_START, p, n) & (x->hcap - 1);
     for (struct zover *o = x->hb[b]; o != NULL; o = o->hnext)
         if (o->n == n && memcmp(o->path, p, n) == 0)
             return o;
@@ -678,7 +669,7 @@ static int op_create(struct ztx *x, int32_t type, const struct zk_create_req *r,
     if (err != 0)
         return err;
     size_t n = (size_t)r->path.len;
-    size_t pl = parent_len(r->path.p, n);
+    size_t pl = zk_path_parent_len(r->path.p, n);
     struct zover *parent = get(x, r->path.p, pl);
     if (parent == NULL)
         return ZK_SYSTEMERROR;
@@ -776,7 +767,7 @@ static int op_delete(struct ztx *x, const struct zk_path_version *r, bool sweep)
     size_t n = (size_t)r->path.len;
     if (zk_path_special(r->path.p, n))
         return ZK_BADARGUMENTS; /* "/" and /zookeeper's nodes cannot go */
-    struct zover *parent = get(x, r->path.p, parent_len(r->path.p, n));
+    struct zover *parent = get(x, r->path.p, zk_path_parent_len(r->path.p, n));
     if (parent == NULL)
         return ZK_SYSTEMERROR;
     if (!parent->z.exists)
@@ -920,7 +911,8 @@ static void ensure_system_nodes(struct ztx *x)
     for (size_t i = 0; i < 3; i++) {
         size_t n = strlen(paths[i]);
         struct zover *o = get(x, (const uint8_t *)paths[i], n);
-        struct zover *parent = get(x, (const uint8_t *)paths[i], parent_len((const uint8_t *)paths[i], n));
+        struct zover *parent =
+            get(x, (const uint8_t *)paths[i], zk_path_parent_len((const uint8_t *)paths[i], n));
         if (o == NULL || parent == NULL)
             return;
         struct znode *z = &o->z;
@@ -1020,13 +1012,21 @@ static int write_overlay(struct ztx *x)
     return rv;
 }
 
-/* write_changes writes the overlay, then fires the watches of what each
- * operation did, in order (zk_tree.h, struct zk_change_rec) */
-static int write_changes(struct ztx *x)
+/* write_overlay_own writes the overlay with the store's change observer
+ * leaving the watches to the write's own list (zk_tree.h) */
+static int write_overlay_own(struct ztx *x)
 {
     x->s->zk_own_changes = true;
     int rv = write_overlay(x);
     x->s->zk_own_changes = false;
+    return rv;
+}
+
+/* write_changes writes the overlay, then fires the watches of what each
+ * operation did, in order (zk_tree.h, struct zk_change_rec) */
+static int write_changes(struct ztx *x)
+{
+    int rv = write_overlay_own(x);
     if (rv == 0 && x->storage_err == 0)
         server_zk_fire(x->s, x->ch, x->n_ch);
     return rv;
@@ -1139,10 +1139,11 @@ int server_zk_apply(struct server *s, struct entry *e)
     for (size_t i = 0; type == ZK_OP_MULTI && i < req.n_multi; i++) {
         int32_t t = req.multi[i].type;
         unreadable_multi |= t == ZK_OP_GET_DATA || t == ZK_OP_GET_CHILDREN;
-        int32_t f = req.multi[i].u.create.flags;
-        unreadable_multi |=
-            (t == ZK_OP_CREATE || t == ZK_OP_CREATE2 || t == ZK_OP_CREATE_CONTAINER) &&
-            (f == ZK_MODE_PERSISTENT_WITH_TTL || f == ZK_MODE_PERSISTENT_SEQUENTIAL_WITH_TTL);
+        if (t == ZK_OP_CREATE || t == ZK_OP_CREATE2 || t == ZK_OP_CREATE_CONTAINER) {
+            int32_t f = req.multi[i].u.create.flags;
+            unreadable_multi |=
+                f == ZK_MODE_PERSISTENT_WITH_TTL || f == ZK_MODE_PERSISTENT_SEQUENTIAL_WITH_TTL;
+        }
     }
     if (moved) {
         err = ZK_SESSIONMOVED; /* the member closes the connection (zk_service.c) */
@@ -1943,7 +1944,7 @@ int server_zk_session_end(struct server *s, int64_t lease)
             continue;
         const uint8_t *p = k.v[i].p + 6;
         size_t n = (size_t)k.v[i].len - 6;
-        struct zover *parent = get(&x, p, parent_len(p, n));
+        struct zover *parent = get(&x, p, zk_path_parent_len(p, n));
         struct zover *o = parent != NULL ? get(&x, p, n) : NULL;
         if (o == NULL || !o->z.exists)
             continue;
@@ -1959,11 +1960,8 @@ int server_zk_session_end(struct server *s, int64_t lease)
         }
         changed(&x, ZK_CHANGE_DELETED, o);
     }
-    if (x.storage_err == 0) {
-        s->zk_own_changes = true;
-        rv = write_overlay(&x);
-        s->zk_own_changes = false;
-    }
+    if (x.storage_err == 0)
+        rv = write_overlay_own(&x);
     /* the session key (and any other key of the lease) in the same
      * revision: the revoke that follows finds nothing left to delete */
     for (size_t i = 0; rv == 0 && x.storage_err == 0 && i < k.n; i++) {

@@ -45,6 +45,22 @@ bool zk_acl_permits(const struct zk_acl *acl, int32_t n, int32_t perm, const str
  * its counter. */
 bool zk_path_valid(const uint8_t *p, size_t n);
 
+/* zk_path_parent_len: the length of |p|'s parent (n bytes, n > 0):
+ * everything before the last '/', "/" for "/a" and for "/". */
+size_t zk_path_parent_len(const uint8_t *p, size_t n);
+
+/* zk_hash: FNV-1a of |n| bytes at |p| going on from |h| (ZK_HASH_START
+ * to begin): the hash of the face's tables in memory (a write's overlay,
+ * the watches, an ACL's entries seen). */
+#define ZK_HASH_START 1469598103934665603ull
+static inline uint64_t zk_hash(uint64_t h, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
 /* The session record, key "\0zkS" + the session id (big-endian), attached
  * to the session's lease (zk_service.c writes it): version 1 is [1]
  * [timeout ms, i32 BE] [password, 16 bytes]; version 2 is [2], the same,
