@@ -232,6 +232,12 @@ int server_apply_entry(struct server *s, struct entry *e)
         (rv = server_zk_session_end(s, ((const Etcdserverpb__LeaseRevokeRequest *)e->req)->id)) !=
             0)
         return rv;
+    /* a ZooKeeper session's record: the system nodes first (zk_tree.c) */
+    if (e->kind == ENTRY_PUT) {
+        const Etcdserverpb__PutRequest *p = (const Etcdserverpb__PutRequest *)e->req;
+        if ((rv = server_zk_session_begin(s, p->key.data, p->key.len)) != 0)
+            return rv;
+    }
     if (e->kind >= ENTRY_AUTH_ENABLE && e->kind <= ENTRY_AUTH_ROLE_REVOKE_PERMISSION) {
         rv = server_auth_apply(s, e, &resp, &h);
         goto done;

@@ -877,8 +877,9 @@ static int op_set_acl(struct ztx *x, const struct zk_set_acl_req *r, struct zk_s
 }
 
 /* ensure_system_nodes: /zookeeper, /zookeeper/config and /zookeeper/quota
- * exist as in ZooKeeper; made by the first ZooKeeper write (before it,
- * "/" lists no children) */
+ * exist as in ZooKeeper; made before the first session's record
+ * (server_zk_session_begin), or by the first ZooKeeper write of a store
+ * that has sessions from before that */
 static void ensure_system_nodes(struct ztx *x)
 {
     static const char *const paths[] = {"/zookeeper", "/zookeeper/config", "/zookeeper/quota"};
@@ -1334,6 +1335,24 @@ static int key_cmp(const void *a, const void *b);
 
 /* getEphemerals: the session's D keys (the lessor knows its lease's keys:
  * no walk of the store), those under the prefix, in byte order */
+int server_zk_session_begin(struct server *s, const uint8_t *key, size_t len)
+{
+    if (s->zk_sys_nodes || len != ZK_SESSION_KEY_LEN || memcmp(key, "\0zkS", 4) != 0)
+        return 0;
+    mvcc_txn *t;
+    int rv = mvcc_txn_begin(s->kv, &t);
+    if (rv != 0)
+        return rv;
+    struct ztx x = {.s = s, .st = {t, NULL}, .a = &s->arena, .zxid = mvcc_rev(s->kv) + 1};
+    if ((rv = ztx_index(&x, 8)) == 0) {
+        ensure_system_nodes(&x);
+        if (x.storage_err == 0 && x.n_ch > 0)
+            rv = write_changes(&x);
+    }
+    mvcc_txn_end(t);
+    return x.storage_err != 0 ? x.storage_err : rv;
+}
+
 static int ephemerals(lessor *leases, struct arena *a, int64_t session, const uint8_t *prefix,
                       size_t pl, struct jute_vec *out);
 

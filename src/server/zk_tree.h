@@ -88,6 +88,14 @@ int server_zk_apply(struct server *s, struct entry *e);
  * a storage error. */
 int server_zk_session_end(struct server *s, int64_t lease);
 
+/* server_zk_session_begin runs before a Put entry is applied: when the
+ * key is a session's record (a ZooKeeper client's first connect) and the
+ * store has no /zookeeper yet, /zookeeper, /zookeeper/config and
+ * /zookeeper/quota are made in a revision of their own, so a client sees
+ * them from its first read as on a fresh ZooKeeper. Returns 0 or a
+ * storage error. */
+int server_zk_session_begin(struct server *s, const uint8_t *key, size_t len);
+
 /* zk_read serves a read request (exists, getData, getChildren(2), getACL,
  * getAllChildrenNumber, getEphemerals, multiRead) from the store on the
  * core loop: i32 err, then the reply's record, are appended to |out|

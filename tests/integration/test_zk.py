@@ -943,7 +943,7 @@ class RootAndSystemNodes(unittest.TestCase):
     def test_root_and_zookeeper_nodes(self):
         zk = kz()
         try:
-            zk.create("/warm", b"")  # quorum makes /zookeeper with the first write
+            zk.create("/warm", b"")
             ev = []
             zk.get("/", watch=ev.append)
             self.assertEqual(zk.set("/", b"rootdata").version, 1)
@@ -964,6 +964,53 @@ class RootAndSystemNodes(unittest.TestCase):
         finally:
             zk.stop()
             zk.close()
+
+
+class FreshStore(unittest.TestCase):
+    """A server of its own, never written: the first client sees /zookeeper
+    and its two children, as on a fresh ZooKeeper"""
+
+    @classmethod
+    def setUpClass(cls):
+        if TARGET == "zookeeper":
+            cls.zk = zkref.ZooKeeper(extra_cfg="4lw.commands.whitelist=mntr,srvr\n").start()
+            cls.addr = ("127.0.0.1", cls.zk.port)
+        else:
+            port = free_port()
+            cls.zk = Server("quorum", name="fresh",
+                            extra_args=["--listen-zk-urls", "http://127.0.0.1:%d" % port,
+                                        "--zk-4lw-commands-whitelist", "mntr,srvr"])
+            cls.zk.start()
+            cls.addr = ("127.0.0.1", port)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.zk.stop()
+        if TARGET != "zookeeper":
+            cls.zk.cleanup()
+
+    def test_the_first_client_sees_the_system_nodes(self):
+        from kazoo.client import KazooClient
+        c = KazooClient(hosts="%s:%d" % self.addr, timeout=10)
+        c.start(timeout=15)
+        try:
+            self.assertEqual(c.get_children("/"), ["zookeeper"])
+            self.assertEqual(sorted(c.get_children("/zookeeper")), ["config", "quota"])
+            self.assertEqual(c.exists("/zookeeper").numChildren, 2)
+            self.assertEqual(c.exists("/").numChildren, 1)
+            data, st = c.get("/zookeeper/config")
+            self.assertEqual((data, st.aversion, st.ephemeralOwner), (b"", -1, 0))
+            self.assertEqual(c.get("/zookeeper/quota")[0], b"")
+            self.assertEqual(err_name(lambda: c.delete("/zookeeper/quota")), "BadArgumentsError")
+            # "/" counted twice, as ZooKeeper's DataTree holds it
+            mntr = dict(line.split("\t", 1) for line in
+                        zkref.four_letter(self.addr[0], self.addr[1], b"mntr").splitlines() if "\t" in line)
+            self.assertEqual(mntr["zk_znode_count"], "5")
+            srvr = zkref.four_letter(self.addr[0], self.addr[1], b"srvr")
+            self.assertIn("Node count: 5\n", srvr)
+        finally:
+            c.stop()
+            c.close()
 
 
 class EdgeCases(unittest.TestCase):
