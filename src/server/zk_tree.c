@@ -1335,24 +1335,6 @@ static int key_cmp(const void *a, const void *b);
 
 /* getEphemerals: the session's D keys (the lessor knows its lease's keys:
  * no walk of the store), those under the prefix, in byte order */
-int server_zk_session_begin(struct server *s, const uint8_t *key, size_t len)
-{
-    if (s->zk_sys_nodes || len != ZK_SESSION_KEY_LEN || memcmp(key, "\0zkS", 4) != 0)
-        return 0;
-    mvcc_txn *t;
-    int rv = mvcc_txn_begin(s->kv, &t);
-    if (rv != 0)
-        return rv;
-    struct ztx x = {.s = s, .st = {t, NULL}, .a = &s->arena, .zxid = mvcc_rev(s->kv) + 1};
-    if ((rv = ztx_index(&x, 8)) == 0) {
-        ensure_system_nodes(&x);
-        if (x.storage_err == 0 && x.n_ch > 0)
-            rv = write_changes(&x);
-    }
-    mvcc_txn_end(t);
-    return x.storage_err != 0 ? x.storage_err : rv;
-}
-
 static int ephemerals(lessor *leases, struct arena *a, int64_t session, const uint8_t *prefix,
                       size_t pl, struct jute_vec *out);
 
@@ -1931,6 +1913,24 @@ static int key_cmp(const void *a, const void *b)
 {
     const struct jute_bytes *x = a, *y = b;
     return bytes_compare(x->p, (size_t)x->len, y->p, (size_t)y->len);
+}
+
+int server_zk_session_begin(struct server *s, const uint8_t *key, size_t len)
+{
+    if (s->zk_sys_nodes || len != ZK_SESSION_KEY_LEN || memcmp(key, "\0zkS", 4) != 0)
+        return 0;
+    mvcc_txn *t;
+    int rv = mvcc_txn_begin(s->kv, &t);
+    if (rv != 0)
+        return rv;
+    struct ztx x = {.s = s, .st = {t, NULL}, .a = &s->arena, .zxid = mvcc_rev(s->kv) + 1};
+    if ((rv = ztx_index(&x, 8)) == 0) {
+        ensure_system_nodes(&x);
+        if (x.storage_err == 0 && x.n_ch > 0)
+            rv = write_changes(&x);
+    }
+    mvcc_txn_end(t);
+    return x.storage_err != 0 ? x.storage_err : rv;
 }
 
 int server_zk_session_end(struct server *s, int64_t lease)
