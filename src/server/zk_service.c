@@ -944,7 +944,8 @@ static void notify(struct zsess *zs, int32_t type, const uint8_t *p, size_t n)
  * NodeChildrenChanged; each session is told once for |gen| (a NodeDeleted
  * goes through the data table, then the child table with the same gen:
  * no session hears it twice) */
-static void trigger(struct zsvc *z, int t, int32_t type, const uint8_t *p, size_t n, uint64_t gen)
+static void trigger(struct zsvc *z, int t, int32_t type, const uint8_t *p, size_t n, uint64_t gen,
+                    const struct zk_acl *acl, int32_t n_acl)
 {
     if (z->cap == 0)
         return;
@@ -963,7 +964,9 @@ static void trigger(struct zsvc *z, int t, int32_t type, const uint8_t *p, size_
             }
             if (tell && w->zs->told_gen != gen) {
                 w->zs->told_gen = gen;
-                notify(w->zs, type, p, n);
+                struct zk_ids who = {(const char *const *)w->zs->ids, w->zs->n_ids};
+                if (zk_acl_permits(acl, n_acl, ZK_PERM_READ, &who))
+                    notify(w->zs, type, p, n);
             }
             if (once) {
                 set_mode(z, w, t, WM_NONE);
@@ -978,7 +981,7 @@ static void trigger(struct zsvc *z, int t, int32_t type, const uint8_t *p, size_
     }
 }
 
-static void fire_change(struct zsvc *z, enum zk_change c, const uint8_t *p, size_t n);
+static void fire_change(struct zsvc *z, const struct zk_change_rec *r);
 
 void server_zk_observe(struct server *s, int type, const struct mvcc_kv *kv,
                        const struct mvcc_kv *prev)
@@ -989,10 +992,12 @@ void server_zk_observe(struct server *s, int type, const struct mvcc_kv *kv,
     zk_figures_change(&z->fig, type, kv, prev);
     if (z->n_entries == 0 || s->zk_own_changes)
         return;
-    const uint8_t *p;
-    size_t n;
-    enum zk_change c = zk_tree_change(type, kv, prev, &p, &n);
-    fire_change(z, c, p, n);
+    /* a change no ZooKeeper write listed (none does so today: the
+     * face's writes, a session's end and the sweep all list theirs) fires
+     * without an ACL to check */
+    struct zk_change_rec r = {.acl = NULL, .parent_acl = NULL, .n_acl = -1, .n_parent_acl = -1};
+    r.c = zk_tree_change(type, kv, prev, &r.path, &r.n);
+    fire_change(z, &r);
 }
 
 void server_zk_fire(struct server *s, const struct zk_change_rec *ch, size_t n)
@@ -1001,29 +1006,34 @@ void server_zk_fire(struct server *s, const struct zk_change_rec *ch, size_t n)
     if (z == NULL || z->n_entries == 0)
         return;
     for (size_t i = 0; i < n; i++)
-        fire_change(z, ch[i].c, ch[i].path, ch[i].n);
+        fire_change(z, &ch[i]);
 }
 
-/* fire_change: the events of |c| at |p|, as ZooKeeper's DataTree fires
- * them (createNode, deleteNode, setData) */
-static void fire_change(struct zsvc *z, enum zk_change c, const uint8_t *p, size_t n)
+/* fire_change: the events of a change, as ZooKeeper's DataTree fires
+ * them (createNode, deleteNode, setData), each to the sessions that may
+ * READ the node it is of (a NodeChildrenChanged: the parent) */
+static void fire_change(struct zsvc *z, const struct zk_change_rec *r)
 {
-    if (c == ZK_CHANGE_NONE)
+    if (r->c == ZK_CHANGE_NONE)
         return;
+    const uint8_t *p = r->path;
+    size_t n = r->n;
     size_t pl = zk_path_parent_len(p, n);
     uint64_t gen = ++z->fire_gen;
-    switch (c) {
+    switch (r->c) {
     case ZK_CHANGE_CREATED:
-        trigger(z, WT_DATA, ZK_EVENT_NODE_CREATED, p, n, gen);
-        trigger(z, WT_CHILD, ZK_EVENT_NODE_CHILDREN_CHANGED, p, pl, ++z->fire_gen);
+        trigger(z, WT_DATA, ZK_EVENT_NODE_CREATED, p, n, gen, r->acl, r->n_acl);
+        trigger(z, WT_CHILD, ZK_EVENT_NODE_CHILDREN_CHANGED, p, pl, ++z->fire_gen, r->parent_acl,
+                r->n_parent_acl);
         break;
     case ZK_CHANGE_DELETED:
-        trigger(z, WT_DATA, ZK_EVENT_NODE_DELETED, p, n, gen);
-        trigger(z, WT_CHILD, ZK_EVENT_NODE_DELETED, p, n, gen);
-        trigger(z, WT_CHILD, ZK_EVENT_NODE_CHILDREN_CHANGED, p, pl, ++z->fire_gen);
+        trigger(z, WT_DATA, ZK_EVENT_NODE_DELETED, p, n, gen, r->acl, r->n_acl);
+        trigger(z, WT_CHILD, ZK_EVENT_NODE_DELETED, p, n, gen, r->acl, r->n_acl);
+        trigger(z, WT_CHILD, ZK_EVENT_NODE_CHILDREN_CHANGED, p, pl, ++z->fire_gen, r->parent_acl,
+                r->n_parent_acl);
         break;
     case ZK_CHANGE_DATA:
-        trigger(z, WT_DATA, ZK_EVENT_NODE_DATA_CHANGED, p, n, gen);
+        trigger(z, WT_DATA, ZK_EVENT_NODE_DATA_CHANGED, p, n, gen, r->acl, r->n_acl);
         break;
     default:
         break;
@@ -1258,6 +1268,14 @@ static void base64(const uint8_t *p, size_t n, char *out)
     out[k] = '\0';
 }
 
+/* auth_answer: ZooKeeper answers addAuth with zxid 0 (its ReplyHeader
+ * for an auth packet carries no zxid), OK or AUTHFAILED */
+static void auth_answer(struct zsess *zs, struct zslot *sl, int32_t xid, int32_t err)
+{
+    struct zk_reply_header h = {xid, 0, err};
+    slot_reply(zs, sl, &h, NULL, NULL);
+}
+
 /* addAuth: the digest scheme ("user:password" -> "user:base64(sha1(...))"),
  * as ZooKeeper's DigestAuthenticationProvider; anything else fails the
  * authentication and closes the connection, as ZooKeeper does */
@@ -1268,7 +1286,7 @@ static void add_auth(struct zsess *zs, struct zslot *sl, const struct zk_request
     if (ap->scheme.len == 2 && memcmp(ap->scheme.p, "ip", 2) == 0) {
         /* ZooKeeper's ip provider takes any credentials and gives the
          * connection its peer's address, which it has had from the start */
-        slot_answer(zs, sl, req->h.xid, 0, NULL, NULL);
+        auth_answer(zs, sl, req->h.xid, 0);
         return;
     }
     if (ap->scheme.len == 6 && memcmp(ap->scheme.p, "digest", 6) == 0 && ap->auth.len >= 0 &&
@@ -1287,11 +1305,11 @@ static void add_auth(struct zsess *zs, struct zslot *sl, const struct zk_request
         base64(d, sizeof(d), b64);
         snprintf(id, sizeof(id), "%.*s:%s", (int)ul, cred, b64);
         if (add_id(zs, "digest", id) == 0) {
-            slot_answer(zs, sl, req->h.xid, 0, NULL, NULL);
+            auth_answer(zs, sl, req->h.xid, 0);
             return;
         }
     }
-    slot_answer(zs, sl, req->h.xid, ZK_AUTHFAILED, NULL, NULL);
+    auth_answer(zs, sl, req->h.xid, ZK_AUTHFAILED);
     sl->close_after = true; /* written already: close now */
     zk_conn_close(zs->c);
 }

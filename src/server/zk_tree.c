@@ -568,6 +568,16 @@ struct ztx {
 };
 
 /* changed notes what an operation did to |o|'s node, for the watches */
+/* find: |p|'s node in the overlay, NULL when no operation loaded it */
+static struct zover *find(struct ztx *x, const uint8_t *p, size_t n)
+{
+    size_t b = zk_hash(ZK_HASH_START, p, n) & (x->hcap - 1);
+    for (struct zover *o = x->hb[b]; o != NULL; o = o->hnext)
+        if (o->n == n && memcmp(o->path, p, n) == 0)
+            return o;
+    return NULL;
+}
+
 static void changed(struct ztx *x, enum zk_change c, const struct zover *o)
 {
     if (x->n_ch == x->ch_cap) {
@@ -582,7 +592,16 @@ static void changed(struct ztx *x, enum zk_change c, const struct zover *o)
         x->ch = ch;
         x->ch_cap = cap;
     }
-    x->ch[x->n_ch++] = (struct zk_change_rec){c, o->path, o->n};
+    struct zk_change_rec *r = &x->ch[x->n_ch++];
+    *r = (struct zk_change_rec){c, o->path, o->n, o->z.acl.v, NULL, o->z.acl.n, -1};
+    if (c != ZK_CHANGE_DATA) {
+        /* a create or delete loaded the parent first */
+        const struct zover *parent = find(x, o->path, zk_path_parent_len(o->path, o->n));
+        if (parent != NULL) {
+            r->parent_acl = parent->z.acl.v;
+            r->n_parent_acl = parent->z.acl.n;
+        }
+    }
 }
 
 /* ztx_index sizes the overlay's hash for about |ops| operations (each
@@ -601,10 +620,10 @@ static int ztx_index(struct ztx *x, size_t ops)
 
 static struct zover *get(struct ztx *x, const uint8_t *p, size_t n)
 {
+    struct zover *found = find(x, p, n);
+    if (found != NULL)
+        return found;
     size_t b = zk_hash(ZK_HASH_START, p, n) & (x->hcap - 1);
-    for (struct zover *o = x->hb[b]; o != NULL; o = o->hnext)
-        if (o->n == n && memcmp(o->path, p, n) == 0)
-            return o;
     struct zover *o = arena_alloc(x->a, sizeof(*o));
     if (o == NULL) {
         x->storage_err = -ENOMEM;

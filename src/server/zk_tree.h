@@ -222,6 +222,12 @@ struct zk_change_rec {
     enum zk_change c;
     const uint8_t *path;
     size_t n;
+    /* the node's ACL and its parent's when the operation ran (n_acl -1:
+     * anyone may read): ZooKeeper 3.8 tells a watcher of an event only
+     * when its session may READ the node the event is of (its parent's
+     * for NodeChildrenChanged; CVE-2024-23944's fix) */
+    const struct zk_acl *acl, *parent_acl;
+    int32_t n_acl, n_parent_acl;
 };
 
 #endif

@@ -2057,6 +2057,58 @@ class WatcherAndWriter:
 
 
 
+class EventsNeedRead(WatcherAndWriter, unittest.TestCase):
+    """A watch fires for a session only when it may READ the node the event
+    is of (a NodeChildrenChanged: the parent); a one-shot watch is used up
+    either way (ZooKeeper 3.8 with CVE-2024-23944's fix, as Debian's)"""
+
+    def test_events_of_nodes_the_watcher_may_not_read(self):
+        import base64
+        import hashlib
+        # addAuth's reply carries zxid 0
+        r = self.c.request(-4, 100, struct.pack(">i", 0) + jpath("digest") + jstr(b"alice:secret"))
+        self.assertEqual((r["xid"], r["zxid"], r["err"]), (-4, 0, 0))
+        digest = base64.b64encode(hashlib.sha1(b"alice:secret").digest()).decode()
+        alice = struct.pack(">ii", 1, 31) + jpath("digest") + jpath("alice:" + digest)
+
+        def create(path, acl):
+            self.req(self.c, 1, jpath(path) + jstr(b"v") + acl + struct.pack(">i", 0))
+
+        create("/mwe/s", alice)
+        self.req(self.w, 3, jpath("/mwe/s") + b"\1")  # exists asks no permission
+        self.req(self.w, 4, jpath("/mwe/s") + b"\1", err=-102)  # NOAUTH: no watch
+        self.req(self.c, 5, jpath("/mwe/s") + jstr(b"x") + struct.pack(">i", -1))
+        self.assertEqual(self.events(), [], "no READ on /mwe/s: no NodeDataChanged")
+        self.req(self.c, 7, jpath("/mwe/s") + OPEN_ACL + struct.pack(">i", -1))
+        self.req(self.c, 5, jpath("/mwe/s") + jstr(b"y") + struct.pack(">i", -1))
+        self.assertEqual(self.events(), [], "the one-shot watch went with the event it was not told")
+        self.req(self.w, 17, jpath("/mwe/s") + struct.pack(">i", 3), err=-121)  # NOWATCHER
+
+        create("/mwe/r", OPEN_ACL)
+        create("/mwe/p", OPEN_ACL)
+        self.req(self.w, 106, jpath("/mwe/r") + struct.pack(">i", 1))  # persistent recursive
+        self.req(self.w, 8, jpath("/mwe") + b"\1")  # child watches on /mwe and /mwe/p
+        self.req(self.w, 8, jpath("/mwe/p") + b"\1")
+        self.req(self.c, 7, jpath("/mwe/p") + alice + struct.pack(">i", -1))
+        try:
+            create("/mwe/t", alice)
+            self.assertEqual(self.events(), [("child", "/mwe")],
+                             "NodeChildrenChanged asks READ on the parent")
+            create("/mwe/p/k", OPEN_ACL)
+            self.assertEqual(self.events(), [], "no READ on /mwe/p: no NodeChildrenChanged")
+            create("/mwe/r/a", alice)
+            self.assertEqual(self.events(), [], "no READ on /mwe/r/a: no NodeCreated")
+            create("/mwe/r/b", OPEN_ACL)
+            self.assertEqual(self.events(), [("created", "/mwe/r/b")])
+            self.req(self.c, 2, jpath("/mwe/r/a") + struct.pack(">i", -1))
+            self.req(self.c, 5, jpath("/mwe/r/b") + jstr(b"z") + struct.pack(">i", -1))
+            self.assertEqual(self.events(), [("changed", "/mwe/r/b")], "no NodeDeleted of /mwe/r/a")
+        finally:
+            # what the unauthenticated cleanup could not list
+            for path in ("/mwe/p/k", "/mwe/p", "/mwe/t", "/mwe/r/a"):
+                self.c.request(9000, 2, jpath(path) + struct.pack(">i", -1))
+
+
 class MultiWatchEvents(WatcherAndWriter, unittest.TestCase):
     """A multi fires the watches of each of its operations in turn, as
     ZooKeeper's DataTree applies it sub-transaction by sub-transaction:
