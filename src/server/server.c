@@ -235,7 +235,7 @@ int server_apply_entry(struct server *s, struct entry *e)
     /* a ZooKeeper session's record: the system nodes first (zk_tree.c) */
     if (e->kind == ENTRY_PUT) {
         const Etcdserverpb__PutRequest *p = (const Etcdserverpb__PutRequest *)e->req;
-        if ((rv = server_zk_session_begin(s, p->key.data, p->key.len)) != 0)
+        if ((rv = server_zk_session_begin(s, p->key.data, p->key.len, p->lease)) != 0)
             return rv;
     }
     if (e->kind >= ENTRY_AUTH_ENABLE && e->kind <= ENTRY_AUTH_ROLE_REVOKE_PERMISSION) {

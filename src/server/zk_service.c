@@ -427,22 +427,29 @@ static void answered(struct zsess *zs, const struct zk_reply_header *h)
     zs->last_resp_ms = wall_ms();
 }
 
-/* slot_answer fills |sl| with a ReplyHeader (and |body| of record |rec|
- * when err is 0) and writes what is ready. */
-/* slot_reply: |sl|'s answer is |h| and, when |rec| is not NULL, |body|
+/* slot_fill: |sl|'s answer is |h| and, when |rec| is not NULL, |body|
  * (whatever h's err) */
-static void slot_reply(struct zsess *zs, struct zslot *sl, const struct zk_reply_header *h,
-                       const struct jute_record *rec, const void *body)
+static void slot_fill(struct zslot *sl, const struct zk_reply_header *h,
+                      const struct jute_record *rec, const void *body)
 {
     struct jute_out o = {&sl->out, 0};
     jute_encode(&zk_rec_reply_header, &o, h);
     if (rec != NULL)
         jute_encode(rec, &o, body);
     sl->ready = true;
+}
+
+/* slot_reply: slot_fill, noted for cons, then what is ready is written */
+static void slot_reply(struct zsess *zs, struct zslot *sl, const struct zk_reply_header *h,
+                       const struct jute_record *rec, const void *body)
+{
+    slot_fill(sl, h, rec, body);
     answered(zs, h);
     slots_flush(zs);
 }
 
+/* slot_answer fills |sl| with a ReplyHeader (and |body| of record |rec|
+ * when err is 0) and writes what is ready. */
 static void slot_answer(struct zsess *zs, struct zslot *sl, int32_t xid, int32_t err,
                         const struct jute_record *rec, const void *body)
 {
@@ -938,12 +945,19 @@ static void notify(struct zsess *zs, int32_t type, const uint8_t *p, size_t n)
     buf_free(&b);
 }
 
+/* session_ids: the identities |zs| has for ACL checks */
+static struct zk_ids session_ids(const struct zsess *zs)
+{
+    return (struct zk_ids){(const char *const *)zs->ids, zs->n_ids};
+}
+
 /* trigger: ZooKeeper's WatchManager.triggerWatch on table |t| for an
  * event |type| at |p|: the halves on |p| fire (one-shot ones go), and
  * the recursive ones on |p| or above it unless |type| is
  * NodeChildrenChanged; each session is told once for |gen| (a NodeDeleted
  * goes through the data table, then the child table with the same gen:
- * no session hears it twice) */
+ * no session hears it twice), and only when |acl| lets it READ (a used
+ * one-shot watch goes either way, as ZooKeeper's) */
 static void trigger(struct zsvc *z, int t, int32_t type, const uint8_t *p, size_t n, uint64_t gen,
                     const struct zk_acl *acl, int32_t n_acl)
 {
@@ -964,8 +978,8 @@ static void trigger(struct zsvc *z, int t, int32_t type, const uint8_t *p, size_
             }
             if (tell && w->zs->told_gen != gen) {
                 w->zs->told_gen = gen;
-                struct zk_ids who = {(const char *const *)w->zs->ids, w->zs->n_ids};
-                if (zk_acl_permits(acl, n_acl, ZK_PERM_READ, &who))
+                struct zk_ids who = session_ids(w->zs);
+                if (n_acl != ZK_ACL_UNKNOWN && zk_acl_permits(acl, n_acl, ZK_PERM_READ, &who))
                     notify(w->zs, type, p, n);
             }
             if (once) {
@@ -993,9 +1007,10 @@ void server_zk_observe(struct server *s, int type, const struct mvcc_kv *kv,
     if (z->n_entries == 0 || s->zk_own_changes)
         return;
     /* a change no ZooKeeper write listed (none does so today: the
-     * face's writes, a session's end and the sweep all list theirs) fires
-     * without an ACL to check */
-    struct zk_change_rec r = {.acl = NULL, .parent_acl = NULL, .n_acl = -1, .n_parent_acl = -1};
+     * face's writes, a session's end and the sweep all list theirs): its
+     * ACLs are not known, so its one-shot watches go and no one is told */
+    struct zk_change_rec r = {
+        .acl = NULL, .parent_acl = NULL, .n_acl = ZK_ACL_UNKNOWN, .n_parent_acl = ZK_ACL_UNKNOWN};
     r.c = zk_tree_change(type, kv, prev, &r.path, &r.n);
     fire_change(z, &r);
 }
@@ -1269,11 +1284,13 @@ static void base64(const uint8_t *p, size_t n, char *out)
 }
 
 /* auth_answer: ZooKeeper answers addAuth with zxid 0 (its ReplyHeader
- * for an auth packet carries no zxid), OK or AUTHFAILED */
+ * for an auth packet carries no zxid), OK or AUTHFAILED, and leaves
+ * cons' lcxid, lzxid and lresp as they were */
 static void auth_answer(struct zsess *zs, struct zslot *sl, int32_t xid, int32_t err)
 {
     struct zk_reply_header h = {xid, 0, err};
-    slot_reply(zs, sl, &h, NULL, NULL);
+    slot_fill(sl, &h, NULL, NULL);
+    slots_flush(zs);
 }
 
 /* addAuth: the digest scheme ("user:password" -> "user:base64(sha1(...))"),
@@ -1329,7 +1346,7 @@ static void read_now(struct zsess *zs, const struct zk_request *req)
     int64_t zxid = zxid_now(z);
     jute_put_int(&o, req->h.xid);
     jute_put_long(&o, zxid);
-    struct zk_ids who = {(const char *const *)zs->ids, zs->n_ids};
+    struct zk_ids who = session_ids(zs);
     int rv = o.err;
     if (rv == 0)
         rv = zk_read(z->s->kv, z->s->leases, req, zs->id, &who, &z->s->arena, out);
@@ -2151,7 +2168,7 @@ static void sess_key(const uint8_t *key, size_t len, void *arg)
     struct sess_keys *k = arg;
     if (len < 4 || key[0] != 0 || key[1] != 'z' || key[2] != 'k')
         return;
-    if (key[3] == 'S' && len == ZK_SESSION_KEY_LEN) {
+    if (zk_is_session_key(key, len)) {
         k->session = true;
     } else if (key[3] == 'D' && len > 6) {
         if (buf_append(&k->paths, key + 6, len - 6) == 0 && buf_append(&k->paths, "", 1) == 0)

@@ -33,8 +33,8 @@ void server_zk_observe(struct server *s, int type, const struct mvcc_kv *kv,
                        const struct mvcc_kv *prev);
 
 /* server_zk_fire: the changes of one ZooKeeper write (zk_tree.h, struct
- * zk_change_rec), in their order: the watches fire as for the observer's
- * changes. */
+ * zk_change_rec), in their order: the watches fire, each event told to
+ * the sessions that may READ its node by the ACLs the change carries. */
 struct zk_change_rec;
 void server_zk_fire(struct server *s, const struct zk_change_rec *ch, size_t n);
 

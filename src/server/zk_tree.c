@@ -567,17 +567,21 @@ struct ztx {
     size_t n_ch, ch_cap;
 };
 
-/* changed notes what an operation did to |o|'s node, for the watches */
-/* find: |p|'s node in the overlay, NULL when no operation loaded it */
-static struct zover *find(struct ztx *x, const uint8_t *p, size_t n)
+/* find: |p|'s node in the overlay, NULL when no operation loaded it;
+ * *bucket (when not NULL) gets its hash bucket */
+static struct zover *find(struct ztx *x, const uint8_t *p, size_t n, size_t *bucket)
 {
     size_t b = zk_hash(ZK_HASH_START, p, n) & (x->hcap - 1);
+    if (bucket != NULL)
+        *bucket = b;
     for (struct zover *o = x->hb[b]; o != NULL; o = o->hnext)
         if (o->n == n && memcmp(o->path, p, n) == 0)
             return o;
     return NULL;
 }
 
+/* changed notes what an operation did to |o|'s node, for the watches,
+ * with the node's ACL and its parent's as they are now */
 static void changed(struct ztx *x, enum zk_change c, const struct zover *o)
 {
     if (x->n_ch == x->ch_cap) {
@@ -593,10 +597,16 @@ static void changed(struct ztx *x, enum zk_change c, const struct zover *o)
         x->ch_cap = cap;
     }
     struct zk_change_rec *r = &x->ch[x->n_ch++];
-    *r = (struct zk_change_rec){c, o->path, o->n, o->z.acl.v, NULL, o->z.acl.n, -1};
+    *r = (struct zk_change_rec){.c = c,
+                                .path = o->path,
+                                .n = o->n,
+                                .acl = o->z.acl.v,
+                                .n_acl = o->z.acl.n,
+                                .parent_acl = NULL,
+                                .n_parent_acl = ZK_ACL_UNKNOWN};
     if (c != ZK_CHANGE_DATA) {
         /* a create or delete loaded the parent first */
-        const struct zover *parent = find(x, o->path, zk_path_parent_len(o->path, o->n));
+        const struct zover *parent = find(x, o->path, zk_path_parent_len(o->path, o->n), NULL);
         if (parent != NULL) {
             r->parent_acl = parent->z.acl.v;
             r->n_parent_acl = parent->z.acl.n;
@@ -620,10 +630,10 @@ static int ztx_index(struct ztx *x, size_t ops)
 
 static struct zover *get(struct ztx *x, const uint8_t *p, size_t n)
 {
-    struct zover *found = find(x, p, n);
+    size_t b;
+    struct zover *found = find(x, p, n, &b);
     if (found != NULL)
         return found;
-    size_t b = zk_hash(ZK_HASH_START, p, n) & (x->hcap - 1);
     struct zover *o = arena_alloc(x->a, sizeof(*o));
     if (o == NULL) {
         x->storage_err = -ENOMEM;
@@ -1738,7 +1748,7 @@ static enum fig_kind fig_kind(const uint8_t *k, size_t n)
     if (n < 5 || k[0] != 0 || k[1] != 'z' || k[2] != 'k')
         return FIG_NONE;
     if (k[3] == 'S')
-        return n == ZK_SESSION_KEY_LEN ? FIG_SESSION : FIG_NONE;
+        return zk_is_session_key(k, n) ? FIG_SESSION : FIG_NONE;
     if (k[3] != 'D' || n < 7)
         return FIG_NONE;
     return n == 7 && k[4] == 0 && k[5] == 0 ? FIG_ROOT : FIG_NODE;
@@ -1934,9 +1944,11 @@ static int key_cmp(const void *a, const void *b)
     return bytes_compare(x->p, (size_t)x->len, y->p, (size_t)y->len);
 }
 
-int server_zk_session_begin(struct server *s, const uint8_t *key, size_t len)
+int server_zk_session_begin(struct server *s, const uint8_t *key, size_t len, int64_t lease)
 {
-    if (s->zk_sys_nodes || len != ZK_SESSION_KEY_LEN || memcmp(key, "\0zkS", 4) != 0)
+    /* the Put that follows fails without its lease: nothing before it */
+    if (s->zk_sys_nodes || !zk_is_session_key(key, len) || s->leases == NULL ||
+        !lessor_exists(s->leases, lease))
         return 0;
     mvcc_txn *t;
     int rv = mvcc_txn_begin(s->kv, &t);

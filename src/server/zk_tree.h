@@ -72,6 +72,10 @@ static inline uint64_t zk_hash(uint64_t h, const void *p, size_t n)
 #define ZK_SESSION_V1_LEN (1 + 4 + ZK_SESSION_PASSWD_LEN)
 #define ZK_SESSION_V2_LEN (ZK_SESSION_V1_LEN + 8)
 void zk_session_key(int64_t id, uint8_t k[ZK_SESSION_KEY_LEN]);
+static inline bool zk_is_session_key(const uint8_t *k, size_t n)
+{
+    return n == ZK_SESSION_KEY_LEN && k[0] == 0 && k[1] == 'z' && k[2] == 'k' && k[3] == 'S';
+}
 uint64_t zk_session_owner(const uint8_t *v, size_t n);
 
 /* server_zk_apply applies an ENTRY_ZK_WRITE inside the open batch: e->out
@@ -89,12 +93,13 @@ int server_zk_apply(struct server *s, struct entry *e);
 int server_zk_session_end(struct server *s, int64_t lease);
 
 /* server_zk_session_begin runs before a Put entry is applied: when the
- * key is a session's record (a ZooKeeper client's first connect) and the
+ * key is a session's record (written when a session is made, again when
+ * it reconnects through another member), on a lease that exists, and the
  * store has no /zookeeper yet, /zookeeper, /zookeeper/config and
  * /zookeeper/quota are made in a revision of their own, so a client sees
  * them from its first read as on a fresh ZooKeeper. Returns 0 or a
  * storage error. */
-int server_zk_session_begin(struct server *s, const uint8_t *key, size_t len);
+int server_zk_session_begin(struct server *s, const uint8_t *key, size_t len, int64_t lease);
 
 /* zk_read serves a read request (exists, getData, getChildren(2), getACL,
  * getAllChildrenNumber, getEphemerals, multiRead) from the store on the
@@ -222,12 +227,14 @@ struct zk_change_rec {
     enum zk_change c;
     const uint8_t *path;
     size_t n;
-    /* the node's ACL and its parent's when the operation ran (n_acl -1:
-     * anyone may read): ZooKeeper 3.8 tells a watcher of an event only
-     * when its session may READ the node the event is of (its parent's
-     * for NodeChildrenChanged; CVE-2024-23944's fix) */
+    /* the node's ACL and its parent's when the operation ran (a count
+     * of -1: none stored, anyone may read; ZK_ACL_UNKNOWN: not known, no
+     * one is told): ZooKeeper 3.8 tells a watcher of an event only when
+     * its session may READ the node the event is of (its parent's for
+     * NodeChildrenChanged; CVE-2024-23944's fix) */
     const struct zk_acl *acl, *parent_acl;
     int32_t n_acl, n_parent_acl;
 };
+#define ZK_ACL_UNKNOWN (-2)
 
 #endif
