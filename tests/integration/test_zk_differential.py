@@ -146,6 +146,17 @@ EXCLUDE = ("check_watches",)
 EVENT_NAMES = {1: "CREATED", 2: "DELETED", 3: "CHANGED", 4: "CHILD"}
 
 
+def read_strings(buffer, offset):
+    """A jute vector of strings at |offset|: (the list, the offset after it)."""
+    n = int_struct.unpack_from(buffer, offset)[0]
+    offset += 4
+    out = []
+    for _ in range(max(n, 0)):
+        p, offset = read_string(buffer, offset)
+        out.append(p)
+    return out, offset
+
+
 class CreateContainer(Create2):
     """createContainer (op 19): Create2's request and response."""
     type = 19
@@ -209,13 +220,7 @@ class GetEphemerals(namedtuple("GetEphemerals", "path")):
 
     @classmethod
     def deserialize(cls, buffer, offset):
-        n = int_struct.unpack_from(buffer, offset)[0]
-        offset += 4
-        out = []
-        for _ in range(max(n, 0)):
-            p, offset = read_string(buffer, offset)
-            out.append(p)
-        return out
+        return read_strings(buffer, offset)[0]
 
 
 class GetAllChildrenNumber(GetEphemerals):
@@ -249,12 +254,7 @@ class MultiRead(namedtuple("MultiRead", "ops")):
                 out.append((data, ZnodeStat._make(stat_struct.unpack_from(buffer, offset))))
                 offset += stat_struct.size
             elif h.type == 8:
-                n = int_struct.unpack_from(buffer, offset)[0]
-                offset += 4
-                kids = []
-                for _ in range(max(n, 0)):
-                    k, offset = read_string(buffer, offset)
-                    kids.append(k)
+                kids, offset = read_strings(buffer, offset)
                 out.append(kids)
             else:
                 out.append(int_struct.unpack_from(buffer, offset)[0])
