@@ -10,6 +10,7 @@ TARGET=quorum (default) runs it against quorum started with
 zookeeper package, standalone, tickTime 2000), which proves every
 expectation. One server per run (the JVM starts slowly)."""
 import os
+import re
 import socket
 import struct
 import subprocess
@@ -2065,9 +2066,20 @@ class EventsNeedRead(WatcherAndWriter, unittest.TestCase):
     def test_events_of_nodes_the_watcher_may_not_read(self):
         import base64
         import hashlib
-        # addAuth's reply carries zxid 0
+        port = self.c.s.getsockname()[1]
+
+        def last_cxid_zxid():
+            line = [ln for ln in four(b"cons").split("\n")
+                    if ln.startswith(" /127.0.0.1:%d[" % port)]
+            self.assertEqual(len(line), 1)
+            return re.search(r"lcxid=([^,]*),lzxid=([^,]*)", line[0]).groups()
+
+        before = last_cxid_zxid()
+        # addAuth's reply carries zxid 0, and cons goes on showing the
+        # request before it
         r = self.c.request(-4, 100, struct.pack(">i", 0) + jpath("digest") + jstr(b"alice:secret"))
         self.assertEqual((r["xid"], r["zxid"], r["err"]), (-4, 0, 0))
+        self.assertEqual(last_cxid_zxid(), before)
         digest = base64.b64encode(hashlib.sha1(b"alice:secret").digest()).decode()
         alice = struct.pack(">ii", 1, 31) + jpath("digest") + jpath("alice:" + digest)
 
