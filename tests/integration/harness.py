@@ -13,6 +13,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import traceback
@@ -82,6 +83,18 @@ def _ephemeral_range():
 # chosen before any member listens, and the same random port twice made a
 # member's client URL another's peer URL ("bind: address already in use")
 _GIVEN_PORTS = set()
+
+
+def stop_and_clean(server, log_chars=20000):
+    """Stop |server| (its stop() raises unless it exits cleanly), printing
+    the tail of its log when that fails, and remove its files either way."""
+    try:
+        server.stop()
+    except Exception:
+        print(server.log_tail(log_chars), file=sys.stderr)
+        raise
+    finally:
+        server.cleanup()
 
 
 def free_port():

@@ -19,7 +19,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Server, free_port, wait_for  # noqa: E402
+from harness import Server, free_port, stop_and_clean, wait_for  # noqa: E402
 import zkref  # noqa: E402
 
 TARGET = os.environ.get("TARGET", "quorum")
@@ -63,12 +63,8 @@ def tearDownModule():
         ZK.stop()
     elif QUORUM is not None:
         try:
-            QUORUM.stop()
-        except Exception:
-            print(QUORUM.log_tail(20000), file=sys.stderr)
-            raise
+            stop_and_clean(QUORUM)
         finally:
-            QUORUM.cleanup()
             LINGER.close()
 
 
@@ -412,7 +408,6 @@ class FourLetterWords(unittest.TestCase):
         self.assertEqual(four(b"isro"), "rw")
 
     def test_stat_and_cons_list_the_connections(self):
-        import re
         from kazoo.client import KazooClient
         zk = KazooClient(hosts="%s:%d" % SERVER, timeout=10)
         zk.start(timeout=15)

@@ -77,7 +77,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Server, free_port  # noqa: E402
+from harness import Server, free_port, stop_and_clean  # noqa: E402
 import zkref  # noqa: E402
 
 import kazoo.exceptions  # noqa: E402
@@ -938,13 +938,7 @@ def setUpModule():
 def tearDownModule():
     try:
         if QUORUM is not None:
-            try:
-                QUORUM.stop()
-            except Exception:
-                print(QUORUM.log_tail(20000), file=sys.stderr)
-                raise
-            finally:
-                QUORUM.cleanup()
+            stop_and_clean(QUORUM)
     finally:
         if ZK is not None:
             ZK.stop()
